@@ -1,0 +1,191 @@
+# TPT-RAID: a protocol-extension fork of tgt (stgt).
+#
+#   make            fetch pinned upstream tgt, patch, overlay, build, stage
+#   make check      unit tests, fuzz smoke runs, then the pytest suites
+#   make demo       a local fork tgtd serving a LUN, read and written by libiscsi
+#   make deps       install the Debian packages all of this needs (check and
+#                   demo do it first)
+#   make SAN=1 ...  the same with AddressSanitizer and UBSan
+#
+# Everything generated lives under build/ (or build-san/ with SAN=1).
+
+TPT_VERSION := 0.1.0
+TGT_DIR_NAME := tgt-1.0.85
+
+TOP := $(abspath .)
+ifeq ($(SAN),1)
+BUILD ?= $(TOP)/build-san
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD ?= $(TOP)/build
+SAN_FLAGS :=
+endif
+# The upstream source package is the same for both builds.
+UPSTREAM := $(TOP)/build/upstream/$(TGT_DIR_NAME)
+TGT := $(BUILD)/tgt
+STAGE := $(BUILD)/stage
+OBJ := $(BUILD)/obj
+LIBDIR := $(BUILD)/lib
+BINDIR := $(STAGE)/bin
+
+CC := gcc
+PYTHON := /usr/bin/python3
+OUR_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror \
+	-Wstrict-prototypes -Wmissing-prototypes -Wshadow -I$(TOP) $(SAN_FLAGS)
+OUR_LDFLAGS := $(SAN_FLAGS)
+
+# ---------------------------------------------------------------------------
+# Our libraries: scsi/ (codec, sense, parity) and iser/ (datamover).
+
+SCSI_SRCS := $(wildcard scsi/*.c)
+ISER_SRCS := $(wildcard iser/*.c)
+SCSI_OBJS := $(SCSI_SRCS:%.c=$(OBJ)/%.o)
+ISER_OBJS := $(ISER_SRCS:%.c=$(OBJ)/%.o)
+LIBTPTSCSI := $(LIBDIR)/libtptscsi.a
+LIBTPTISER := $(LIBDIR)/libtptiser.a
+TPT_LIBS := $(LIBTPTISER) $(LIBTPTSCSI)
+TPT_EXT_LIBS := -lfabric -lisal
+
+UNIT_SRCS := $(wildcard test/unit/*/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:%.c=$(BUILD)/%)
+
+FUZZ_SRCS := $(wildcard test/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:%.c=$(BUILD)/%)
+FUZZ_SECONDS ?= 10
+
+# Our command-line tools, each one C file under tools/.
+TOOL_SRCS := $(wildcard tools/*.c)
+TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BINDIR)/%)
+
+.PHONY: all
+all: tgt libs tools unit-bins
+
+.PHONY: tools
+tools: $(TOOL_BINS)
+
+$(BINDIR)/%: tools/%.c $(TPT_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(OUR_CFLAGS) $< -o $@ $(OUR_LDFLAGS) $(TPT_LIBS) -liscsi $(TPT_EXT_LIBS)
+
+.PHONY: libs
+libs: $(TPT_LIBS)
+
+$(OBJ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(OUR_CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIBTPTSCSI): $(SCSI_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBTPTISER): $(ISER_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+-include $(SCSI_OBJS:.o=.d) $(ISER_OBJS:.o=.d)
+
+# ---------------------------------------------------------------------------
+# Upstream tgt: fetch, patch, overlay, build, stage.
+
+TGT_PATCHES := $(shell sed -e 's/[[:space:]]*\#.*//' -e '/^$$/d' patches/tgt/series)
+OVERLAY := $(shell find usr -type f)
+
+.PHONY: fetch
+fetch: $(UPSTREAM)/.tpt-fetched
+
+$(UPSTREAM)/.tpt-fetched: scripts/fetch-upstream
+	scripts/fetch-upstream
+	touch $@
+
+# A change to the series or any patch rebuilds the tree from pristine.
+$(TGT)/.tpt-patched: $(UPSTREAM)/.tpt-fetched patches/tgt/series $(TGT_PATCHES:%=patches/tgt/%)
+	rm -rf $(TGT)
+	mkdir -p $(dir $(TGT))
+	cp -a $(UPSTREAM) $(TGT)
+	TGT_TREE=$(TGT) scripts/tgt-quilt push -a -q --fuzz=0
+	touch $@
+
+.PHONY: tgt-tree
+tgt-tree: $(TGT)/.tpt-patched
+
+$(TGT)/.tpt-overlaid: $(TGT)/.tpt-patched $(OVERLAY)
+	cp -p --parents $(OVERLAY) $(TGT)/
+	touch $@
+
+# DEB_HOST_MULTIARCH is how Debian's aio-detection patch finds eventfd.h.
+TGT_MAKE_ARGS := ISCSI_RDMA=1 TPT_TOP=$(TOP) TPT_LIBDIR=$(LIBDIR) \
+	TPT_VERSION=$(TPT_VERSION) PREFIX=$(STAGE) \
+	DEB_HOST_MULTIARCH=$(shell $(CC) -print-multiarch)
+
+# tgt's makefile does not track flags: rebuild from clean when they change.
+TGT_ARGS_STAMP := $(TGT)/.tpt-args
+TGT_ARGS_NOW := $(TGT_MAKE_ARGS) SAN=$(SAN)
+
+.PHONY: tgt
+tgt: $(TGT)/.tpt-overlaid $(TPT_LIBS)
+	@if [ "$$(cat $(TGT_ARGS_STAMP) 2>/dev/null)" != "$(TGT_ARGS_NOW)" ]; then \
+		$(MAKE) -C $(TGT) clean-programs >/dev/null; \
+		echo "$(TGT_ARGS_NOW)" >$(TGT_ARGS_STAMP); \
+	fi
+	CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" $(MAKE) -C $(TGT) $(TGT_MAKE_ARGS) programs
+	CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" $(MAKE) -C $(TGT) $(TGT_MAKE_ARGS) install-programs >/dev/null
+	@$(STAGE)/sbin/tgtd --version
+
+# ---------------------------------------------------------------------------
+# Tests.
+
+.PHONY: unit-bins
+unit-bins: $(UNIT_BINS)
+
+$(BUILD)/test/unit/%: test/unit/%.c test/unit/unit.h $(TPT_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(OUR_CFLAGS) $< -o $@ $(OUR_LDFLAGS) $(TPT_LIBS) $(TPT_EXT_LIBS)
+
+.PHONY: unit
+unit: $(UNIT_BINS)
+	@scripts/run-unit $(UNIT_BINS)
+
+$(BUILD)/test/fuzz/%: test/fuzz/%.c $(SCSI_SRCS) $(wildcard scsi/*.h)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -I$(TOP) -fsanitize=fuzzer,address,undefined \
+		$< $(SCSI_SRCS) -o $@ -lisal
+
+.PHONY: fuzz
+fuzz: $(FUZZ_BINS)
+	@for f in $(FUZZ_BINS); do \
+		mkdir -p $(BUILD)/fuzz-corpus/$$(basename $$f); \
+		echo "fuzz: $$(basename $$f) for $(FUZZ_SECONDS)s"; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 \
+			$(BUILD)/fuzz-corpus/$$(basename $$f) 2>$(BUILD)/fuzz-$$(basename $$f).log \
+			|| { tail -n 40 $(BUILD)/fuzz-$$(basename $$f).log; exit 1; }; \
+	done
+
+PYTEST_ARGS ?=
+.PHONY: pytest
+pytest: all
+	TPT_BUILD=$(BUILD) TPT_SAN=$(SAN) $(PYTHON) -m pytest conformance $(PYTEST_ARGS)
+
+# The README's commands work on a fresh machine: they install what is missing.
+.PHONY: deps
+deps:
+	@scripts/install-deps
+
+.PHONY: check
+check: deps
+	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory pytest
+
+.PHONY: demo
+demo: deps
+	$(MAKE) --no-print-directory all
+	TPT_BUILD=$(BUILD) scripts/demo
+
+.PHONY: clean
+clean:
+	rm -rf $(TGT) $(OBJ) $(LIBDIR) $(STAGE) $(BUILD)/test
+
+.PHONY: distclean
+distclean:
+	rm -rf build build-san

@@ -1,0 +1,83 @@
+"""Our tgtd serving plain LUNs to stock libiscsi on loopback."""
+import fcntl
+import os
+import subprocess
+
+import pytest
+
+from tptlib import paths
+from tptlib.tgtd import TgtadmError
+
+IO = str(paths.tool("tpt-iscsi-io"))
+
+
+def io(*args, data=None, check=True):
+    r = subprocess.run([IO, *map(str, args)], input=data, capture_output=True, timeout=120)
+    if check and r.returncode != 0:
+        raise AssertionError(f"tpt-iscsi-io {args[:1]} exited {r.returncode}: {r.stderr.decode()}")
+    return r
+
+
+def test_write_then_read_back_and_on_disk(file_lun):
+    t, url, backing = file_lun
+    data = os.urandom(3 << 20)           # spans several 1 MiB commands
+    io("write", url, 2048, data=data)
+    assert io("read", url, 2048, len(data) // 512).stdout == data
+    with open(backing, "rb") as f:
+        f.seek(2048 * 512)
+        assert f.read(len(data)) == data
+
+
+def test_capacity_matches_backing_file(file_lun):
+    t, url, backing = file_lun
+    out = io("capacity", url).stdout.decode()
+    assert "block_size 512" in out and f"blocks {(256 << 20) // 512}" in out
+
+
+def test_several_instances_side_by_side(tgtd_factory):
+    daemons = [tgtd_factory() for _ in range(3)]
+    urls = []
+    for i, t in enumerate(daemons):
+        iqn = t.new_target(1, f"iqn.2026-11.org.tptraid:side{i}")
+        t.new_file_lun(1, 1, 16 << 20)
+        urls.append(t.url(iqn, 1))
+    assert len({t.port for t in daemons}) == 3
+    for i, url in enumerate(urls):
+        io("write", url, 0, data=bytes([i + 1]) * 4096)
+    for i, url in enumerate(urls):
+        assert io("read", url, 0, 8).stdout == bytes([i + 1]) * 4096
+
+
+def test_refused_writes_change_nothing(file_lun):
+    t, url, backing = file_lun
+    before = backing.read_bytes()[:1 << 20]
+    r = io("write", url, 0, data=b"x" * 1000, check=False)     # not whole blocks
+    assert r.returncode == 1 and b"not a multiple" in r.stderr
+    r = io("write", url, (256 << 20) // 512 - 1, data=b"y" * 1024, check=False)
+    assert r.returncode == 1 and b"beyond" in r.stderr
+    assert backing.read_bytes()[:1 << 20] == before
+
+
+@pytest.mark.parametrize("args", [
+    ("--mode", "logicalunit", "--op", "new", "--tid", "1", "--lun", "2", "--backing-store", "/nonexistent/file"),
+    ("--mode", "target", "--op", "new", "--tid", "0", "--targetname", "iqn.2026-11.org.tptraid:zero"),
+    ("--mode", "logicalunit", "--op", "new", "--tid", "99", "--lun", "1", "--backing-store", "/dev/null"),
+    ("--mode", "nonsense", "--op", "show"),
+])
+def test_bad_tgtadm_requests_are_refused_not_fatal(file_lun, args):
+    t, url, backing = file_lun
+    with pytest.raises(TgtadmError) as e:
+        t.tgtadm("--lld", "iscsi", *args)
+    assert e.value.stderr.strip(), "refusal without a message"
+    assert t.alive()
+    assert io("capacity", url).returncode == 0
+
+
+def test_stopped_daemon_releases_its_control_port(tgtd_factory):
+    t = tgtd_factory()
+    t.new_target(1, "iqn.2026-11.org.tptraid:gone")
+    t.stop()
+    assert not t.alive()
+    # tgtd holds this lock for as long as it owns the control port.
+    with open(f"{t.ipc_socket}.{t.control_port}.lock", "w") as f:
+        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

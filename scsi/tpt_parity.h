@@ -1,0 +1,33 @@
+/* Parity schemes behind one ops struct, computed with ISA-L.
+ *
+ * Buffers handed to a scheme must be aligned to TPT_PARITY_ALIGN and their
+ * length a multiple of it: ISA-L's vector code requires both, and our
+ * buffer pools allocate that way anyway. */
+#ifndef TPT_SCSI_PARITY_H
+#define TPT_SCSI_PARITY_H
+
+#include <stddef.h>
+
+#define TPT_PARITY_ALIGN 32
+
+struct tpt_parity_scheme {
+	const char *name;
+	/* Number of parity blocks per stripe. */
+	unsigned int nparity;
+	/* Compute parity[0..nparity-1] from data[0..ndata-1], each len bytes.
+	 * Returns 0, or -EINVAL on bad counts, length or alignment. */
+	int (*encode)(void *const *data, unsigned int ndata,
+		      void *const *parity, size_t len);
+};
+
+/* RAID-5: P = XOR of all data blocks. */
+extern const struct tpt_parity_scheme tpt_parity_raid5;
+
+const struct tpt_parity_scheme *tpt_parity_find(const char *name);
+
+/* dst = XOR of src[0..nsrc-1]; dst may not alias a source.  This is the
+ * building block of partial-stripe updates (old parity ^ old data ^ new
+ * data).  Returns 0 or -EINVAL. */
+int tpt_xor(void *dst, const void *const *src, unsigned int nsrc, size_t len);
+
+#endif

@@ -1,0 +1,312 @@
+/* tpt-iscsi-io: read and write a range of blocks of an iSCSI LUN with
+ * stock libiscsi, the way a storage engineer pokes at a LUN by hand.
+ *
+ *   tpt-iscsi-io write iscsi://host:port/iqn/lun LBA  < data
+ *   tpt-iscsi-io read  iscsi://host:port/iqn/lun LBA BLOCKS  > data
+ *   tpt-iscsi-io capacity iscsi://host:port/iqn/lun
+ *
+ * Data moves in chunks of at most --chunk bytes (default 1 MiB); a write
+ * whose input is not a whole number of blocks is refused before anything
+ * is sent, so a short read of stdin never leaves a partial block behind. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
+
+#define DEFAULT_INITIATOR "iqn.2026-11.org.tptraid:tpt-iscsi-io"
+#define DEFAULT_CHUNK (1u << 20)
+
+struct lun_handle {
+	struct iscsi_context *iscsi;
+	int lun;
+	uint32_t block_size;
+	uint64_t nr_blocks;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: tpt-iscsi-io [--initiator IQN] [--chunk BYTES] COMMAND URL ...\n"
+		"\n"
+		"  capacity URL               print block size and number of blocks\n"
+		"  read URL LBA BLOCKS        write BLOCKS blocks from LBA to stdout\n"
+		"  write URL LBA              write stdin (whole blocks) at LBA\n"
+		"\n"
+		"URL is iscsi://[user[%%password]@]host[:port]/target-iqn/lun.\n"
+		"Exit status: 0 success, 1 I/O or SCSI error, 2 usage error.\n");
+}
+
+static int parse_u64(const char *s, const char *what, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(s, &end, 0);
+	if (errno || end == s || *end || *s == '-') {
+		fprintf(stderr, "tpt-iscsi-io: invalid %s '%s'\n", what, s);
+		return -1;
+	}
+	return 0;
+}
+
+static int task_failed(struct iscsi_context *iscsi, struct scsi_task *task,
+		       const char *what)
+{
+	if (!task) {
+		fprintf(stderr, "tpt-iscsi-io: %s failed: %s\n", what,
+			iscsi_get_error(iscsi));
+		return 1;
+	}
+	if (task->status != SCSI_STATUS_GOOD) {
+		fprintf(stderr, "tpt-iscsi-io: %s failed: status 0x%02x "
+			"sense key 0x%x ASC/ASCQ 0x%04x: %s\n", what,
+			task->status, task->sense.key, task->sense.ascq,
+			iscsi_get_error(iscsi));
+		scsi_free_scsi_task(task);
+		return 1;
+	}
+	return 0;
+}
+
+static int lun_open(struct lun_handle *h, const char *initiator,
+		    const char *url_text)
+{
+	struct iscsi_url *url;
+	struct scsi_task *task;
+	struct scsi_readcapacity16 *rc16;
+
+	h->iscsi = iscsi_create_context(initiator);
+	if (!h->iscsi) {
+		fprintf(stderr, "tpt-iscsi-io: out of memory\n");
+		return -1;
+	}
+	url = iscsi_parse_full_url(h->iscsi, url_text);
+	if (!url) {
+		fprintf(stderr, "tpt-iscsi-io: bad URL '%s': %s\n", url_text,
+			iscsi_get_error(h->iscsi));
+		return -1;
+	}
+	iscsi_set_targetname(h->iscsi, url->target);
+	iscsi_set_session_type(h->iscsi, ISCSI_SESSION_NORMAL);
+	iscsi_set_header_digest(h->iscsi, ISCSI_HEADER_DIGEST_NONE_CRC32C);
+	if (url->user[0])
+		iscsi_set_initiator_username_pwd(h->iscsi, url->user,
+						 url->passwd);
+	h->lun = url->lun;
+	if (iscsi_full_connect_sync(h->iscsi, url->portal, url->lun)) {
+		fprintf(stderr, "tpt-iscsi-io: login to %s failed: %s\n",
+			url->portal, iscsi_get_error(h->iscsi));
+		iscsi_destroy_url(url);
+		return -1;
+	}
+	iscsi_destroy_url(url);
+
+	task = iscsi_readcapacity16_sync(h->iscsi, h->lun);
+	if (task_failed(h->iscsi, task, "READ CAPACITY(16)"))
+		return -1;
+	rc16 = scsi_datain_unmarshall(task);
+	if (!rc16 || !rc16->block_length) {
+		fprintf(stderr, "tpt-iscsi-io: cannot decode READ CAPACITY(16)\n");
+		scsi_free_scsi_task(task);
+		return -1;
+	}
+	h->block_size = rc16->block_length;
+	h->nr_blocks = rc16->returned_lba + 1;
+	scsi_free_scsi_task(task);
+	return 0;
+}
+
+static void lun_close(struct lun_handle *h)
+{
+	if (!h->iscsi)
+		return;
+	iscsi_logout_sync(h->iscsi);
+	iscsi_destroy_context(h->iscsi);
+}
+
+static int check_range(const struct lun_handle *h, uint64_t lba,
+		       uint64_t blocks)
+{
+	if (lba > h->nr_blocks || blocks > h->nr_blocks - lba) {
+		fprintf(stderr, "tpt-iscsi-io: LBA %" PRIu64 " + %" PRIu64
+			" blocks is beyond the LUN's %" PRIu64 " blocks\n",
+			lba, blocks, h->nr_blocks);
+		return -1;
+	}
+	return 0;
+}
+
+static int do_read(struct lun_handle *h, uint64_t lba, uint64_t blocks,
+		   uint32_t chunk_blocks)
+{
+	while (blocks) {
+		uint32_t n = blocks < chunk_blocks ? (uint32_t)blocks : chunk_blocks;
+		struct scsi_task *task;
+
+		task = iscsi_read16_sync(h->iscsi, h->lun, lba,
+					 n * h->block_size, h->block_size,
+					 0, 0, 0, 0, 0);
+		if (task_failed(h->iscsi, task, "READ(16)"))
+			return 1;
+		if (task->datain.size != (int)(n * h->block_size) ||
+		    fwrite(task->datain.data, 1, task->datain.size, stdout) !=
+			    (size_t)task->datain.size) {
+			fprintf(stderr, "tpt-iscsi-io: short read or write to stdout\n");
+			scsi_free_scsi_task(task);
+			return 1;
+		}
+		scsi_free_scsi_task(task);
+		lba += n;
+		blocks -= n;
+	}
+	return fflush(stdout) ? 1 : 0;
+}
+
+/* Read all of stdin first: a write must be refused whole if the input
+ * is not a whole number of blocks or does not fit the LUN. */
+static unsigned char *slurp_stdin(size_t *len)
+{
+	size_t cap = 1u << 20, used = 0;
+	unsigned char *buf = malloc(cap), *bigger;
+	size_t n;
+
+	while (buf && (n = fread(buf + used, 1, cap - used, stdin)) > 0) {
+		used += n;
+		if (used == cap) {
+			bigger = realloc(buf, cap * 2);
+			if (!bigger) {
+				free(buf);
+				return NULL;
+			}
+			buf = bigger;
+			cap *= 2;
+		}
+	}
+	if (buf && ferror(stdin)) {
+		free(buf);
+		return NULL;
+	}
+	*len = used;
+	return buf;
+}
+
+static int do_write(struct lun_handle *h, uint64_t lba, uint32_t chunk_blocks)
+{
+	size_t len, off = 0;
+	unsigned char *data = slurp_stdin(&len);
+	int ret = 1;
+
+	if (!data) {
+		fprintf(stderr, "tpt-iscsi-io: cannot read stdin\n");
+		return 1;
+	}
+	if (len % h->block_size) {
+		fprintf(stderr, "tpt-iscsi-io: input is %zu bytes, not a multiple "
+			"of the %u-byte block size; nothing written\n",
+			len, h->block_size);
+		goto out;
+	}
+	if (check_range(h, lba, len / h->block_size))
+		goto out;
+	while (off < len) {
+		size_t n = len - off;
+		struct scsi_task *task;
+
+		if (n > (size_t)chunk_blocks * h->block_size)
+			n = (size_t)chunk_blocks * h->block_size;
+		task = iscsi_write16_sync(h->iscsi, h->lun, lba, data + off,
+					  n, h->block_size, 0, 0, 0, 0, 0);
+		if (task_failed(h->iscsi, task, "WRITE(16)"))
+			goto out;
+		scsi_free_scsi_task(task);
+		off += n;
+		lba += n / h->block_size;
+	}
+	ret = 0;
+out:
+	free(data);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "initiator", required_argument, NULL, 'i' },
+		{ "chunk", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *initiator = DEFAULT_INITIATOR, *cmd;
+	struct lun_handle h = { 0 };
+	uint64_t chunk = DEFAULT_CHUNK, lba = 0, blocks = 0;
+	uint32_t chunk_blocks;
+	int c, ret = 2, nargs;
+
+	while ((c = getopt_long(argc, argv, "i:c:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			initiator = optarg;
+			break;
+		case 'c':
+			if (parse_u64(optarg, "chunk size", &chunk) || !chunk ||
+			    chunk > (64u << 20)) {
+				fprintf(stderr, "tpt-iscsi-io: --chunk must be 1..64 MiB\n");
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	nargs = argc - optind;
+	if (nargs < 2) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = argv[optind];
+	if (!strcmp(cmd, "capacity") && nargs == 2) {
+		;
+	} else if (!strcmp(cmd, "read") && nargs == 4) {
+		if (parse_u64(argv[optind + 2], "LBA", &lba) ||
+		    parse_u64(argv[optind + 3], "block count", &blocks))
+			return 2;
+	} else if (!strcmp(cmd, "write") && nargs == 3) {
+		if (parse_u64(argv[optind + 2], "LBA", &lba))
+			return 2;
+	} else {
+		fprintf(stderr, "tpt-iscsi-io: unknown command or wrong number "
+			"of arguments for '%s'\n", cmd);
+		usage(stderr);
+		return 2;
+	}
+
+	if (lun_open(&h, initiator, argv[optind + 1])) {
+		ret = 1;
+		goto out;
+	}
+	chunk_blocks = chunk / h.block_size ? (uint32_t)(chunk / h.block_size) : 1;
+	if (!strcmp(cmd, "capacity")) {
+		printf("block_size %u\nblocks %" PRIu64 "\n", h.block_size,
+		       h.nr_blocks);
+		ret = 0;
+	} else if (!strcmp(cmd, "read")) {
+		ret = check_range(&h, lba, blocks) ? 1 :
+			do_read(&h, lba, blocks, chunk_blocks);
+	} else {
+		ret = do_write(&h, lba, chunk_blocks);
+	}
+out:
+	lun_close(&h);
+	return ret;
+}
