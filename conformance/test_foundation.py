@@ -1,5 +1,6 @@
 """The fork itself: it builds from the pinned upstream, says who it is,
 keeps upstream out of git, and our patch series applies cleanly."""
+import hashlib
 import os
 import shutil
 import subprocess
@@ -28,12 +29,24 @@ def _tracked_files():
 
 
 def test_no_upstream_source_is_committed():
-    upstream_files = {str(p.relative_to(UPSTREAM)) for p in UPSTREAM.rglob("*") if p.is_file()}
-    # tgt's own sources, wherever they might have been copied to.
-    upstream_names = {Path(p).name for p in upstream_files if p.startswith("usr/") and p.endswith((".c", ".h"))}
-    tracked = _tracked_files()
-    assert not upstream_files & set(tracked), "upstream paths committed"
-    clashes = [t for t in tracked if Path(t).name in upstream_names]
+    """No committed file carries an upstream file's content, and none is
+    named like one of tgt's C sources (a copied-in file to patch later)."""
+    def digest(p):
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    upstream = [p for p in UPSTREAM.rglob("*")
+                if p.is_file() and ".pc" not in p.parts and p.stat().st_size > 64]
+    upstream_digests = {digest(p): str(p.relative_to(UPSTREAM)) for p in upstream}
+    upstream_sources = {p.name for p in upstream
+                        if p.relative_to(UPSTREAM).parts[0] == "usr" and p.suffix in (".c", ".h")}
+    copied, clashes = [], []
+    for t in _tracked_files():
+        path = TOP / t
+        if path.is_file() and digest(path) in upstream_digests:
+            copied.append(f"{t} = upstream {upstream_digests[digest(path)]}")
+        if Path(t).name in upstream_sources:
+            clashes.append(t)
+    assert not copied, f"upstream files committed: {copied}"
     assert not clashes, f"files named like upstream tgt sources: {clashes}"
 
 
