@@ -63,7 +63,7 @@ all: tgt libs tools unit-bins
 .PHONY: tools
 tools: $(TOOL_BINS)
 
-$(BINDIR)/%: tools/%.c $(TPT_LIBS)
+$(BINDIR)/%: tools/%.c $(wildcard tools/*.h) $(TPT_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(OUR_CFLAGS) $< -o $@ $(OUR_LDFLAGS) $(TPT_LIBS) -liscsi $(TPT_EXT_LIBS)
 

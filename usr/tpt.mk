@@ -3,3 +3,14 @@
 
 TPT_VERSION ?= 0.0.0
 EXTRAVERSION := +tpt$(TPT_VERSION)
+
+TPT_OBJS = tpt_lu.o tpt_session.o tpt_group.o tpt_xfer.o tpt_cmd.o \
+	tpt_cmd_setup.o tpt_cmd_read.o tpt_cmd_write.o tpt_cmd_parity.o \
+	tpt_io.o
+TGTD_OBJS += $(TPT_OBJS)
+INCLUDES += -I$(TPT_TOP)
+LIBS += $(TPT_LIBDIR)/libtptiser.a $(TPT_LIBDIR)/libtptscsi.a -lfabric -lisal
+
+# Our files meet our own bar, not just tgt's.
+$(TPT_OBJS): CFLAGS += -Wextra -Wno-unused-parameter -Wno-sign-compare \
+	-Wno-missing-field-initializers

@@ -65,6 +65,26 @@ static void raid5_parity_recovers_any_lost_block(void)
 	free(rebuilt);
 }
 
+static void xor_acc_folds_in_place(void)
+{
+	unsigned char *acc = block(3), *src = block(4), expect[LEN];
+	unsigned int j;
+
+	for (j = 0; j < LEN; j++)
+		expect[j] = acc[j] ^ src[j];
+	CHECK_EQ(tpt_xor_acc(acc, src, LEN), 0);
+	CHECK_MEM(acc, expect, LEN);
+	/* Folding the same operand again restores the original. */
+	CHECK_EQ(tpt_xor_acc(acc, src, LEN), 0);
+	for (j = 0; j < LEN; j++)
+		expect[j] ^= src[j];
+	CHECK_MEM(acc, expect, LEN);
+	CHECK_EQ(tpt_xor_acc(acc, acc, LEN), -EINVAL);
+	CHECK_EQ(tpt_xor_acc(acc + 1, src, 64), -EINVAL);
+	free(acc);
+	free(src);
+}
+
 static void xor_rejects_bad_arguments(void)
 {
 	unsigned char *a = block(1), *b = block(2), *d = block(3);
@@ -85,6 +105,7 @@ int main(void)
 {
 	RUN(xor_matches_bytewise_reference);
 	RUN(raid5_parity_recovers_any_lost_block);
+	RUN(xor_acc_folds_in_place);
 	RUN(xor_rejects_bad_arguments);
 	UNIT_EXIT();
 }

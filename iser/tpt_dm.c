@@ -1,0 +1,539 @@
+/* The datamover context: libfabric objects, the one pollable fd, progress.
+ *
+ * One EQ (connection events) and one CQ (RMA completions of every
+ * endpoint) per context, both with FI_WAIT_FD wait objects.  Their fds and
+ * an eventfd of our own sit in an epoll set whose fd is what the owner
+ * polls: nested epoll fds report readiness level-triggered, so the owner
+ * wakes on connection events, on completions and, because the tcp
+ * provider puts its sockets in the CQ's wait set, on incoming RMA that
+ * needs our progress on the passive side. */
+#include "iser/tpt_dm_priv.h"
+#include "iser/tpt_dm_provider.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define DM_DEFAULT_POOL_BYTES (64u << 20)
+#define DM_DEFAULT_POOL_BUF_BYTES (1u << 20)
+#define DM_DEFAULT_CHUNK_BYTES (256u << 10)
+#define DM_DEFAULT_MAX_INFLIGHT 16u
+#define DM_MAX_INFLIGHT_LIMIT 4096u
+#define DM_EQ_SIZE 256
+/* Every posted chunk of every peer may complete before we read: a
+ * hardware CQ must hold them all (256 peers at the default depth). */
+#define DM_CQ_SIZE 4096
+/* Rounds of EQ + CQ processing per tpt_dm_progress() call while the CQ
+ * keeps handing out full batches: enough to drain a busy context, few
+ * enough not to starve the owner's other fds.  When work is left we wake
+ * ourselves instead of looping on. */
+#define DM_PROGRESS_ROUNDS 8
+
+int dm_error(struct tpt_dm *dm, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(dm->errbuf, sizeof(dm->errbuf), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+void dm_log(struct tpt_dm *dm, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (dm->cfg.log)
+		dm->cfg.log(dm->cfg.log_arg, msg);
+	else
+		fprintf(stderr, "tpt-dm: %s\n", msg);
+}
+
+/* libfabric's own codes (FI_EOTHER and up) have no errno twin. */
+int dm_fi_errno(ssize_t fi_ret)
+{
+	int err = fi_ret < 0 ? (int)-fi_ret : (int)fi_ret;
+
+	if (err == 0)
+		return 0;
+	if (err >= FI_ERRNO_OFFSET)
+		return -EIO;
+	return -err;
+}
+
+void dm_wake(struct tpt_dm *dm)
+{
+	uint64_t one = 1;
+
+	/* One write keeps the fd readable until drained: save the rest. */
+	if (dm->wake_pending)
+		return;
+	dm->wake_pending = true;
+	if (write(dm->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		dm_log(dm, "eventfd write: %s", strerror(errno));
+}
+
+static void dm_wake_drain(struct tpt_dm *dm)
+{
+	uint64_t count;
+
+	if (!dm->wake_pending)
+		return;
+	dm->wake_pending = false;
+	if (read(dm->wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		dm_log(dm, "eventfd read: %s", strerror(errno));
+}
+
+static struct fi_info *dm_hints(const char *provider)
+{
+	struct fi_info *hints = fi_allocinfo();
+
+	if (!hints)
+		return NULL;
+	hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ |
+		      FI_REMOTE_WRITE;
+	hints->ep_attr->type = FI_EP_MSG;
+	/* The memory registration modes we know how to honour: local
+	 * descriptors, virtual addressing, allocated backing memory and
+	 * provider-chosen keys (verbs needs all four, tcp none). */
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	/* One thread touches the context at a time: the owner's loop. */
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	hints->fabric_attr->prov_name = strdup(provider);
+	if (!hints->fabric_attr->prov_name) {
+		fi_freeinfo(hints);
+		return NULL;
+	}
+	return hints;
+}
+
+static int dm_getinfo(struct tpt_dm *dm, const char *listen_addr)
+{
+	char service[8];
+	const char *node = listen_addr, *svc = NULL;
+	uint64_t flags = 0;
+	int ret;
+
+	if (node) {
+		flags = FI_SOURCE | FI_NUMERICHOST;
+		if (dm->cfg.listen_port) {
+			snprintf(service, sizeof(service), "%u",
+				 dm->cfg.listen_port);
+			svc = service;
+		}
+	}
+	/* Ask for delivery-complete writes first: a Put_Data must have
+	 * landed in the passive side's memory before its completion tells
+	 * the target to answer the controller, or the host could see the
+	 * SCSI status before the data. */
+	dm->hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+	ret = fi_getinfo(DM_FI_VERSION, node, svc, flags, dm->hints, &dm->info);
+	if (ret) {
+		dm->hints->tx_attr->op_flags = 0;
+		ret = fi_getinfo(DM_FI_VERSION, node, svc, flags, dm->hints,
+				 &dm->info);
+	}
+	if (ret)
+		return dm_error(dm, dm_fi_errno(ret),
+				"fi_getinfo(%s, %s:%s): %s", dm->provider,
+				node ? node : "-", svc ? svc : "0",
+				fi_strerror(-ret));
+	dm->write_flags = FI_COMPLETION;
+	if (dm->info->tx_attr->op_flags & FI_DELIVERY_COMPLETE)
+		dm->write_flags |= FI_DELIVERY_COMPLETE;
+
+	/* Connects must land in the same fabric and domain. */
+	free(dm->hints->fabric_attr->name);
+	dm->hints->fabric_attr->name = strdup(dm->info->fabric_attr->name);
+	free(dm->hints->domain_attr->name);
+	dm->hints->domain_attr->name = strdup(dm->info->domain_attr->name);
+	if (!dm->hints->fabric_attr->name || !dm->hints->domain_attr->name)
+		return dm_error(dm, -ENOMEM, "out of memory");
+	dm->hints->tx_attr->op_flags = dm->info->tx_attr->op_flags &
+				       FI_DELIVERY_COMPLETE;
+	return 0;
+}
+
+static int dm_epoll_add(struct tpt_dm *dm, int fd, const char *what)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	ev.data.fd = fd;
+	if (epoll_ctl(dm->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return dm_error(dm, -errno, "epoll add %s fd: %s", what,
+				strerror(errno));
+	return 0;
+}
+
+static int dm_open_queues(struct tpt_dm *dm)
+{
+	struct fi_eq_attr eq_attr = {
+		.size = DM_EQ_SIZE,
+		.wait_obj = FI_WAIT_FD,
+	};
+	struct fi_cq_attr cq_attr = {
+		.size = DM_CQ_SIZE,
+		.format = FI_CQ_FORMAT_CONTEXT,
+		.wait_obj = FI_WAIT_FD,
+		.wait_cond = FI_CQ_COND_NONE,
+	};
+	int eq_fd, cq_fd, ret;
+
+	ret = fi_eq_open(dm->fabric, &eq_attr, &dm->eq, dm);
+	if (ret)
+		return dm_error(dm, dm_fi_errno(ret), "fi_eq_open: %s",
+				fi_strerror(-ret));
+	ret = fi_cq_open(dm->domain, &cq_attr, &dm->cq, dm);
+	if (ret)
+		return dm_error(dm, dm_fi_errno(ret), "fi_cq_open: %s",
+				fi_strerror(-ret));
+	ret = fi_control(&dm->eq->fid, FI_GETWAIT, &eq_fd);
+	if (ret)
+		return dm_error(dm, dm_fi_errno(ret), "EQ wait fd: %s",
+				fi_strerror(-ret));
+	ret = fi_control(&dm->cq->fid, FI_GETWAIT, &cq_fd);
+	if (ret)
+		return dm_error(dm, dm_fi_errno(ret), "CQ wait fd: %s",
+				fi_strerror(-ret));
+
+	dm->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (dm->epoll_fd < 0)
+		return dm_error(dm, -errno, "epoll_create1: %s",
+				strerror(errno));
+	dm->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (dm->wake_fd < 0)
+		return dm_error(dm, -errno, "eventfd: %s", strerror(errno));
+	ret = dm_epoll_add(dm, eq_fd, "EQ");
+	if (!ret)
+		ret = dm_epoll_add(dm, cq_fd, "CQ");
+	if (!ret)
+		ret = dm_epoll_add(dm, dm->wake_fd, "wake");
+	return ret;
+}
+
+static int dm_listen(struct tpt_dm *dm, const char *listen_addr)
+{
+	struct sockaddr_storage name;
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)&name;
+	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&name;
+	size_t namelen = sizeof(name);
+	int ret;
+
+	ret = fi_passive_ep(dm->fabric, dm->info, &dm->pep, dm);
+	if (ret)
+		return dm_error(dm, dm_fi_errno(ret), "fi_passive_ep: %s",
+				fi_strerror(-ret));
+	ret = fi_pep_bind(dm->pep, &dm->eq->fid, 0);
+	if (ret)
+		return dm_error(dm, dm_fi_errno(ret), "fi_pep_bind: %s",
+				fi_strerror(-ret));
+	ret = fi_listen(dm->pep);
+	if (ret)
+		return dm_error(dm, dm_fi_errno(ret), "fi_listen on %s:%u: %s",
+				listen_addr, dm->cfg.listen_port,
+				fi_strerror(-ret));
+	ret = fi_getname(&dm->pep->fid, &name, &namelen);
+	if (ret)
+		return dm_error(dm, dm_fi_errno(ret), "fi_getname: %s",
+				fi_strerror(-ret));
+	if (name.ss_family == AF_INET)
+		dm->listen_port = ntohs(sin->sin_port);
+	else if (name.ss_family == AF_INET6)
+		dm->listen_port = ntohs(sin6->sin6_port);
+	else
+		dm->listen_port = dm->cfg.listen_port;
+	return 0;
+}
+
+static void dm_free(struct tpt_dm *dm)
+{
+	struct dm_list *pos, *next;
+
+	/* Endpoints first: closing them makes the provider hand back (or
+	 * drop) every context it still holds, then the queues they use. */
+	for (pos = dm->peers.next; pos != &dm->peers; pos = pos->next) {
+		struct tpt_dm_peer *peer =
+			dm_container_of(pos, struct tpt_dm_peer, link);
+
+		if (peer->ep) {
+			fi_close(&peer->ep->fid);
+			peer->ep = NULL;
+		}
+	}
+	if (dm->pep)
+		fi_close(&dm->pep->fid);
+	if (dm->cq)
+		fi_close(&dm->cq->fid);
+	if (dm->eq)
+		fi_close(&dm->eq->fid);
+	for (pos = dm->peers.next; pos != &dm->peers; pos = next) {
+		next = pos->next;
+		dm_peer_free(dm_container_of(pos, struct tpt_dm_peer, link));
+	}
+	dm_bufs_close(dm);
+	dm_ops_close(dm);
+	if (dm->domain)
+		fi_close(&dm->domain->fid);
+	if (dm->fabric)
+		fi_close(&dm->fabric->fid);
+	if (dm->info)
+		fi_freeinfo(dm->info);
+	if (dm->hints)
+		fi_freeinfo(dm->hints);
+	if (dm->epoll_fd >= 0)
+		close(dm->epoll_fd);
+	if (dm->wake_fd >= 0)
+		close(dm->wake_fd);
+	free(dm->provider);
+	free(dm);
+}
+
+int tpt_dm_open(const struct tpt_dm_config *cfg, struct tpt_dm **out)
+{
+	struct tpt_dm *dm;
+	const char *provider;
+	int ret;
+
+	*out = NULL;
+	if (!cfg)
+		return -EINVAL;
+	dm = calloc(1, sizeof(*dm));
+	if (!dm)
+		return -ENOMEM;
+	dm->cfg = *cfg;
+	dm->epoll_fd = dm->wake_fd = -1;
+	dm_list_init(&dm->peers);
+	dm_list_init(&dm->user_bufs);
+	if (!dm->cfg.pool_bytes)
+		dm->cfg.pool_bytes = DM_DEFAULT_POOL_BYTES;
+	if (!dm->cfg.pool_buf_bytes)
+		dm->cfg.pool_buf_bytes = DM_DEFAULT_POOL_BUF_BYTES;
+	if (!dm->cfg.chunk_bytes)
+		dm->cfg.chunk_bytes = DM_DEFAULT_CHUNK_BYTES;
+	if (!dm->cfg.max_inflight)
+		dm->cfg.max_inflight = DM_DEFAULT_MAX_INFLIGHT;
+	if (dm->cfg.max_inflight > DM_MAX_INFLIGHT_LIMIT) {
+		ret = dm_error(dm, -EINVAL, "max_inflight %u exceeds %u",
+			       dm->cfg.max_inflight, DM_MAX_INFLIGHT_LIMIT);
+		goto fail;
+	}
+	if (dm->cfg.pool_buf_bytes > dm->cfg.pool_bytes) {
+		ret = dm_error(dm, -EINVAL,
+			       "pool_buf_bytes %zu exceeds pool_bytes %zu",
+			       dm->cfg.pool_buf_bytes, dm->cfg.pool_bytes);
+		goto fail;
+	}
+	/* The caller's strings need not outlive this call. */
+	dm->cfg.listen_addr = NULL;
+	dm->cfg.provider = NULL;
+
+	provider = cfg->provider ? cfg->provider : tpt_dm_provider_choose();
+	if (!provider) {
+		const char *forced = getenv("TPT_DM_PROVIDER");
+
+		ret = dm_error(dm, -ENODEV, "no usable libfabric provider "
+			       "(TPT_DM_PROVIDER=%s)", forced ? forced : "unset");
+		goto fail;
+	}
+	dm->provider = strdup(provider);
+	dm->hints = dm_hints(provider);
+	if (!dm->provider || !dm->hints) {
+		ret = dm_error(dm, -ENOMEM, "out of memory");
+		goto fail;
+	}
+
+	ret = dm_getinfo(dm, cfg->listen_addr);
+	if (ret)
+		goto fail;
+	if (dm->cfg.chunk_bytes > dm->info->ep_attr->max_msg_size)
+		dm->cfg.chunk_bytes = dm->info->ep_attr->max_msg_size;
+	ret = fi_fabric(dm->info->fabric_attr, &dm->fabric, dm);
+	if (ret) {
+		ret = dm_error(dm, dm_fi_errno(ret), "fi_fabric: %s",
+			       fi_strerror(-ret));
+		goto fail;
+	}
+	ret = fi_domain(dm->fabric, dm->info, &dm->domain, dm);
+	if (ret) {
+		ret = dm_error(dm, dm_fi_errno(ret), "fi_domain: %s",
+			       fi_strerror(-ret));
+		goto fail;
+	}
+	ret = dm_open_queues(dm);
+	if (ret)
+		goto fail;
+	if (cfg->listen_addr) {
+		ret = dm_listen(dm, cfg->listen_addr);
+		if (ret)
+			goto fail;
+	}
+	ret = dm_pool_open(dm);
+	if (ret)
+		goto fail;
+	ret = dm_ops_open(dm);
+	if (ret)
+		goto fail;
+	/* fi_trywait on the EQ is not offered by every provider; then the
+	 * EQ's fd alone is trusted, as with any level-triggered fd. */
+	dm->eq_trywait_ok = true;
+	*out = dm;
+	return 0;
+
+fail:
+	dm_log(dm, "open failed: %s", dm->errbuf);
+	dm_free(dm);
+	return ret;
+}
+
+void tpt_dm_close(struct tpt_dm *dm)
+{
+	struct dm_list *pos;
+
+	if (!dm)
+		return;
+	dm->closing = true;
+	dm->busy++;
+	/* Teardown runs owners' callbacks, which may disconnect peers or
+	 * release buffers but never frees a peer while we are busy. */
+	for (pos = dm->peers.next; pos != &dm->peers; pos = pos->next) {
+		struct tpt_dm_peer *peer =
+			dm_container_of(pos, struct tpt_dm_peer, link);
+
+		if (peer->state != DM_PEER_DOWN)
+			dm_peer_teardown(peer, -ECANCELED, false);
+	}
+	dm_free(dm);
+}
+
+int tpt_dm_event_fd(const struct tpt_dm *dm)
+{
+	return dm->epoll_fd;
+}
+
+/* Before the owner sleeps on our fd, libfabric must agree that sleeping is
+ * safe (fi_trywait): the tcp provider uses this moment to ask for POLLOUT
+ * on sockets with queued data, and it may have buffered input that no fd
+ * will announce.  When it says "not yet", the eventfd keeps our fd
+ * readable so the owner comes straight back. */
+static void dm_arm_wait(struct tpt_dm *dm)
+{
+	struct fid *fids[2];
+	int ret;
+
+	if (dm->eq_trywait_ok) {
+		fids[0] = &dm->cq->fid;
+		fids[1] = &dm->eq->fid;
+		ret = fi_trywait(dm->fabric, fids, 2);
+		if (ret == -FI_EAGAIN) {
+			dm_wake(dm);
+			return;
+		}
+		if (ret == 0)
+			return;
+		dm->eq_trywait_ok = false;
+	}
+	fids[0] = &dm->cq->fid;
+	ret = fi_trywait(dm->fabric, fids, 1);
+	if (ret == -FI_EAGAIN) {
+		dm_wake(dm);
+	} else if (ret && !dm->trywait_failed) {
+		/* Nothing better to do than trust the fds; say so once. */
+		dm->trywait_failed = true;
+		dm_log(dm, "fi_trywait: %s", fi_strerror(-ret));
+	}
+}
+
+/* Peers whose posting stopped: a provider queue was full (-FI_EAGAIN) or a
+ * post failed outside progress, where no callback may run. */
+static void dm_retry_peers(struct tpt_dm *dm)
+{
+	struct dm_list *pos;
+
+	for (pos = dm->peers.next; pos != &dm->peers; pos = pos->next) {
+		struct tpt_dm_peer *peer =
+			dm_container_of(pos, struct tpt_dm_peer, link);
+
+		if (peer->state != DM_PEER_UP)
+			continue;
+		if (peer->fail_pending)
+			dm_peer_teardown(peer, -ECONNRESET, true);
+		else if (peer->kick_pending)
+			dm_peer_kick(peer);
+	}
+}
+
+int tpt_dm_progress(struct tpt_dm *dm)
+{
+	int round, ret;
+	bool more = false;
+
+	/* A callback calling back in would re-enter the provider's queues
+	 * mid-walk; the outer call finishes the job. */
+	if (dm->busy)
+		return 0;
+	dm->busy++;
+	dm->callbacks_run = 0;
+	dm_wake_drain(dm);
+	/* Events that our own callbacks cause (new posts completing, a
+	 * teardown flushing the CQ) need no extra round here: fi_trywait
+	 * sees them and keeps the fd readable. */
+	for (round = 0; round < DM_PROGRESS_ROUNDS; round++) {
+		ret = dm_eq_progress(dm);
+		if (ret < 0)
+			goto out;
+		ret = dm_cq_progress(dm, &more);
+		if (ret < 0)
+			goto out;
+		dm_retry_peers(dm);
+		if (!more)
+			break;
+	}
+	if (more)
+		dm_wake(dm);
+	else
+		dm_arm_wait(dm);
+	ret = dm->callbacks_run;
+out:
+	dm->busy--;
+	dm_peer_reap(dm);
+	return ret;
+}
+
+uint16_t tpt_dm_listen_port(const struct tpt_dm *dm)
+{
+	return dm->listen_port;
+}
+
+const char *tpt_dm_provider_name(const struct tpt_dm *dm)
+{
+	return dm->provider;
+}
+
+const char *tpt_dm_strerror(const struct tpt_dm *dm)
+{
+	return dm->errbuf[0] ? dm->errbuf : "no error";
+}
+
+void tpt_dm_set_peer_down_cb(struct tpt_dm *dm,
+			     void (*cb)(struct tpt_dm_peer *peer, void *arg),
+			     void *arg)
+{
+	dm->peer_down_cb = cb;
+	dm->peer_down_arg = arg;
+}
+
+void tpt_dm_get_stats(const struct tpt_dm *dm, struct tpt_dm_stats *st)
+{
+	*st = dm->stats;
+}

@@ -1,0 +1,286 @@
+/* Register_Buffer / Deregister_Buffer: the pre-registered pool and
+ * caller registrations.
+ *
+ * The pool's memory is mapped and registered once at open, so handing a
+ * buffer out costs nothing on the data path.  Releasing a buffer closes
+ * its MR — that is what makes an STag handed out for it stale — and
+ * registers it again under a fresh key, ready for the next tpt_dm_buf_get.
+ *
+ * Keys: providers with FI_MR_PROV_KEY choose them; for the others (tcp)
+ * we request them, unique per context by a counter and, where the key is
+ * wide enough, with random upper bits so that a peer cannot predict the
+ * next buffer's key from one it has seen. */
+#include "iser/tpt_dm_priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define DM_ACCESS_MASK (TPT_DM_ACCESS_REMOTE_READ | TPT_DM_ACCESS_REMOTE_WRITE)
+#define DM_KEY_RETRIES 8
+
+/* splitmix64: a cheap generator for key bits, seeded from the kernel. */
+static uint64_t dm_key_random(struct tpt_dm *dm)
+{
+	uint64_t z = (dm->key_rng += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static uint64_t dm_requested_key(struct tpt_dm *dm)
+{
+	static const uint64_t low32 = 0xffffffffULL;
+	uint64_t key;
+
+	dm->key_counter++;
+	if (dm->key_mask == UINT64_MAX)
+		key = (dm_key_random(dm) & ~low32) | (dm->key_counter & low32);
+	else
+		key = dm->key_counter & dm->key_mask;
+	/* 0 reads like "no key" in too many places. */
+	return key ? key : dm_requested_key(dm);
+}
+
+static uint64_t dm_fi_access(unsigned int access)
+{
+	/* Local read/write always: the buffer is also the source or the
+	 * target of our own Put/Get, which FI_MR_LOCAL providers check. */
+	uint64_t fi_access = FI_READ | FI_WRITE;
+
+	if (access & TPT_DM_ACCESS_REMOTE_READ)
+		fi_access |= FI_REMOTE_READ;
+	if (access & TPT_DM_ACCESS_REMOTE_WRITE)
+		fi_access |= FI_REMOTE_WRITE;
+	return fi_access;
+}
+
+static int dm_mr_register(struct tpt_dm *dm, struct tpt_dm_buf *buf,
+			  uint64_t fi_access)
+{
+	uint64_t key = 0;
+	int ret, tries = 0;
+
+	do {
+		if (!(dm->mr_mode & FI_MR_PROV_KEY))
+			key = dm_requested_key(dm);
+		ret = fi_mr_reg(dm->domain, buf->addr, buf->len, fi_access, 0,
+				key, 0, &buf->mr, buf);
+	} while (ret == -FI_ENOKEY && ++tries < DM_KEY_RETRIES);
+	if (ret) {
+		buf->mr = NULL;
+		return dm_error(dm, dm_fi_errno(ret), "fi_mr_reg %zu bytes: %s",
+				buf->len, fi_strerror(-ret));
+	}
+	buf->stag = fi_mr_key(buf->mr);
+	buf->mr_access = fi_access;
+	return 0;
+}
+
+static void dm_mr_close(struct tpt_dm *dm, struct tpt_dm_buf *buf)
+{
+	int ret;
+
+	if (!buf->mr)
+		return;
+	ret = fi_close(&buf->mr->fid);
+	if (ret)
+		dm_log(dm, "closing MR of %zu bytes: %s", buf->len,
+		       fi_strerror(-ret));
+	buf->mr = NULL;
+	buf->stag = 0;
+}
+
+static size_t dm_round_up(size_t n, size_t align)
+{
+	return (n + align - 1) / align * align;
+}
+
+int dm_pool_open(struct tpt_dm *dm)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t count = dm->cfg.pool_bytes / dm->cfg.pool_buf_bytes;
+	size_t stride = dm_round_up(dm->cfg.pool_buf_bytes, page);
+	size_t key_size = dm->info->domain_attr->mr_key_size;
+	size_t i;
+	int ret;
+
+	dm->mr_mode = (uint64_t)dm->info->domain_attr->mr_mode;
+	if (!key_size || key_size >= sizeof(uint64_t))
+		dm->key_mask = UINT64_MAX;
+	else
+		dm->key_mask = (1ULL << (8 * key_size)) - 1;
+	if (getrandom(&dm->key_rng, sizeof(dm->key_rng), GRND_NONBLOCK) !=
+	    sizeof(dm->key_rng))
+		dm->key_rng = (uint64_t)getpid() << 32 ^ (uintptr_t)dm;
+
+	dm->pool_count = count;
+	dm->pool_map_len = count * stride;
+	/* Populated up front: FI_MR_ALLOCATED providers need backed pages,
+	 * and the data path should never fault them in. */
+	dm->pool_mem = mmap(NULL, dm->pool_map_len, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (dm->pool_mem == MAP_FAILED) {
+		dm->pool_mem = NULL;
+		return dm_error(dm, -errno, "mapping a %zu byte pool: %s",
+				dm->pool_map_len, strerror(errno));
+	}
+	dm->pool = calloc(count, sizeof(*dm->pool));
+	if (!dm->pool)
+		return dm_error(dm, -ENOMEM, "out of memory");
+	for (i = count; i-- > 0;) {
+		struct tpt_dm_buf *buf = &dm->pool[i];
+
+		buf->dm = dm;
+		buf->addr = (char *)dm->pool_mem + i * stride;
+		buf->len = dm->cfg.pool_buf_bytes;
+		buf->from_pool = true;
+		dm_list_init(&buf->link);
+		ret = dm_mr_register(dm, buf, dm_fi_access(DM_ACCESS_MASK));
+		if (ret)
+			return ret;
+		buf->next_free = dm->pool_free;
+		dm->pool_free = buf;
+	}
+	return 0;
+}
+
+void dm_bufs_close(struct tpt_dm *dm)
+{
+	struct dm_list *pos, *next;
+	size_t i;
+
+	for (pos = dm->user_bufs.next; pos != &dm->user_bufs; pos = next) {
+		struct tpt_dm_buf *buf =
+			dm_container_of(pos, struct tpt_dm_buf, link);
+
+		next = pos->next;
+		dm_mr_close(dm, buf);
+		free(buf);
+	}
+	dm_list_init(&dm->user_bufs);
+	for (i = 0; dm->pool && i < dm->pool_count; i++)
+		dm_mr_close(dm, &dm->pool[i]);
+	free(dm->pool);
+	dm->pool = NULL;
+	dm->pool_free = NULL;
+	if (dm->pool_mem)
+		munmap(dm->pool_mem, dm->pool_map_len);
+	dm->pool_mem = NULL;
+}
+
+int tpt_dm_buf_get(struct tpt_dm *dm, size_t len, unsigned int access,
+		   struct tpt_dm_buf **out)
+{
+	struct tpt_dm_buf *buf;
+	uint64_t fi_access = dm_fi_access(access);
+	int ret;
+
+	*out = NULL;
+	if (access & ~DM_ACCESS_MASK)
+		return dm_error(dm, -EINVAL, "buf_get: unknown access bits "
+				"0x%x", access);
+	if (len > dm->cfg.pool_buf_bytes)
+		return dm_error(dm, -EINVAL,
+				"buf_get: %zu bytes exceed the pool's %zu "
+				"byte buffers", len, dm->cfg.pool_buf_bytes);
+	buf = dm->pool_free;
+	if (!buf) {
+		dm->stats.pool_exhausted++;
+		return dm_error(dm, -EAGAIN, "buf_get: pool of %zu buffers "
+				"exhausted", dm->pool_count);
+	}
+	/* Remote access exactly as asked: a buffer lent out for Get_Data
+	 * must not take Put_Data.  The pool's default registration allows
+	 * both, so only narrower requests register again. */
+	if (!buf->mr || buf->mr_access != fi_access) {
+		dm_mr_close(dm, buf);
+		ret = dm_mr_register(dm, buf, fi_access);
+		if (ret)
+			return ret;
+	}
+	dm->pool_free = buf->next_free;
+	buf->next_free = NULL;
+	buf->in_use = true;
+	*out = buf;
+	return 0;
+}
+
+int tpt_dm_register(struct tpt_dm *dm, void *addr, size_t len,
+		    unsigned int access, struct tpt_dm_buf **out)
+{
+	struct tpt_dm_buf *buf;
+	int ret;
+
+	*out = NULL;
+	if (!addr || !len)
+		return dm_error(dm, -EINVAL, "register: empty region");
+	if (access & ~DM_ACCESS_MASK)
+		return dm_error(dm, -EINVAL, "register: unknown access bits "
+				"0x%x", access);
+	buf = calloc(1, sizeof(*buf));
+	if (!buf)
+		return dm_error(dm, -ENOMEM, "out of memory");
+	buf->dm = dm;
+	buf->addr = addr;
+	buf->len = len;
+	buf->in_use = true;
+	ret = dm_mr_register(dm, buf, dm_fi_access(access));
+	if (ret) {
+		free(buf);
+		return ret;
+	}
+	dm_list_add_tail(&dm->user_bufs, &buf->link);
+	*out = buf;
+	return 0;
+}
+
+void tpt_dm_buf_release(struct tpt_dm_buf *buf)
+{
+	struct tpt_dm *dm;
+
+	if (!buf || !buf->in_use)
+		return;
+	dm = buf->dm;
+	dm_mr_close(dm, buf);
+	buf->in_use = false;
+	if (!buf->from_pool) {
+		dm_list_del(&buf->link);
+		free(buf);
+		return;
+	}
+	/* A failure leaves the buffer unregistered; tpt_dm_buf_get tries
+	 * again when it comes round. */
+	if (dm_mr_register(dm, buf, dm_fi_access(DM_ACCESS_MASK)))
+		dm_log(dm, "re-registering a pool buffer: %s", dm->errbuf);
+	buf->next_free = dm->pool_free;
+	dm->pool_free = buf;
+}
+
+void *tpt_dm_buf_addr(const struct tpt_dm_buf *buf)
+{
+	return buf->addr;
+}
+
+size_t tpt_dm_buf_len(const struct tpt_dm_buf *buf)
+{
+	return buf->len;
+}
+
+uint64_t tpt_dm_buf_stag(const struct tpt_dm_buf *buf)
+{
+	return buf->stag;
+}
+
+uint64_t tpt_dm_buf_rma_base(const struct tpt_dm_buf *buf)
+{
+	/* Offset-addressed providers (tcp) name the first byte 0; verbs and
+	 * the like name it by its virtual address. */
+	if (buf->dm->mr_mode & FI_MR_VIRT_ADDR)
+		return (uint64_t)(uintptr_t)buf->addr;
+	return 0;
+}

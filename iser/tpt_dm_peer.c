@@ -1,0 +1,499 @@
+/* Datamover peers: the hello, connecting, accepting (with the owner's
+ * anti-spoofing decision, paper III-B), connection events and teardown.
+ *
+ * Lifetime: a peer this side connected belongs to its owner until
+ * tpt_dm_disconnect(); an accepted peer belongs to the datamover and ends
+ * when it goes down.  Either way the memory stays until the provider has
+ * returned every chunk context of the peer (dm_peer_reap). */
+#include "iser/tpt_dm_priv.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- hello codec --- */
+
+static void put_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	put_be16(p, (uint16_t)(v >> 16));
+	put_be16(p + 2, (uint16_t)v);
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	put_be32(p, (uint32_t)(v >> 32));
+	put_be32(p + 4, (uint32_t)v);
+}
+
+static uint16_t get_be16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	return (uint32_t)get_be16(p) << 16 | get_be16(p + 2);
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
+}
+
+void dm_hello_encode(const struct tpt_dm_hello *hello,
+		     uint8_t wire[DM_HELLO_WIRE_LEN])
+{
+	put_be32(wire, DM_HELLO_MAGIC);
+	wire[4] = DM_HELLO_VERSION;
+	wire[5] = hello->role;
+	put_be16(wire + 6, hello->peer_id);
+	put_be64(wire + 8, hello->array_id);
+	memcpy(wire + 16, hello->token, TPT_DM_TOKEN_LEN);
+}
+
+int dm_hello_decode(const uint8_t *wire, size_t len,
+		    struct tpt_dm_hello *hello)
+{
+	/* Longer is fine: a later version may append fields, and some
+	 * providers pad connection data. */
+	if (len < DM_HELLO_WIRE_LEN || get_be32(wire) != DM_HELLO_MAGIC ||
+	    wire[4] != DM_HELLO_VERSION)
+		return -EPROTO;
+	memset(hello, 0, sizeof(*hello));
+	hello->role = wire[5];
+	hello->peer_id = get_be16(wire + 6);
+	hello->array_id = get_be64(wire + 8);
+	memcpy(hello->token, wire + 16, TPT_DM_TOKEN_LEN);
+	return 0;
+}
+
+/* --- peer objects --- */
+
+static struct tpt_dm_peer *dm_peer_alloc(struct tpt_dm *dm)
+{
+	struct tpt_dm_peer *peer;
+	unsigned int i;
+
+	peer = calloc(1, sizeof(*peer));
+	if (!peer)
+		return NULL;
+	peer->chunks = calloc(dm->cfg.max_inflight, sizeof(*peer->chunks));
+	if (!peer->chunks) {
+		free(peer);
+		return NULL;
+	}
+	peer->dm = dm;
+	dm_list_init(&peer->link);
+	dm_list_init(&peer->queued);
+	dm_list_init(&peer->posted);
+	for (i = 0; i < dm->cfg.max_inflight; i++) {
+		peer->chunks[i].peer = peer;
+		peer->chunks[i].next_free = peer->free_chunks;
+		peer->free_chunks = &peer->chunks[i];
+	}
+	return peer;
+}
+
+void dm_peer_free(struct tpt_dm_peer *peer)
+{
+	dm_list_del(&peer->link);
+	free(peer->chunks);
+	free(peer);
+}
+
+/* Frees peers nobody needs any more.  Only safe outside callbacks and
+ * provider walks, hence the busy count. */
+void dm_peer_reap(struct tpt_dm *dm)
+{
+	struct dm_list *pos, *next;
+
+	if (dm->busy)
+		return;
+	for (pos = dm->peers.next; pos != &dm->peers; pos = next) {
+		struct tpt_dm_peer *peer =
+			dm_container_of(pos, struct tpt_dm_peer, link);
+
+		next = pos->next;
+		if (peer->released && peer->state == DM_PEER_DOWN &&
+		    !peer->chunks_posted)
+			dm_peer_free(peer);
+	}
+}
+
+static void dm_format_addr(const struct sockaddr *sa, socklen_t len,
+			   char *buf, size_t size)
+{
+	char host[INET6_ADDRSTRLEN], port[8];
+
+	/* Numeric only: a reverse lookup would block the event loop. */
+	if (!sa || !len ||
+	    getnameinfo(sa, len, host, sizeof(host), port, sizeof(port),
+			NI_NUMERICHOST | NI_NUMERICSERV))
+		snprintf(buf, size, "(unknown address)");
+	else if (sa->sa_family == AF_INET6)
+		snprintf(buf, size, "[%s]:%s", host, port);
+	else
+		snprintf(buf, size, "%s:%s", host, port);
+}
+
+static int dm_ep_open(struct tpt_dm *dm, struct tpt_dm_peer *peer,
+		      struct fi_info *info)
+{
+	int ret;
+
+	ret = fi_endpoint(dm->domain, info, &peer->ep, peer);
+	if (ret) {
+		peer->ep = NULL;
+		return dm_error(dm, dm_fi_errno(ret), "fi_endpoint: %s",
+				fi_strerror(-ret));
+	}
+	ret = fi_ep_bind(peer->ep, &dm->eq->fid, 0);
+	if (!ret)
+		ret = fi_ep_bind(peer->ep, &dm->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (!ret)
+		ret = fi_enable(peer->ep);
+	if (ret) {
+		fi_close(&peer->ep->fid);
+		peer->ep = NULL;
+		return dm_error(dm, dm_fi_errno(ret), "endpoint setup: %s",
+				fi_strerror(-ret));
+	}
+	return 0;
+}
+
+int tpt_dm_connect(struct tpt_dm *dm, const char *addr, uint16_t port,
+		   const struct tpt_dm_hello *hello, tpt_dm_connect_cb cb,
+		   void *arg, struct tpt_dm_peer **out)
+{
+	uint8_t wire[DM_HELLO_WIRE_LEN];
+	struct tpt_dm_peer *peer;
+	struct fi_info *info = NULL;
+	char service[8];
+	int ret;
+
+	if (out)
+		*out = NULL;
+	if (!addr || !hello || !out || !port)
+		return dm_error(dm, -EINVAL, "connect: missing address, "
+				"port or hello");
+	if (dm->closing)
+		return dm_error(dm, -ESHUTDOWN, "connect: context closing");
+	snprintf(service, sizeof(service), "%u", port);
+	/* Numeric addresses only: name resolution would block. */
+	ret = fi_getinfo(DM_FI_VERSION, addr, service, FI_NUMERICHOST,
+			 dm->hints, &info);
+	if (ret)
+		return dm_error(dm, ret == -FI_ENODATA ? -EADDRNOTAVAIL :
+				dm_fi_errno(ret), "connect %s:%u: %s", addr,
+				port, fi_strerror(-ret));
+	peer = dm_peer_alloc(dm);
+	if (!peer) {
+		fi_freeinfo(info);
+		return dm_error(dm, -ENOMEM, "out of memory");
+	}
+	peer->hello = *hello;
+	peer->connect_cb = cb;
+	peer->connect_arg = arg;
+	dm_format_addr(info->dest_addr, (socklen_t)info->dest_addrlen,
+		       peer->addr_str, sizeof(peer->addr_str));
+	ret = dm_ep_open(dm, peer, info);
+	if (ret)
+		goto fail;
+	dm_hello_encode(hello, wire);
+	ret = fi_connect(peer->ep, info->dest_addr, wire, sizeof(wire));
+	if (ret) {
+		ret = dm_error(dm, dm_fi_errno(ret), "fi_connect %s: %s",
+			       peer->addr_str, fi_strerror(-ret));
+		fi_close(&peer->ep->fid);
+		goto fail;
+	}
+	fi_freeinfo(info);
+	peer->state = DM_PEER_CONNECTING;
+	dm_list_add_tail(&dm->peers, &peer->link);
+	*out = peer;
+	return 0;
+
+fail:
+	fi_freeinfo(info);
+	free(peer->chunks);
+	free(peer);
+	return ret;
+}
+
+void tpt_dm_disconnect(struct tpt_dm_peer *peer)
+{
+	struct tpt_dm *dm;
+
+	if (!peer || peer->released)
+		return;
+	dm = peer->dm;
+	dm->busy++;
+	peer->released = true;
+	if (peer->state != DM_PEER_DOWN)
+		dm_peer_teardown(peer, -ECANCELED, false);
+	dm->busy--;
+	dm_peer_reap(dm);
+}
+
+const struct tpt_dm_hello *tpt_dm_peer_hello(const struct tpt_dm_peer *peer)
+{
+	return &peer->hello;
+}
+
+void dm_peer_teardown(struct tpt_dm_peer *peer, int status, bool notify_down)
+{
+	struct tpt_dm *dm = peer->dm;
+	enum dm_peer_state was = peer->state;
+	tpt_dm_connect_cb connect_cb;
+
+	if (was == DM_PEER_DOWN)
+		return;
+	dm->busy++;
+	peer->state = DM_PEER_DOWN;
+	peer->kick_pending = false;
+	peer->fail_pending = 0;
+	/* Endpoint first: once it is closed the provider no longer reads or
+	 * writes any buffer of ours, so callbacks may release them.  The
+	 * tcp provider reports what was still queued as cancelled
+	 * completions, which come back to us as orphan chunks. */
+	if (peer->ep) {
+		if (was == DM_PEER_UP)
+			fi_shutdown(peer->ep, 0);
+		fi_close(&peer->ep->fid);
+		peer->ep = NULL;
+	}
+	dm_peer_fail_ops(peer, status);
+	connect_cb = peer->connect_cb;
+	peer->connect_cb = NULL;
+	if (was == DM_PEER_CONNECTING && connect_cb) {
+		dm->callbacks_run++;
+		connect_cb(peer, status, peer->connect_arg);
+	} else if (was == DM_PEER_UP && notify_down && !peer->released &&
+		   dm->peer_down_cb) {
+		/* Not for a handle its owner let go of in a callback above. */
+		dm->callbacks_run++;
+		dm->peer_down_cb(peer, dm->peer_down_arg);
+	}
+	if (peer->accepted)
+		peer->released = true;
+	dm->busy--;
+}
+
+/* --- connection events --- */
+
+static void dm_refuse(struct tpt_dm *dm, struct fi_info *info,
+		      const struct tpt_dm_hello *hello, const char *from,
+		      const char *why)
+{
+	int ret;
+
+	dm->stats.refused_peers++;
+	if (hello)
+		dm_log(dm, "refused peer id %u (role %u, array %llu) from "
+		       "%s: %s", hello->peer_id, hello->role,
+		       (unsigned long long)hello->array_id, from, why);
+	else
+		dm_log(dm, "refused connection from %s: %s", from, why);
+	ret = fi_reject(dm->pep, info->handle, NULL, 0);
+	if (ret)
+		dm_log(dm, "fi_reject %s: %s", from, fi_strerror(-ret));
+}
+
+static void dm_on_connreq(struct tpt_dm *dm, struct fi_eq_cm_entry *entry,
+			  size_t datalen)
+{
+	struct fi_info *info = entry->info;
+	const struct sockaddr *src = NULL;
+	socklen_t srclen = 0;
+	struct tpt_dm_hello hello;
+	struct tpt_dm_peer *peer;
+	char from[64];
+	int ret;
+
+	if (info->dest_addr && (info->addr_format == FI_SOCKADDR ||
+				info->addr_format == FI_SOCKADDR_IN ||
+				info->addr_format == FI_SOCKADDR_IN6)) {
+		src = info->dest_addr;
+		srclen = (socklen_t)info->dest_addrlen;
+	}
+	dm_format_addr(src, srclen, from, sizeof(from));
+
+	if (dm_hello_decode(entry->data, datalen, &hello)) {
+		dm_refuse(dm, info, NULL, from, "malformed hello");
+		goto out;
+	}
+	if (dm->closing) {
+		dm_refuse(dm, info, &hello, from, "context closing");
+		goto out;
+	}
+	if (!dm->cfg.accept) {
+		dm_refuse(dm, info, &hello, from, "no accept policy");
+		goto out;
+	}
+	dm->callbacks_run++;
+	ret = dm->cfg.accept(dm->cfg.accept_arg, &hello, src, srclen);
+	if (ret) {
+		dm_refuse(dm, info, &hello, from,
+			  strerror(ret < 0 ? -ret : ret));
+		goto out;
+	}
+
+	peer = dm_peer_alloc(dm);
+	if (!peer) {
+		dm_refuse(dm, info, &hello, from, "out of memory");
+		goto out;
+	}
+	peer->accepted = true;
+	peer->hello = hello;
+	snprintf(peer->addr_str, sizeof(peer->addr_str), "%s", from);
+	if (dm_ep_open(dm, peer, info)) {
+		dm_refuse(dm, info, &hello, from, dm->errbuf);
+		free(peer->chunks);
+		free(peer);
+		goto out;
+	}
+	ret = fi_accept(peer->ep, NULL, 0);
+	if (ret) {
+		dm_log(dm, "fi_accept %s: %s", from, fi_strerror(-ret));
+		fi_close(&peer->ep->fid);
+		free(peer->chunks);
+		free(peer);
+		goto out;
+	}
+	peer->state = DM_PEER_ACCEPTING;
+	dm_list_add_tail(&dm->peers, &peer->link);
+out:
+	fi_freeinfo(info);
+}
+
+static void dm_on_connected(struct tpt_dm *dm, struct tpt_dm_peer *peer)
+{
+	tpt_dm_connect_cb cb;
+
+	if (peer->state == DM_PEER_ACCEPTING) {
+		peer->state = DM_PEER_UP;
+		return;
+	}
+	if (peer->state != DM_PEER_CONNECTING)
+		return;
+	peer->state = DM_PEER_UP;
+	cb = peer->connect_cb;
+	peer->connect_cb = NULL;
+	if (cb) {
+		dm->callbacks_run++;
+		cb(peer, 0, peer->connect_arg);
+	}
+}
+
+/* What a failed or lost connection means to the owner. */
+static int dm_cm_errno(int fi_err)
+{
+	/* libfabric's codes below FI_ERRNO_OFFSET are errno values. */
+	switch (fi_err) {
+	case ECONNREFUSED:
+		return -ECONNREFUSED;
+	case ETIMEDOUT:
+		return -ETIMEDOUT;
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+		return -EHOSTUNREACH;
+	default:
+		return -ECONNRESET;
+	}
+}
+
+static void dm_on_eq_error(struct tpt_dm *dm)
+{
+	struct fi_eq_err_entry err;
+	struct tpt_dm_peer *peer;
+	ssize_t ret;
+
+	memset(&err, 0, sizeof(err));
+	ret = fi_eq_readerr(dm->eq, &err, 0);
+	if (ret < 0) {
+		if (ret != -FI_EAGAIN)
+			dm_log(dm, "fi_eq_readerr: %s", fi_strerror((int)-ret));
+		return;
+	}
+	if (!err.fid || (dm->pep && err.fid == &dm->pep->fid)) {
+		dm_log(dm, "listener error: %s",
+		       fi_eq_strerror(dm->eq, err.prov_errno, err.err_data,
+				      NULL, 0));
+		return;
+	}
+	peer = err.fid->context;
+	if (!peer || peer->state == DM_PEER_DOWN)
+		return;
+	if (peer->state != DM_PEER_ACCEPTING && err.prov_errno)
+		dm_log(dm, "peer %s: connection error: %s (%s)", peer->addr_str,
+		       fi_strerror(err.err),
+		       fi_eq_strerror(dm->eq, err.prov_errno, err.err_data,
+				      NULL, 0));
+	else if (peer->state != DM_PEER_ACCEPTING)
+		dm_log(dm, "peer %s: connection error: %s", peer->addr_str,
+		       fi_strerror(err.err));
+	if (peer->state == DM_PEER_CONNECTING)
+		dm_peer_teardown(peer, dm_cm_errno(err.err), false);
+	else
+		dm_peer_teardown(peer, -ECONNRESET, true);
+}
+
+int dm_eq_progress(struct tpt_dm *dm)
+{
+	/* A cm entry followed by room for any provider's connection data. */
+	union {
+		struct fi_eq_cm_entry cm;
+		uint8_t raw[sizeof(struct fi_eq_cm_entry) + 256];
+	} ev;
+	struct tpt_dm_peer *peer;
+	uint32_t event;
+	ssize_t ret;
+	int handled = 0;
+
+	for (;;) {
+		ret = fi_eq_read(dm->eq, &event, &ev, sizeof(ev), 0);
+		if (ret == -FI_EAGAIN)
+			break;
+		if (ret == -FI_EAVAIL) {
+			dm_on_eq_error(dm);
+			handled++;
+			continue;
+		}
+		if (ret < 0)
+			return dm_error(dm, dm_fi_errno(ret), "fi_eq_read: %s",
+					fi_strerror((int)-ret));
+		handled++;
+		switch (event) {
+		case FI_CONNREQ:
+			dm_on_connreq(dm, &ev.cm,
+				      (size_t)ret - sizeof(ev.cm));
+			break;
+		case FI_CONNECTED:
+			peer = ev.cm.fid->context;
+			if (peer)
+				dm_on_connected(dm, peer);
+			break;
+		case FI_SHUTDOWN:
+			peer = ev.cm.fid->context;
+			if (!peer || peer->state == DM_PEER_DOWN)
+				break;
+			if (peer->state == DM_PEER_UP)
+				dm_log(dm, "peer %s went away", peer->addr_str);
+			dm_peer_teardown(peer, -ECONNRESET, true);
+			break;
+		default:
+			dm_log(dm, "unexpected EQ event %u", event);
+			break;
+		}
+	}
+	return handled;
+}

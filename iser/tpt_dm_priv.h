@@ -1,0 +1,263 @@
+/* Internals of the datamover (tpt_dm.h), shared by its source files:
+ *
+ *   tpt_dm.c       context: open/close, the event fd, progress, errors
+ *   tpt_dm_peer.c  hello codec, connect/accept, EQ events, peer teardown
+ *   tpt_dm_buf.c   pre-registered pool, caller registrations, MR keys
+ *   tpt_dm_rma.c   Put_Data/Get_Data: chunking, posting, CQ completions
+ *
+ * Everything runs on the owner's thread: no locks.  Memory the provider
+ * may still reference (chunk contexts, peers owning them) is only freed
+ * once the provider has handed it back, see dm_peer_reap(). */
+#ifndef TPT_ISER_DM_PRIV_H
+#define TPT_ISER_DM_PRIV_H
+
+#include "iser/tpt_dm.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#define DM_FI_VERSION FI_VERSION(1, 17)
+
+/* --- intrusive doubly linked list --- */
+
+struct dm_list {
+	struct dm_list *next, *prev;
+};
+
+static inline void dm_list_init(struct dm_list *head)
+{
+	head->next = head->prev = head;
+}
+
+static inline bool dm_list_empty(const struct dm_list *head)
+{
+	return head->next == head;
+}
+
+static inline void dm_list_add_tail(struct dm_list *head, struct dm_list *n)
+{
+	n->prev = head->prev;
+	n->next = head;
+	head->prev->next = n;
+	head->prev = n;
+}
+
+static inline void dm_list_del(struct dm_list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->next = n->prev = n;
+}
+
+/* Moves every entry of from to the tail of to, leaving from empty. */
+static inline void dm_list_splice_tail(struct dm_list *to, struct dm_list *from)
+{
+	if (dm_list_empty(from))
+		return;
+	from->next->prev = to->prev;
+	to->prev->next = from->next;
+	from->prev->next = to;
+	to->prev = from->prev;
+	dm_list_init(from);
+}
+
+#define dm_container_of(ptr, type, member) \
+	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+/* --- the hello on the wire (connection data of fi_connect) ---
+ *
+ *   0  u32  magic "TPDM" (0x5450444d)
+ *   4  u8   version (1)
+ *   5  u8   role (enum tpt_dm_role)
+ *   6  u16  peer_id
+ *   8  u64  array_id
+ *  16  u8[16] token
+ *
+ * All integers big-endian. */
+#define DM_HELLO_WIRE_LEN 32
+#define DM_HELLO_MAGIC 0x5450444dU
+#define DM_HELLO_VERSION 1
+
+void dm_hello_encode(const struct tpt_dm_hello *hello,
+		     uint8_t wire[DM_HELLO_WIRE_LEN]);
+/* 0, or -EPROTO for a short, foreign or newer-version hello. */
+int dm_hello_decode(const uint8_t *wire, size_t len,
+		    struct tpt_dm_hello *hello);
+
+/* --- buffers --- */
+
+struct tpt_dm_buf {
+	struct tpt_dm *dm;
+	void *addr;
+	size_t len;
+	struct fid_mr *mr;	/* NULL: not registered right now */
+	uint64_t stag;
+	uint64_t mr_access;	/* FI_* access the MR was registered with */
+	bool from_pool;
+	bool in_use;		/* pool: handed out by tpt_dm_buf_get */
+	struct tpt_dm_buf *next_free;	/* pool free list */
+	struct dm_list link;	/* caller registrations: dm->user_bufs */
+};
+
+/* --- Put/Get operations and their chunks --- */
+
+struct dm_op {
+	struct dm_list link;	/* peer->queued, peer->posted, or free */
+	struct tpt_dm_peer *peer;
+	bool is_put;
+	bool in_use;
+	struct tpt_dm_buf *local;
+	size_t local_off;
+	uint64_t stag;
+	uint64_t rma_addr;
+	size_t len;
+	size_t posted_bytes;	/* how much of len is handed to chunks */
+	unsigned int chunks_out;/* chunks posted and not yet completed */
+	tpt_dm_done_cb cb;
+	void *arg;
+	int status;		/* 0, or this op's own transport error */
+	struct dm_op *next_free;
+};
+
+/* One RMA posted to the provider: its op_context.  op is NULL once the
+ * op has been failed or cancelled while the provider still owns the
+ * chunk (an orphan: its completion only returns the slot). */
+struct dm_chunk {
+	struct tpt_dm_peer *peer;
+	struct dm_op *op;
+	size_t len;
+	struct dm_chunk *next_free;
+};
+
+/* --- peers --- */
+
+enum dm_peer_state {
+	DM_PEER_CONNECTING,	/* fi_connect sent, waiting for FI_CONNECTED */
+	DM_PEER_ACCEPTING,	/* fi_accept sent, waiting for FI_CONNECTED */
+	DM_PEER_UP,
+	DM_PEER_DOWN,		/* endpoint closed */
+};
+
+struct tpt_dm_peer {
+	struct dm_list link;	/* dm->peers */
+	struct tpt_dm *dm;
+	struct fid_ep *ep;	/* NULL once closed */
+	enum dm_peer_state state;
+	bool accepted;		/* incoming: the datamover owns the handle */
+	bool released;		/* the owner is done with the handle */
+	bool kick_pending;	/* posting stopped on -FI_EAGAIN */
+	int fail_pending;	/* a post failed outside progress: teardown
+				 * with this status at the next progress */
+	struct tpt_dm_hello hello;	/* ours (connect) or theirs (accept) */
+	tpt_dm_connect_cb connect_cb;
+	void *connect_arg;
+	struct dm_list queued;	/* ops with chunks still to post, FIFO */
+	struct dm_list posted;	/* ops fully posted, chunks in flight */
+	struct dm_chunk *chunks;/* max_inflight slots */
+	struct dm_chunk *free_chunks;
+	unsigned int chunks_posted;	/* slots the provider owns */
+	char addr_str[64];	/* for logs */
+};
+
+/* --- the context --- */
+
+struct tpt_dm {
+	struct tpt_dm_config cfg;	/* defaults filled in */
+	char *provider;
+	struct fi_info *hints;	/* also used for connects */
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_eq *eq;
+	struct fid_cq *cq;
+	struct fid_pep *pep;
+	uint16_t listen_port;
+
+	int epoll_fd;		/* tpt_dm_event_fd */
+	int wake_fd;		/* eventfd: "call tpt_dm_progress again" */
+	bool wake_pending;	/* wake_fd holds a count */
+	bool eq_trywait_ok;	/* fi_trywait accepts the EQ */
+	bool trywait_failed;	/* ... and not even the CQ: logged once */
+
+	/* MR addressing of the provider */
+	uint64_t mr_mode;
+	uint64_t key_mask;	/* requested keys must fit mr_key_size */
+	uint64_t key_counter;	/* requested keys: unique by this */
+	uint64_t key_rng;	/* and unpredictable by this */
+	uint64_t write_flags;	/* fi_writemsg flags */
+
+	/* pool */
+	void *pool_mem;
+	size_t pool_map_len;
+	struct tpt_dm_buf *pool;
+	size_t pool_count;
+	struct tpt_dm_buf *pool_free;
+	struct dm_list user_bufs;
+
+	/* operation table: bounded, see tpt_dm_put */
+	struct dm_op *ops;
+	size_t op_count;
+	struct dm_op *op_free;
+
+	struct dm_list peers;
+	void (*peer_down_cb)(struct tpt_dm_peer *peer, void *arg);
+	void *peer_down_arg;
+
+	/* Test hook: the next this many posts fail with -FI_EAGAIN, the
+	 * provider's "queue full" that tcp never gives in practice. */
+	unsigned int inject_post_eagain;
+
+	int busy;		/* >0: inside progress/disconnect/close,
+				 * peers are reaped when it drops to 0 */
+	int callbacks_run;
+	bool closing;
+	struct tpt_dm_stats stats;
+	char errbuf[256];
+};
+
+/* tpt_dm.c */
+int dm_error(struct tpt_dm *dm, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void dm_log(struct tpt_dm *dm, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* libfabric return code (negative FI_E*) to negative errno. */
+int dm_fi_errno(ssize_t fi_ret);
+void dm_wake(struct tpt_dm *dm);
+
+/* tpt_dm_peer.c */
+int dm_eq_progress(struct tpt_dm *dm);
+/* Closes the endpoint (so the provider stops touching memory), fails
+ * every op with status (ops already on their way with a transport error
+ * keep it), and tells the owner: connect callback for a peer still
+ * connecting, peer-down callback for one that was up and notify_down. */
+void dm_peer_teardown(struct tpt_dm_peer *peer, int status, bool notify_down);
+void dm_peer_reap(struct tpt_dm *dm);
+void dm_peer_free(struct tpt_dm_peer *peer);
+
+/* tpt_dm_buf.c */
+int dm_pool_open(struct tpt_dm *dm);
+void dm_bufs_close(struct tpt_dm *dm);
+
+/* tpt_dm_rma.c */
+int dm_ops_open(struct tpt_dm *dm);
+void dm_ops_close(struct tpt_dm *dm);
+/* Handles completions until the CQ is empty or a batch limit: *more then
+ * says that entries may be left. */
+int dm_cq_progress(struct tpt_dm *dm, bool *more);
+/* Posts queued chunks of peer while slots and the provider allow. */
+void dm_peer_kick(struct tpt_dm_peer *peer);
+/* Takes every op off the peer's lists, orphans its chunks and runs the
+ * callbacks with status (or the op's own error). */
+void dm_peer_fail_ops(struct tpt_dm_peer *peer, int status);
+
+#endif

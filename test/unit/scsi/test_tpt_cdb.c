@@ -1,0 +1,1529 @@
+/*
+ * Unit tests for scsi/tpt_cdb: every CDB and parameter list is written out
+ * byte by byte from the tables in docs/protocol.md, decoded, and encoded
+ * back; every validation rule is broken once and must name its field.
+ */
+#include <errno.h>
+
+#include "scsi/tpt_cdb.h"
+#include "test/unit/unit.h"
+
+#define NO_PTR (-1)
+#define NO_BIT (-1)
+
+static struct tpt_xfer_list xfer;
+static struct tpt_peer_list peers;
+static uint8_t buf[TPT_PEER_LIST_LEN(TPT_PEER_MAX)];
+
+/* ---------------------------------------------------------------------- */
+/* Helpers */
+
+static void check_where(const struct tpt_field_ptr *w, bool in_cdb, int byte,
+			int bit)
+{
+	if (byte == NO_PTR) {
+		CHECK(!w->valid);
+		return;
+	}
+	CHECK(w->valid);
+	CHECK_EQ(w->in_cdb, in_cdb);
+	CHECK_EQ(w->byte, byte);
+	CHECK_EQ(w->bit_valid, bit != NO_BIT);
+	if (bit != NO_BIT)
+		CHECK_EQ(w->bit, bit);
+}
+
+static bool cdb_equal(const struct tpt_cdb *a, const struct tpt_cdb *b)
+{
+	return a->opcode == b->opcode && a->flags == b->flags &&
+	       a->parity_mode == b->parity_mode && a->control == b->control &&
+	       a->transfer_length == b->transfer_length &&
+	       a->group == b->group && a->param_len == b->param_len &&
+	       a->lba == b->lba &&
+	       a->slot_payload_size == b->slot_payload_size &&
+	       a->slot_count == b->slot_count;
+}
+
+/* @bytes must decode to @want, and @want must encode to @bytes. */
+static void cdb_both_ways(const uint8_t *bytes, size_t n,
+			  const struct tpt_cdb *want)
+{
+	struct tpt_field_ptr where;
+	uint8_t enc[TPT_CDB_MAX_LEN + 4];
+	struct tpt_cdb got;
+
+	CHECK_EQ(tpt_cdb_decode(bytes, n, &got, &where), TPT_SENSE_NONE);
+	CHECK(!where.valid);
+	CHECK(cdb_equal(&got, want));
+	memset(enc, 0xee, sizeof(enc));
+	CHECK_EQ(tpt_cdb_encode(want, enc, sizeof(enc)), n);
+	CHECK_MEM(enc, bytes, n);
+	CHECK_EQ(enc[n], 0xee);
+}
+
+static void cdb_rejected(const uint8_t *bytes, size_t n,
+			 enum tpt_sense_reason reason, int byte, int bit)
+{
+	struct tpt_field_ptr where;
+	struct tpt_cdb got;
+
+	CHECK_EQ(tpt_cdb_decode(bytes, n, &got, &where), reason);
+	check_where(&where, true, byte, bit);
+}
+
+static int top_bit_of(uint8_t v)
+{
+	int bit = 7;
+
+	while (!(v & 1u << bit))
+		bit--;
+	return bit;
+}
+
+/* A copy of @base with byte @at replaced by @value. */
+static void copy_with(uint8_t *dst, const uint8_t *base, size_t n, size_t at,
+		      uint8_t value)
+{
+	memcpy(dst, base, n);
+	dst[at] = value;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Opcode table */
+
+static void test_info(void)
+{
+	static const struct {
+		uint8_t op;
+		uint8_t dir, param;
+	} ops[] = {
+		{ 0x50, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0x90, TPT_DATA_NONE, TPT_PARAM_NONE },
+		{ 0xc0, TPT_DATA_OUT, TPT_PARAM_PEER_LIST },
+		{ 0xc1, TPT_DATA_OUT, TPT_PARAM_HOST_KEY },
+		{ 0xc2, TPT_DATA_NONE, TPT_PARAM_NONE },
+		{ 0xc3, TPT_DATA_IN, TPT_PARAM_NONE },
+		{ 0xc4, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0xc5, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0xc6, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0xc7, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0xc8, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0xc9, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0xca, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0xcb, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0xcc, TPT_DATA_NONE, TPT_PARAM_NONE },
+	};
+	static const uint8_t not_ours[] = { 0x00, 0x28, 0x53, 0x8a, 0xcd,
+					    0xff };
+	size_t i, known = 0;
+
+	for (i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		const struct tpt_cdb_info *info = tpt_cdb_info(ops[i].op);
+
+		CHECK(info != NULL);
+		if (!info)
+			continue;
+		CHECK(info->name && info->name[0]);
+		CHECK_EQ(info->dir, ops[i].dir);
+		CHECK_EQ(info->param, ops[i].param);
+	}
+	for (i = 0; i < sizeof(not_ours); i++)
+		CHECK(tpt_cdb_info(not_ours[i]) == NULL);
+	for (i = 0; i < 256; i++)
+		known += tpt_cdb_info((uint8_t)i) != NULL;
+	CHECK_EQ(known, sizeof(ops) / sizeof(ops[0]));
+}
+
+/* ---------------------------------------------------------------------- */
+/* CDB layouts */
+
+static void test_xdwrite10(void)
+{
+	static const uint8_t bytes[10] = {
+		0x50, 0x1e,			/* DPO FUA DISABLE_WRITE FUA_NV */
+		0x12, 0x34, 0x56, 0x78,		/* LBA */
+		0x1f,				/* GROUP NUMBER */
+		0x00, 0x08,			/* TRANSFER LENGTH */
+		0x80,				/* CONTROL: vendor bit */
+	};
+	const struct tpt_cdb want = {
+		.opcode = TPT_OP_XDWRITE_10,
+		.flags = TPT_CDB_DPO | TPT_CDB_FUA | TPT_CDB_DISABLE_WRITE |
+			 TPT_CDB_FUA_NV,
+		.lba = 0x12345678, .group = 31, .transfer_length = 8,
+		.control = 0x80,
+	};
+	uint8_t iscsi[16] = { 0 };
+
+	cdb_both_ways(bytes, sizeof(bytes), &want);
+	/* iSCSI carries 16 bytes; what follows a 10-byte CDB is ignored. */
+	memcpy(iscsi, bytes, sizeof(bytes));
+	iscsi[12] = 0xaa;
+	{
+		struct tpt_cdb got;
+
+		CHECK_EQ(tpt_cdb_decode(iscsi, sizeof(iscsi), &got, NULL),
+			 TPT_SENSE_NONE);
+		CHECK(cdb_equal(&got, &want));
+	}
+}
+
+static void test_prefetch16(void)
+{
+	static const uint8_t bytes[16] = {
+		0x90, 0x02,					/* IMMED */
+		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,	/* LBA */
+		0x00, 0x00, 0x00, 0x10,				/* length */
+		0x05,						/* GROUP */
+		0x00,
+	};
+	const struct tpt_cdb want = {
+		.opcode = TPT_OP_PRE_FETCH_16, .flags = TPT_CDB_IMMED,
+		.lba = 0x0102030405060708ull, .transfer_length = 16,
+		.group = 5,
+	};
+	uint8_t zero_len[16];
+
+	cdb_both_ways(bytes, sizeof(bytes), &want);
+	/* SBC: PREFETCH LENGTH 0 means "to the end of the medium". */
+	memcpy(zero_len, bytes, 16);
+	zero_len[13] = 0;
+	{
+		struct tpt_cdb z = want;
+
+		z.transfer_length = 0;
+		cdb_both_ways(zero_len, 16, &z);
+	}
+}
+
+/* The vendor data layout: bytes 2-7 LBA, 8-10 length, 11-14 group. */
+static void vendor_io(uint8_t *b, uint8_t op, uint8_t byte1)
+{
+	static const uint8_t fields[16] = {
+		0, 0,
+		0x00, 0x01, 0x02, 0x03, 0x04, 0x05,	/* LBA */
+		0x00, 0x00, 0x08,			/* TRANSFER LENGTH */
+		0xde, 0xad, 0xbe, 0xef,			/* GROUP NUMBER */
+		0x40,					/* CONTROL */
+	};
+
+	memcpy(b, fields, 16);
+	b[0] = op;
+	b[1] = byte1;
+}
+
+static void test_vendor_io(void)
+{
+	static const struct {
+		uint8_t op, byte1;
+		uint8_t flags, parity;
+	} cases[] = {
+		{ TPT_OP_PREP_READ, 0x01, TPT_CDB_FINAL, 0 },
+		{ TPT_OP_PREP_READ, 0x00, 0, 0 },
+		{ TPT_OP_PREP_WRITE, 0x01, TPT_CDB_FINAL, 0 },
+		{ TPT_OP_READ_NEW_BLOCK, 0x00, 0, 0 },
+		{ TPT_OP_XDWRITE_16, 0x04, TPT_CDB_DISABLE_WRITE, 0 },
+		{ TPT_OP_XDWRITE_16, 0x0c, TPT_CDB_DISABLE_WRITE | TPT_CDB_FUA,
+		  0 },
+		{ TPT_OP_READ_PARITY_PART_TMP, 0x00, 0, TPT_PARITY_XOR_MEDIUM },
+		{ TPT_OP_READ_PARITY_PART_TMP, 0x10, 0, TPT_PARITY_XOR_GROUP },
+		{ TPT_OP_READ_PARITY_PART_BLOCK, 0x20, 0, TPT_PARITY_COPY },
+		{ TPT_OP_READ_PARITY_COMP_TMP, 0x00, 0, 0 },
+		{ TPT_OP_READ_PARITY_COMP_BLOCK, 0x00, 0, 0 },
+		{ TPT_OP_WRITE_NEW_DATA, 0x08, TPT_CDB_FUA, 0 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct tpt_cdb want = {
+			.opcode = cases[i].op, .flags = cases[i].flags,
+			.parity_mode = cases[i].parity,
+			.lba = 0x000102030405ull, .transfer_length = 8,
+			.group = 0xdeadbeef, .control = 0x40,
+		};
+		uint8_t b[16];
+
+		vendor_io(b, cases[i].op, cases[i].byte1);
+		cdb_both_ways(b, 16, &want);
+	}
+}
+
+static void test_release(void)
+{
+	static const uint8_t one[16] = {
+		0xc2, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0x00, 0x00, 0x01, 0x00,		/* GROUP NUMBER 256 */
+		0x00,
+	};
+	static const uint8_t all[16] = { 0xc2, 0x01 };
+	const struct tpt_cdb want_one = {
+		.opcode = TPT_OP_RELEASE, .group = 256,
+	};
+	const struct tpt_cdb want_all = {
+		.opcode = TPT_OP_RELEASE, .flags = TPT_CDB_RELEASE_ALL,
+	};
+
+	cdb_both_ways(one, 16, &want_one);
+	cdb_both_ways(all, 16, &want_all);
+}
+
+static void test_setup(void)
+{
+	static const uint8_t peer_list[16] = {
+		0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0x00, 0x00, 0x00, 0x88,		/* 16 + 3 * 40 */
+		0x00, 0x00,
+	};
+	static const uint8_t host_key[16] = {
+		0xc1, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0x00, 0x00, 0x00, 0x28,		/* 40 */
+		0x00, 0x00,
+	};
+	const struct tpt_cdb want_peer = {
+		.opcode = TPT_OP_SET_PEER_LIST, .param_len = 136,
+	};
+	const struct tpt_cdb want_key = {
+		.opcode = TPT_OP_HOST_KEY, .param_len = 40,
+	};
+
+	cdb_both_ways(peer_list, 16, &want_peer);
+	cdb_both_ways(host_key, 16, &want_key);
+}
+
+static const uint8_t report_slots[16] = {
+	0xc3, 0x00,
+	0x00, 0x01, 0x00, 0x00,		/* SLOT PAYLOAD SIZE: 64 KiB */
+	0x00, 0x20,			/* SLOT COUNT: 32 */
+	0x00, 0x00,
+	0x00, 0x00, 0x02, 0x10,		/* ALLOCATION LENGTH: 16 + 32 * 16 */
+	0x00,
+	0x80,				/* CONTROL: vendor bit */
+};
+
+static void test_report_slots(void)
+{
+	const struct tpt_cdb want = {
+		.opcode = TPT_OP_REPORT_SLOTS, .slot_payload_size = 65536,
+		.slot_count = 32, .param_len = 528, .control = 0x80,
+	};
+	struct tpt_cdb any;
+	uint8_t b[16];
+
+	cdb_both_ways(report_slots, 16, &want);
+	/* SPC: any ALLOCATION LENGTH, zero included, is legal. */
+	copy_with(b, report_slots, 16, 12, 0x00);
+	b[13] = 0x00;
+	any = want;
+	any.param_len = 0;
+	cdb_both_ways(b, 16, &any);
+	memset(&b[10], 0xff, 4);
+	any.param_len = UINT32_MAX;
+	cdb_both_ways(b, 16, &any);
+}
+
+/* ---------------------------------------------------------------------- */
+/* CDB validation */
+
+static void test_cdb_opcode_and_length(void)
+{
+	static const uint8_t unknown[16] = { 0xcd };
+	static const uint8_t read16[16] = { 0x88 };
+	uint8_t x10[10];
+
+	cdb_rejected(unknown, 16, TPT_SENSE_INVALID_OPCODE, 0, NO_BIT);
+	cdb_rejected(read16, 16, TPT_SENSE_INVALID_OPCODE, 0, NO_BIT);
+	cdb_rejected(unknown, 0, TPT_SENSE_INVALID_CDB_FIELD, 0, NO_BIT);
+	/* XDWRITE(10) needs ten bytes, the vendor CDBs sixteen. */
+	memset(x10, 0, sizeof(x10));
+	x10[0] = 0x50;
+	x10[1] = 0x04;
+	x10[8] = 1;
+	cdb_rejected(x10, 9, TPT_SENSE_INVALID_CDB_FIELD, 0, NO_BIT);
+	CHECK_EQ(tpt_cdb_decode(x10, 10, &(struct tpt_cdb){ 0 }, NULL),
+		 TPT_SENSE_NONE);
+	{
+		uint8_t b[16];
+
+		vendor_io(b, TPT_OP_PREP_READ, 0);
+		cdb_rejected(b, 15, TPT_SENSE_INVALID_CDB_FIELD, 0, NO_BIT);
+	}
+}
+
+static void test_cdb_reserved_bits(void)
+{
+	static const uint8_t x10[10] = { 0x50, 0x04, 0, 0, 0, 1, 0, 0, 1, 0 };
+	static const uint8_t pf[16] = { 0x90, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					0, 0, 0, 1, 0, 0 };
+	static const uint8_t rel[16] = { 0xc2 };
+	static const uint8_t setup[16] = { 0xc1, [13] = 40 };
+	uint8_t b[16];
+
+	/* XDWRITE(10): WRPROTECT, reserved bit 0, GROUP NUMBER bits 7-5. */
+	copy_with(b, x10, 10, 1, 0x84);
+	cdb_rejected(b, 10, TPT_SENSE_INVALID_CDB_FIELD, 1, 7);
+	copy_with(b, x10, 10, 1, 0x25);
+	cdb_rejected(b, 10, TPT_SENSE_INVALID_CDB_FIELD, 1, 5);
+	copy_with(b, x10, 10, 1, 0x05);
+	cdb_rejected(b, 10, TPT_SENSE_INVALID_CDB_FIELD, 1, 0);
+	copy_with(b, x10, 10, 6, 0x3f);
+	cdb_rejected(b, 10, TPT_SENSE_INVALID_CDB_FIELD, 6, 5);
+
+	/* PRE-FETCH(16): byte 1 bits 7-2 and 0, byte 14 bits 7-5. */
+	copy_with(b, pf, 16, 1, 0x04);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, 2);
+	copy_with(b, pf, 16, 1, 0x01);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, 0);
+	copy_with(b, pf, 16, 14, 0x80);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 14, 7);
+
+	/* Vendor data CDBs: only the flags the opcode defines. */
+	vendor_io(b, TPT_OP_PREP_READ, 0x40);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, 6);
+	vendor_io(b, TPT_OP_PREP_READ, 0x10);	/* no PARITY MODE here */
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, 4);
+	vendor_io(b, TPT_OP_READ_NEW_BLOCK, TPT_CDB_FINAL);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, 0);
+	vendor_io(b, TPT_OP_READ_PARITY_COMP_TMP, 0x20);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, 5);
+	vendor_io(b, TPT_OP_WRITE_NEW_DATA, 0x02);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, 1);
+	vendor_io(b, TPT_OP_READ_PARITY_PART_TMP, 0x80);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, 7);
+
+	/* TPT RELEASE: bytes 2-10; setup commands: 1-9 and 14. */
+	copy_with(b, rel, 16, 5, 0x10);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 5, 4);
+	copy_with(b, rel, 16, 1, 0x02);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, 1);
+	copy_with(b, setup, 16, 14, 0x01);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 14, 0);
+	copy_with(b, setup, 16, 2, 0xff);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 2, 7);
+	copy_with(b, setup, 16, 1, 0x01);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, 0);
+}
+
+static void test_cdb_control(void)
+{
+	uint8_t b[16];
+
+	vendor_io(b, TPT_OP_PREP_WRITE, 0);
+	b[15] = 0xc0;			/* vendor bits pass */
+	CHECK_EQ(tpt_cdb_decode(b, 16, &(struct tpt_cdb){ 0 }, NULL),
+		 TPT_SENSE_NONE);
+	b[15] = 0x04;			/* NACA */
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 15, 2);
+	b[15] = 0x01;			/* LINK */
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 15, 0);
+	b[15] = 0x38;			/* reserved */
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 15, 5);
+	{
+		static const uint8_t x10[10] = { 0x50, 0x04, 0, 0, 0, 0, 0,
+						 0, 1, 0x04 };
+
+		cdb_rejected(x10, 10, TPT_SENSE_INVALID_CDB_FIELD, 9, 2);
+	}
+}
+
+static void test_cdb_semantics(void)
+{
+	uint8_t b[16];
+
+	/* DISABLE WRITE is mandatory: TPT never writes on XDWRITE. */
+	{
+		static const uint8_t x10[10] = { 0x50, 0x08, 0, 0, 0, 0, 0,
+						 0, 1, 0 };
+
+		cdb_rejected(x10, 10, TPT_SENSE_INVALID_CDB_FIELD, 1, 2);
+	}
+	vendor_io(b, TPT_OP_XDWRITE_16, TPT_CDB_FUA);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, 2);
+
+	/* PARITY MODE 3 is reserved. */
+	vendor_io(b, TPT_OP_READ_PARITY_PART_BLOCK, 0x30);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, 5);
+
+	/* TRANSFER LENGTH 0 moves nothing and is refused. */
+	vendor_io(b, TPT_OP_PREP_READ, 0);
+	b[10] = 0;
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 8, NO_BIT);
+	vendor_io(b, TPT_OP_WRITE_NEW_DATA, 0);
+	b[10] = 0;
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 8, NO_BIT);
+	{
+		static const uint8_t x10[10] = { 0x50, 0x04 };
+
+		cdb_rejected(x10, 10, TPT_SENSE_INVALID_CDB_FIELD, 7, NO_BIT);
+	}
+
+	/* RELEASE ALL takes no group number. */
+	{
+		static const uint8_t rel[16] = { 0xc2, 0x01, [14] = 0x07 };
+
+		cdb_rejected(rel, 16, TPT_SENSE_INVALID_CDB_FIELD, 11, NO_BIT);
+	}
+}
+
+static void test_cdb_lba_overflow(void)
+{
+	uint8_t b[16];
+
+	/* Vendor: the last block must be at or below 2^48 - 1. */
+	vendor_io(b, TPT_OP_PREP_READ, 0);
+	memset(&b[2], 0xff, 6);
+	b[8] = 0;
+	b[9] = 0;
+	b[10] = 1;
+	CHECK_EQ(tpt_cdb_decode(b, 16, &(struct tpt_cdb){ 0 }, NULL),
+		 TPT_SENSE_NONE);
+	b[10] = 2;
+	cdb_rejected(b, 16, TPT_SENSE_LBA_OUT_OF_RANGE, NO_PTR, NO_BIT);
+	b[2] = 0x00;		/* LBA ffffffffff, length 2^24 - 1 */
+	b[8] = b[9] = b[10] = 0xff;
+	CHECK_EQ(tpt_cdb_decode(b, 16, &(struct tpt_cdb){ 0 }, NULL),
+		 TPT_SENSE_NONE);
+
+	/* XDWRITE(10): 32-bit LBA. */
+	{
+		uint8_t x10[10] = { 0x50, 0x04, 0xff, 0xff, 0xff, 0xff, 0,
+				    0, 1, 0 };
+
+		CHECK_EQ(tpt_cdb_decode(x10, 10, &(struct tpt_cdb){ 0 },
+					NULL), TPT_SENSE_NONE);
+		x10[8] = 2;
+		cdb_rejected(x10, 10, TPT_SENSE_LBA_OUT_OF_RANGE, NO_PTR,
+			     NO_BIT);
+	}
+
+	/* PRE-FETCH(16): 64-bit LBA, so the sum itself must not wrap. */
+	{
+		uint8_t pf[16] = { 0x90, 0 };
+
+		memset(&pf[2], 0xff, 8);
+		pf[13] = 1;
+		CHECK_EQ(tpt_cdb_decode(pf, 16, &(struct tpt_cdb){ 0 }, NULL),
+			 TPT_SENSE_NONE);
+		pf[13] = 2;
+		cdb_rejected(pf, 16, TPT_SENSE_LBA_OUT_OF_RANGE, NO_PTR,
+			     NO_BIT);
+		pf[13] = 0;
+		CHECK_EQ(tpt_cdb_decode(pf, 16, &(struct tpt_cdb){ 0 }, NULL),
+			 TPT_SENSE_NONE);
+	}
+}
+
+static void test_cdb_param_len(void)
+{
+	static const struct {
+		uint8_t op;
+		uint32_t len;
+		bool ok;
+	} cases[] = {
+		{ TPT_OP_SET_PEER_LIST, 0, false },
+		{ TPT_OP_SET_PEER_LIST, 16, false },	/* no entries */
+		{ TPT_OP_SET_PEER_LIST, 56, true },
+		{ TPT_OP_SET_PEER_LIST, 57, false },
+		{ TPT_OP_SET_PEER_LIST, 16 + 40 * 1024, true },
+		{ TPT_OP_SET_PEER_LIST, 16 + 40 * 1025, false },
+		{ TPT_OP_HOST_KEY, 0, false },
+		{ TPT_OP_HOST_KEY, 39, false },
+		{ TPT_OP_HOST_KEY, 40, true },
+		{ TPT_OP_HOST_KEY, 80, false },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint8_t b[16] = { cases[i].op };
+
+		b[10] = (uint8_t)(cases[i].len >> 24);
+		b[11] = (uint8_t)(cases[i].len >> 16);
+		b[12] = (uint8_t)(cases[i].len >> 8);
+		b[13] = (uint8_t)cases[i].len;
+		if (cases[i].ok)
+			CHECK_EQ(tpt_cdb_decode(b, 16, &(struct tpt_cdb){ 0 },
+						NULL), TPT_SENSE_NONE);
+		else
+			cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 10,
+				     NO_BIT);
+	}
+}
+
+static void test_cdb_report_slots_fields(void)
+{
+	static const struct {
+		size_t at;
+		uint8_t value;
+		int byte, bit;
+	} reserved[] = {
+		{ 1, 0x01, 1, 0 }, { 8, 0x40, 8, 6 }, { 9, 0x01, 9, 0 },
+		{ 14, 0x80, 14, 7 }, { 15, 0x04, 15, 2 },
+	};
+	static const struct {
+		uint8_t size[4];
+		bool ok;
+	} sizes[] = {
+		{ { 0x00, 0x00, 0x00, 0x00 }, false },
+		{ { 0x00, 0x00, 0x02, 0x00 }, true },	/* 512 */
+		{ { 0x00, 0x00, 0x02, 0x01 }, false },
+		{ { 0x00, 0x00, 0x10, 0x80 }, false },	/* 4224 */
+		{ { 0x01, 0x00, 0x00, 0x00 }, true },	/* 16 MiB */
+		{ { 0x01, 0x00, 0x02, 0x00 }, false },
+		{ { 0x80, 0x00, 0x00, 0x00 }, false },
+	};
+	static const struct {
+		uint8_t count[2];
+		bool ok;
+	} counts[] = {
+		{ { 0x00, 0x00 }, false },
+		{ { 0x00, 0x01 }, true },
+		{ { 0x04, 0x00 }, true },		/* 1024 */
+		{ { 0x04, 0x01 }, false },
+		{ { 0xff, 0xff }, false },
+	};
+	uint8_t b[16];
+	size_t i;
+
+	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++) {
+		copy_with(b, report_slots, 16, reserved[i].at,
+			  reserved[i].value);
+		cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD,
+			     reserved[i].byte, reserved[i].bit);
+	}
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		memcpy(b, report_slots, 16);
+		memcpy(&b[2], sizes[i].size, 4);
+		if (sizes[i].ok)
+			CHECK_EQ(tpt_cdb_decode(b, 16, &(struct tpt_cdb){ 0 },
+						NULL), TPT_SENSE_NONE);
+		else
+			cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 2,
+				     NO_BIT);
+	}
+	for (i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		memcpy(b, report_slots, 16);
+		memcpy(&b[6], counts[i].count, 2);
+		if (counts[i].ok)
+			CHECK_EQ(tpt_cdb_decode(b, 16, &(struct tpt_cdb){ 0 },
+						NULL), TPT_SENSE_NONE);
+		else
+			cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 6,
+				     NO_BIT);
+	}
+	cdb_rejected(report_slots, 15, TPT_SENSE_INVALID_CDB_FIELD, 0, NO_BIT);
+}
+
+static void test_cdb_encode_refuses(void)
+{
+	const struct tpt_cdb good = {
+		.opcode = TPT_OP_PREP_READ, .lba = 1, .transfer_length = 1,
+		.group = 9,
+	};
+	struct tpt_cdb c;
+	uint8_t b[16];
+
+	CHECK_EQ(tpt_cdb_encode(&good, b, 16), 16);
+	CHECK_EQ(tpt_cdb_encode(&good, b, 15), -ENOSPC);
+
+	c = good;
+	c.opcode = 0xcd;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	/* Slot geometry only where TPT REPORT SLOTS has a home for it. */
+	c = good;
+	c.slot_count = 1;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c = good;
+	c.slot_payload_size = 512;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	/* The vendor field limits, exactly. */
+	c = good;
+	c.lba = TPT_VENDOR_LBA_MAX;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), 16);
+	c.lba = TPT_VENDOR_LBA_MAX + 1;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c = good;
+	c.transfer_length = TPT_VENDOR_LENGTH_MAX;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), 16);
+	c.transfer_length = TPT_VENDOR_LENGTH_MAX + 1;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c = good;
+	c.transfer_length = 0;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c = good;
+	c.flags = TPT_CDB_FUA;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c = good;
+	c.parity_mode = TPT_PARITY_XOR_GROUP;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c = good;
+	c.param_len = 40;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c = good;
+	c.control = 0x04;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+
+	c = (struct tpt_cdb){ .opcode = TPT_OP_XDWRITE_10,
+			      .flags = TPT_CDB_DISABLE_WRITE,
+			      .transfer_length = 1, .group = 32 };
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c.group = 31;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), 10);
+	c.lba = UINT64_C(1) << 32;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c.lba = 0;
+	c.flags = 0;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+
+	c = (struct tpt_cdb){ .opcode = TPT_OP_RELEASE, .lba = 1 };
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c = (struct tpt_cdb){ .opcode = TPT_OP_HOST_KEY, .param_len = 41 };
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+
+	c = (struct tpt_cdb){ .opcode = TPT_OP_REPORT_SLOTS,
+			      .slot_payload_size = TPT_SLOT_PAYLOAD_MAX,
+			      .slot_count = TPT_SLOT_MAX };
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), 16);
+	c.slot_count = TPT_SLOT_MAX + 1;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c.slot_count = 1;
+	c.slot_payload_size = TPT_SLOT_PAYLOAD_UNIT + 1;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c.slot_payload_size = TPT_SLOT_PAYLOAD_UNIT;
+	c.group = 1;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+	c.group = 0;
+	c.transfer_length = 1;
+	CHECK_EQ(tpt_cdb_encode(&c, b, 16), -EINVAL);
+}
+
+static void test_cdb_capacity(void)
+{
+	struct tpt_cdb c = { .opcode = TPT_OP_PREP_READ, .lba = 90,
+			     .transfer_length = 10 };
+
+	CHECK_EQ(tpt_cdb_check_capacity(&c, 100), TPT_SENSE_NONE);
+	CHECK_EQ(tpt_cdb_check_capacity(&c, 99), TPT_SENSE_LBA_OUT_OF_RANGE);
+	CHECK_EQ(tpt_cdb_check_capacity(&c, 0), TPT_SENSE_LBA_OUT_OF_RANGE);
+	c = (struct tpt_cdb){ .opcode = TPT_OP_PRE_FETCH_16, .lba = 99 };
+	CHECK_EQ(tpt_cdb_check_capacity(&c, 100), TPT_SENSE_NONE);
+	c.lba = 100;
+	CHECK_EQ(tpt_cdb_check_capacity(&c, 100), TPT_SENSE_LBA_OUT_OF_RANGE);
+	c = (struct tpt_cdb){ .opcode = TPT_OP_RELEASE, .group = 3 };
+	CHECK_EQ(tpt_cdb_check_capacity(&c, 0), TPT_SENSE_NONE);
+	c = (struct tpt_cdb){ .opcode = TPT_OP_REPORT_SLOTS, .slot_count = 1,
+			      .slot_payload_size = 512 };
+	CHECK_EQ(tpt_cdb_check_capacity(&c, 0), TPT_SENSE_NONE);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Transfer list */
+
+/*
+ * Two descriptors: 4 KiB from peer 3's region and 4 KiB inline from the
+ * controller, then the 4 KiB of inline data; the result goes to slot 5.
+ */
+static size_t build_xfer_bytes(uint8_t *b)
+{
+	static const uint8_t list[16 + 2 * 24] = {
+		/* header */
+		0x00, 0x02,				/* DESCRIPTOR COUNT */
+		0x00, 0x05,				/* RESULT SLOT */
+		0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0x20, 0x00,		/* TOTAL LENGTH */
+		/* descriptor 0 */
+		0x00, 0x03,				/* PASSIVE PEER ID */
+		0x01,					/* FLAGS: VIRT_ADDR */
+		0x00,
+		0x00, 0x00, 0x10, 0x00,			/* LENGTH */
+		0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, /* STAG */
+		0x00, 0x00, 0x7f, 0x00, 0x00, 0x00, 0x10, 0x00, /* OFFSET */
+		/* descriptor 1: inline */
+		0xff, 0xff,
+		0x00,
+		0x00,
+		0x00, 0x00, 0x10, 0x00,
+		0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0,
+	};
+
+	memcpy(b, list, sizeof(list));
+	memset(b + sizeof(list), 0x5a, 4096);
+	return sizeof(list) + 4096;
+}
+
+static void test_xfer_list_layout(void)
+{
+	struct tpt_field_ptr where;
+	uint8_t enc[64];
+	size_t n = build_xfer_bytes(buf);
+
+	CHECK_EQ(tpt_xfer_list_decode(buf, n, &xfer, &where), TPT_SENSE_NONE);
+	CHECK_EQ(xfer.count, 2);
+	CHECK_EQ(xfer.result_slot, 5);
+	CHECK_EQ(xfer.total_length, 8192);
+	CHECK_EQ(xfer.desc[0].peer, 3);
+	CHECK_EQ(xfer.desc[0].flags, TPT_XFER_VIRT_ADDR);
+	CHECK_EQ(xfer.desc[0].length, 4096);
+	CHECK(xfer.desc[0].stag == 0x1122334455667788ull);
+	CHECK_EQ(xfer.desc[0].offset, 0x7f0000001000ll);
+	CHECK_EQ(xfer.desc[1].peer, TPT_PEER_ID_CONTROLLER);
+	CHECK_EQ(xfer.desc[1].offset, 0);
+	CHECK_EQ(tpt_xfer_list_inline_len(&xfer), 4096);
+
+	CHECK_EQ(tpt_xfer_list_encode(&xfer, enc, sizeof(enc)), 64);
+	CHECK_MEM(enc, buf, 64);
+	CHECK_EQ(tpt_xfer_list_encode(&xfer, enc, 63), -ENOSPC);
+}
+
+static void xfer_rejected(size_t n, enum tpt_sense_reason reason, int byte,
+			  int bit)
+{
+	struct tpt_field_ptr where;
+
+	CHECK_EQ(tpt_xfer_list_decode(buf, n, &xfer, &where), reason);
+	check_where(&where, false, byte, bit);
+}
+
+static void test_xfer_list_lengths(void)
+{
+	size_t n = build_xfer_bytes(buf);
+
+	xfer_rejected(15, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
+	xfer_rejected(16 + 24, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
+	xfer_rejected(n - 1, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
+	xfer_rejected(n + 1, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
+	buf[1] = 0;			/* DESCRIPTOR COUNT 0 */
+	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 0, NO_BIT);
+	buf[0] = 0x01;			/* 257 */
+	buf[1] = 0x01;
+	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 0, NO_BIT);
+}
+
+static void test_xfer_list_result_slot(void)
+{
+	static const struct {
+		uint8_t slot[2];
+		bool ok;
+	} cases[] = {
+		{ { 0x00, 0x00 }, true },
+		{ { 0x03, 0xff }, true },	/* the last of 1024 */
+		{ { 0x04, 0x00 }, false },
+		{ { 0xff, 0xfe }, false },
+		{ { 0xff, 0xff }, true },	/* TPT_SLOT_NONE */
+	};
+	struct tpt_xfer_list *l = &xfer;
+	uint8_t enc[64];
+	size_t i, n;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		n = build_xfer_bytes(buf);
+		memcpy(&buf[2], cases[i].slot, 2);
+		if (cases[i].ok) {
+			CHECK_EQ(tpt_xfer_list_decode(buf, n, l, NULL),
+				 TPT_SENSE_NONE);
+			CHECK_EQ(l->result_slot,
+				 cases[i].slot[0] << 8 | cases[i].slot[1]);
+			CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)),
+				 64);
+			CHECK_MEM(enc, buf, 64);
+		} else {
+			xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 2,
+				      NO_BIT);
+		}
+	}
+	/* RESULT SLOT is judged before the list length. */
+	build_xfer_bytes(buf);
+	buf[2] = 0x04;
+	xfer_rejected(16, TPT_SENSE_INVALID_PARAM_FIELD, 2, NO_BIT);
+	/* Bytes 4-7 stay reserved. */
+	n = build_xfer_bytes(buf);
+	buf[4] = 0x01;
+	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 4, 0);
+
+	build_xfer_bytes(buf);
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64 + 4096, l, NULL),
+		 TPT_SENSE_NONE);
+	l->result_slot = TPT_SLOT_MAX;
+	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
+}
+
+static void test_xfer_list_fields(void)
+{
+	static const struct {
+		size_t at;
+		uint8_t value;
+		int byte, bit;
+	} cases[] = {
+		{ 5, 0x02, 5, 1 },		/* header reserved */
+		{ 15, 0x01, 8, NO_BIT },	/* TOTAL LENGTH != sum */
+		{ 19, 0x80, 19, 7 },		/* descriptor reserved */
+		{ 18, 0x05, 18, 2 },		/* FLAGS reserved bit */
+		{ 22, 0x00, 20, NO_BIT },	/* LENGTH 0 */
+		{ 48, 0x01, 48, NO_BIT },	/* inline with an STag */
+		{ 42, 0x01, 42, 0 },		/* inline with VIRT_ADDR */
+		{ 63, 0x01, 56, NO_BIT },	/* inline not back to back */
+	};
+	size_t i, n;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		n = build_xfer_bytes(buf);
+		buf[cases[i].at] = cases[i].value;
+		xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, cases[i].byte,
+			      cases[i].bit);
+	}
+	/* PEER IDs fff0h-fffeh are reserved. */
+	n = build_xfer_bytes(buf);
+	buf[16] = 0xff;
+	buf[17] = 0xf0;
+	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 16, NO_BIT);
+	buf[17] = 0xef;
+	CHECK_EQ(tpt_xfer_list_decode(buf, n, &xfer, NULL), TPT_SENSE_NONE);
+	/* OFFSET + LENGTH must not pass the end of the address space. */
+	n = build_xfer_bytes(buf);
+	memset(&buf[32], 0xff, 8);
+	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 32, NO_BIT);
+	buf[22] = 0x00;			/* LENGTH 1: the very last byte */
+	buf[23] = 0x01;
+	buf[15] = 0x01;			/* TOTAL LENGTH 4097 */
+	buf[14] = 0x10;
+	CHECK_EQ(tpt_xfer_list_decode(buf, n, &xfer, NULL), TPT_SENSE_NONE);
+}
+
+static void test_xfer_list_encode_refuses(void)
+{
+	struct tpt_xfer_list *l = &xfer;
+	uint8_t enc[64];
+
+	build_xfer_bytes(buf);
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64 + 4096, l, NULL),
+		 TPT_SENSE_NONE);
+	l->total_length++;
+	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
+	l->total_length--;
+	l->desc[0].peer = 0xfffe;
+	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
+	l->desc[0].peer = 3;
+	l->count = 0;
+	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
+	l->count = TPT_XFER_DESC_MAX + 1;
+	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
+}
+
+static void test_xfer_list_against_cdb(void)
+{
+	struct tpt_cdb cdb = { .opcode = TPT_OP_PREP_WRITE, .lba = 8,
+			       .transfer_length = 2, .group = 1 };
+	struct tpt_field_ptr where;
+
+	build_xfer_bytes(buf);
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64 + 4096, &xfer, NULL),
+		 TPT_SENSE_NONE);
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, &where),
+		 TPT_SENSE_NONE);
+	CHECK(!where.valid);
+	/* Descriptors must cover exactly the blocks the CDB names. */
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	check_where(&where, false, 8, NO_BIT);
+	cdb.transfer_length = 3;
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	check_where(&where, false, 8, NO_BIT);
+	cdb.transfer_length = 16;
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, NULL), TPT_SENSE_NONE);
+
+	/* A READ PARITY source is a target buffer, never inline data. */
+	cdb = (struct tpt_cdb){ .opcode = TPT_OP_READ_PARITY_PART_TMP,
+				.transfer_length = 2 };
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	check_where(&where, false, 40, NO_BIT);
+	cdb.opcode = TPT_OP_PREP_READ;
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	cdb.opcode = TPT_OP_XDWRITE_10;
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, NULL), TPT_SENSE_NONE);
+
+	/* A command without a transfer list cannot have one checked. */
+	cdb.opcode = TPT_OP_WRITE_NEW_DATA;
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, &where),
+		 TPT_SENSE_INVALID_CDB_FIELD);
+	check_where(&where, true, 0, NO_BIT);
+}
+
+/*
+ * Peer 3's 512 bytes, then 3584 bytes from slot 7 of peer 4 (a SLOT
+ * descriptor: OFFSET names the slot's header); the result stays private.
+ */
+static const uint8_t slot_list[16 + 2 * 24] = {
+	0x00, 0x02,				/* DESCRIPTOR COUNT */
+	0xff, 0xff,				/* RESULT SLOT: none */
+	0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0x10, 0x00,		/* TOTAL LENGTH */
+	/* descriptor 0 */
+	0x00, 0x03, 0x00, 0x00,
+	0x00, 0x00, 0x02, 0x00,			/* LENGTH 512 */
+	0, 0, 0, 0, 0, 0, 0, 0x09,		/* STAG */
+	0, 0, 0, 0, 0, 0, 0x40, 0x00,		/* OFFSET */
+	/* descriptor 1: slot 7 of peer 4 */
+	0x00, 0x04,
+	0x03,					/* FLAGS: SLOT VIRT_ADDR */
+	0x00,
+	0x00, 0x00, 0x0e, 0x00,			/* LENGTH 3584 */
+	0, 0, 0, 0, 0, 0, 0x12, 0x34,		/* STAG */
+	0, 0, 0x7f, 0, 0, 0x07, 0x00, 0x00,	/* OFFSET: header */
+};
+
+static void test_xfer_list_slot_desc(void)
+{
+	struct tpt_field_ptr where;
+	struct tpt_xfer_list *l = &xfer;
+	uint8_t enc[64];
+
+	memcpy(buf, slot_list, sizeof(slot_list));
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64, l, &where), TPT_SENSE_NONE);
+	CHECK_EQ(l->result_slot, TPT_SLOT_NONE);
+	CHECK_EQ(l->desc[1].flags, TPT_XFER_SLOT | TPT_XFER_VIRT_ADDR);
+	CHECK_EQ(l->desc[1].length, 3584);
+	CHECK(l->desc[1].offset == 0x7f0000070000ull);
+	CHECK_EQ(tpt_xfer_list_inline_len(l), 0);
+	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), 64);
+	CHECK_MEM(enc, slot_list, 64);
+
+	/* SLOT alone, without VIRT_ADDR, is as good. */
+	buf[42] = TPT_XFER_SLOT;
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64, l, NULL), TPT_SENSE_NONE);
+	/* Bits 7-2 stay reserved. */
+	buf[42] = 0x06;
+	xfer_rejected(64, TPT_SENSE_INVALID_PARAM_FIELD, 42, 2);
+
+	/* The controller's inline data is not a slot. */
+	memcpy(buf, slot_list, sizeof(slot_list));
+	buf[40] = buf[41] = 0xff;
+	memset(&buf[48], 0, 16);
+	buf[42] = TPT_XFER_SLOT;
+	xfer_rejected(64 + 3584, TPT_SENSE_INVALID_PARAM_FIELD, 42, 1);
+
+	/* Header and payload must both lie below 2^64. */
+	memcpy(buf, slot_list, sizeof(slot_list));
+	memset(&buf[56], 0xff, 8);		/* 2^64 - 1 - 64 - 3584 + 1 */
+	buf[62] = 0xf1;
+	buf[63] = 0xc0;
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64, l, NULL), TPT_SENSE_NONE);
+	buf[63] = 0xc1;
+	xfer_rejected(64, TPT_SENSE_INVALID_PARAM_FIELD, 56, NO_BIT);
+	/* Without SLOT there is no header to fit in. */
+	buf[42] = TPT_XFER_VIRT_ADDR;
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64, l, NULL), TPT_SENSE_NONE);
+}
+
+static void test_xfer_list_slots_against_cdb(void)
+{
+	struct tpt_cdb cdb = { .opcode = TPT_OP_READ_PARITY_COMP_TMP,
+			       .lba = 64, .transfer_length = 8, .group = 2 };
+	struct tpt_field_ptr where;
+	struct tpt_xfer_list *l = &xfer;
+
+	memcpy(buf, slot_list, sizeof(slot_list));
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64, l, NULL), TPT_SENSE_NONE);
+	/* The slot's piece starts at the second 512-byte block. */
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 512, &where), TPT_SENSE_NONE);
+	CHECK(!where.valid);
+	/* With 4 KiB blocks it would start inside the first one. */
+	cdb.transfer_length = 1;
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 4096, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	check_where(&where, false, 42, 1);
+
+	/* PREP READ writes to its passive sides: no slots there. */
+	cdb = (struct tpt_cdb){ .opcode = TPT_OP_PREP_READ,
+				.transfer_length = 8 };
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 512, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	check_where(&where, false, 42, 1);
+	/* Nor a result to export. */
+	l->desc[1].flags = TPT_XFER_VIRT_ADDR;
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 512, NULL), TPT_SENSE_NONE);
+	l->result_slot = 0;
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 512, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	check_where(&where, false, 2, NO_BIT);
+	/* Every command that reads its passive sides may export one. */
+	cdb.opcode = TPT_OP_READ_PARITY_COMP_BLOCK;
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 512, NULL), TPT_SENSE_NONE);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Slot table */
+
+/* Two 64 KiB slots of one region, virtual addresses. */
+static const uint8_t slot_table[16 + 2 * 16] = {
+	0x00, 0x02,				/* SLOT COUNT */
+	0x00, 0x40,				/* SLOT HEADER LENGTH */
+	0x00, 0x01, 0x00, 0x00,			/* SLOT PAYLOAD SIZE */
+	0x01,					/* FLAGS: VIRT_ADDR */
+	0, 0, 0, 0, 0, 0, 0,
+	/* slot 0 */
+	0, 0, 0, 0, 0xab, 0xcd, 0x12, 0x34,	/* STAG */
+	0, 0, 0x7f, 0, 0, 0, 0, 0,		/* OFFSET */
+	/* slot 1: right after slot 0's header and payload */
+	0, 0, 0, 0, 0xab, 0xcd, 0x12, 0x34,
+	0, 0, 0x7f, 0, 0, 0x01, 0x00, 0x40,
+};
+
+static struct tpt_slot_table slots;
+
+static void test_slot_table_layout(void)
+{
+	struct tpt_field_ptr where;
+	uint8_t enc[64];
+	size_t i;
+
+	CHECK_EQ(tpt_slot_table_decode(slot_table, 48, &slots, &where),
+		 TPT_SENSE_NONE);
+	CHECK(!where.valid);
+	CHECK_EQ(slots.count, 2);
+	CHECK_EQ(slots.payload_size, 65536);
+	CHECK_EQ(slots.flags, TPT_XFER_VIRT_ADDR);
+	CHECK(slots.slot[0].stag == 0xabcd1234ull);
+	CHECK(slots.slot[0].offset == 0x7f0000000000ull);
+	CHECK(slots.slot[1].offset == 0x7f0000010040ull);
+
+	memset(enc, 0xee, sizeof(enc));
+	CHECK_EQ(tpt_slot_table_encode(&slots, enc, sizeof(enc)), 48);
+	CHECK_MEM(enc, slot_table, 48);
+	CHECK_EQ(enc[48], 0xee);
+
+	/* SPC allocation length: the whole length, and only what fits. */
+	for (i = 0; i <= 48; i += 7) {
+		memset(enc, 0xee, sizeof(enc));
+		CHECK_EQ(tpt_slot_table_encode(&slots, enc, i), 48);
+		CHECK_MEM(enc, slot_table, i);
+		CHECK_EQ(enc[i], 0xee);
+	}
+	CHECK_EQ(tpt_slot_table_encode(&slots, NULL, 0), 48);
+}
+
+static void slot_table_rejected(const uint8_t *b, size_t n,
+				enum tpt_sense_reason reason, int byte,
+				int bit)
+{
+	struct tpt_field_ptr where;
+
+	CHECK_EQ(tpt_slot_table_decode(b, n, &slots, &where), reason);
+	check_where(&where, false, byte, bit);
+}
+
+static void test_slot_table_errors(void)
+{
+	static const struct {
+		size_t at;
+		uint8_t value;
+		int byte, bit;
+	} cases[] = {
+		{ 9, 0x01, 9, 0 },		/* reserved */
+		{ 15, 0x80, 15, 7 },
+		{ 3, 0x20, 2, NO_BIT },		/* SLOT HEADER LENGTH 32 */
+		{ 2, 0x01, 2, NO_BIT },
+		{ 8, 0x03, 8, 1 },		/* FLAGS bit 1 */
+		{ 8, 0x80, 8, 7 },
+		{ 1, 0x00, 0, NO_BIT },		/* SLOT COUNT 0 */
+		{ 0, 0x04, 0, NO_BIT },		/* 1026 */
+		{ 5, 0x00, 4, NO_BIT },		/* SLOT PAYLOAD SIZE 0 */
+		{ 7, 0x01, 4, NO_BIT },		/* 65537 */
+		{ 4, 0x01, 4, NO_BIT },		/* 16 MiB + 64 KiB */
+	};
+	uint8_t b[48];
+	size_t i;
+
+	slot_table_rejected(slot_table, 15, TPT_SENSE_PARAM_LIST_LENGTH,
+			    NO_PTR, NO_BIT);
+	/* Cut short by the ALLOCATION LENGTH, or padded. */
+	slot_table_rejected(slot_table, 16, TPT_SENSE_PARAM_LIST_LENGTH,
+			    NO_PTR, NO_BIT);
+	slot_table_rejected(slot_table, 47, TPT_SENSE_PARAM_LIST_LENGTH,
+			    NO_PTR, NO_BIT);
+	memcpy(b, slot_table, 48);
+	b[1] = 1;
+	slot_table_rejected(b, 48, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR,
+			    NO_BIT);
+	CHECK_EQ(tpt_slot_table_decode(b, 32, &slots, NULL), TPT_SENSE_NONE);
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		copy_with(b, slot_table, 48, cases[i].at, cases[i].value);
+		slot_table_rejected(b, 48, TPT_SENSE_INVALID_PARAM_FIELD,
+				    cases[i].byte, cases[i].bit);
+	}
+	/* 16 MiB is the largest payload. */
+	memcpy(b, slot_table, 48);
+	memcpy(&b[4], (const uint8_t[]){ 0x01, 0x00, 0x00, 0x00 }, 4);
+	CHECK_EQ(tpt_slot_table_decode(b, 48, &slots, NULL), TPT_SENSE_NONE);
+
+	/* A slot's header and payload must lie below 2^64. */
+	memcpy(b, slot_table, 48);
+	memset(&b[40], 0xff, 8);		/* 2^64 - 65600 */
+	b[45] = 0xfe;
+	b[46] = 0xff;
+	b[47] = 0xc0;
+	CHECK_EQ(tpt_slot_table_decode(b, 48, &slots, NULL), TPT_SENSE_NONE);
+	b[47] = 0xc1;
+	slot_table_rejected(b, 48, TPT_SENSE_INVALID_PARAM_FIELD, 40, NO_BIT);
+}
+
+static void test_slot_table_encode_refuses(void)
+{
+	uint8_t enc[48];
+
+	CHECK_EQ(tpt_slot_table_decode(slot_table, 48, &slots, NULL),
+		 TPT_SENSE_NONE);
+	slots.count = 0;
+	CHECK_EQ(tpt_slot_table_encode(&slots, enc, sizeof(enc)), -EINVAL);
+	slots.count = TPT_SLOT_MAX + 1;
+	CHECK_EQ(tpt_slot_table_encode(&slots, enc, sizeof(enc)), -EINVAL);
+	slots.count = 2;
+	slots.payload_size = 1000;
+	CHECK_EQ(tpt_slot_table_encode(&slots, enc, sizeof(enc)), -EINVAL);
+	slots.payload_size = 65536;
+	slots.flags = TPT_XFER_SLOT;
+	CHECK_EQ(tpt_slot_table_encode(&slots, enc, sizeof(enc)), -EINVAL);
+	slots.flags = 0;
+	slots.slot[1].offset = UINT64_MAX - 64;
+	CHECK_EQ(tpt_slot_table_encode(&slots, enc, sizeof(enc)), -EINVAL);
+	slots.slot[1].offset = 0;
+	CHECK_EQ(tpt_slot_table_encode(&slots, enc, sizeof(enc)), 48);
+	/* The largest table. */
+	slots.count = TPT_SLOT_MAX;
+	CHECK_EQ(tpt_slot_table_encode(&slots, NULL, 0),
+		 TPT_SLOT_TABLE_LEN(TPT_SLOT_MAX));
+}
+
+/* ---------------------------------------------------------------------- */
+/* In-slot header */
+
+/* 64 KiB of group deadbeefh from LBA 0102030405h, valid. */
+static const uint8_t slot_header[64] = {
+	0x54, 0x50, 0x54, 0x53,			/* MAGIC "TPTS" */
+	0x01,					/* VERSION */
+	0x01,					/* STATE: valid */
+	0x00, 0x00,
+	0xde, 0xad, 0xbe, 0xef,			/* GROUP NUMBER */
+	0x00, 0x01, 0x00, 0x00,			/* LENGTH */
+	0x00, 0x00, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05,	/* LBA */
+};
+
+static void test_slot_header(void)
+{
+	const struct tpt_slot_header h = {
+		.state = TPT_SLOT_STATE_VALID, .group = 0xdeadbeef,
+		.length = 65536, .lba = 0x0102030405ull,
+	};
+	struct tpt_slot_header freed = h;
+	uint8_t enc[TPT_SLOT_HDR_LEN], want[TPT_SLOT_HDR_LEN];
+
+	memset(enc, 0xee, sizeof(enc));
+	tpt_slot_header_encode(&h, enc);
+	CHECK_MEM(enc, slot_header, 64);
+	CHECK_EQ(tpt_slot_header_check(slot_header, 0xdeadbeef,
+				       0x0102030405ull, 65536),
+		 TPT_SENSE_NONE);
+
+	/* Releasing rewrites STATE free. */
+	freed.state = TPT_SLOT_STATE_FREE;
+	tpt_slot_header_encode(&freed, enc);
+	copy_with(want, slot_header, 64, 5, 0x00);
+	CHECK_MEM(enc, want, 64);
+}
+
+static void test_slot_header_stale(void)
+{
+	static const struct {
+		size_t at;
+		uint8_t value;
+	} damage[] = {
+		{ 0, 0x55 },		/* MAGIC */
+		{ 3, 0x00 },
+		{ 4, 0x02 },		/* VERSION */
+		{ 5, 0x00 },		/* STATE free */
+		{ 5, 0x02 },
+		{ 6, 0x01 },		/* reserved */
+		{ 7, 0x80 },
+		{ 11, 0xee },		/* GROUP NUMBER */
+		{ 15, 0x01 },		/* LENGTH */
+		{ 16, 0x01 },		/* LBA */
+		{ 23, 0x06 },
+		{ 24, 0x01 },		/* reserved */
+		{ 63, 0x01 },
+	};
+	uint8_t b[TPT_SLOT_HDR_LEN];
+	size_t i;
+
+	for (i = 0; i < sizeof(damage) / sizeof(damage[0]); i++) {
+		copy_with(b, slot_header, 64, damage[i].at, damage[i].value);
+		CHECK_EQ(tpt_slot_header_check(b, 0xdeadbeef, 0x0102030405ull,
+					       65536),
+			 TPT_SENSE_SLOT_STALE);
+	}
+	/* The reader expects another group, piece or length. */
+	CHECK_EQ(tpt_slot_header_check(slot_header, 0xdeadbeee,
+				       0x0102030405ull, 65536),
+		 TPT_SENSE_SLOT_STALE);
+	CHECK_EQ(tpt_slot_header_check(slot_header, 0xdeadbeef,
+				       0x0102030485ull, 65536),
+		 TPT_SENSE_SLOT_STALE);
+	CHECK_EQ(tpt_slot_header_check(slot_header, 0xdeadbeef,
+				       0x0102030405ull, 32768),
+		 TPT_SENSE_SLOT_STALE);
+	memset(b, 0, sizeof(b));
+	CHECK_EQ(tpt_slot_header_check(b, 0, 0, 0), TPT_SENSE_SLOT_STALE);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Peer list and host key */
+
+/* Array 0102030405060708h, generation 7, we are peer 2 of 3. */
+static size_t build_peer_bytes(uint8_t *b)
+{
+	static const uint8_t list[16 + 3 * 40] = {
+		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* ARRAY ID */
+		0x00, 0x00, 0x00, 0x07,			/* GENERATION */
+		0x00, 0x02,				/* SELF PEER ID */
+		0x00, 0x03,				/* PEER COUNT */
+		/* peer 1: the controller, 10.0.0.1:7471 */
+		0x00, 0x01, 0x02, 0x01, 0x1d, 0x2f, 0x00, 0x00,
+		10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+		/* peer 2: this target, [fd00::2]:7471 */
+		0x00, 0x02, 0x01, 0x02, 0x1d, 0x2f, 0x00, 0x00,
+		0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2,
+		2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+		/* peer 9: a host, 10.0.0.9:7472 */
+		0x00, 0x09, 0x03, 0x01, 0x1d, 0x30, 0x00, 0x00,
+		10, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 0x99,
+	};
+
+	memcpy(b, list, sizeof(list));
+	return sizeof(list);
+}
+
+static void test_peer_list_layout(void)
+{
+	static const uint8_t v6[16] = { 0xfd, [15] = 2 };
+	struct tpt_field_ptr where;
+	uint8_t enc[16 + 3 * 40];
+	size_t n = build_peer_bytes(buf);
+	const struct tpt_peer *p;
+
+	CHECK_EQ(tpt_peer_list_decode(buf, n, &peers, &where), TPT_SENSE_NONE);
+	CHECK(peers.array_id == 0x0102030405060708ull);
+	CHECK_EQ(peers.generation, 7);
+	CHECK_EQ(peers.self_id, 2);
+	CHECK_EQ(peers.count, 3);
+	CHECK_EQ(peers.peer[0].role, TPT_ROLE_CONTROLLER);
+	CHECK_EQ(peers.peer[0].ep.family, TPT_AF_IPV4);
+	CHECK_EQ(peers.peer[0].ep.port, 7471);
+	CHECK_EQ(peers.peer[0].ep.addr[3], 1);
+	CHECK_EQ(peers.peer[1].ep.family, TPT_AF_IPV6);
+	CHECK_MEM(peers.peer[1].ep.addr, v6, 16);
+	CHECK_EQ(peers.peer[2].id, 9);
+	CHECK_EQ(peers.peer[2].role, TPT_ROLE_HOST);
+	CHECK_EQ(peers.peer[2].token[15], 0x99);
+
+	p = tpt_peer_list_find(&peers, 9);
+	CHECK(p == &peers.peer[2]);
+	CHECK(tpt_peer_list_find(&peers, 1) == &peers.peer[0]);
+	CHECK(tpt_peer_list_find(&peers, 3) == NULL);
+	CHECK(tpt_peer_list_find(&peers, 0) == NULL);
+	CHECK(tpt_peer_list_find(&peers, 0xffff) == NULL);
+
+	CHECK_EQ(tpt_peer_list_encode(&peers, enc, sizeof(enc)), n);
+	CHECK_MEM(enc, buf, n);
+	CHECK_EQ(tpt_peer_list_encode(&peers, enc, n - 1), -ENOSPC);
+}
+
+static void peer_rejected(size_t at, uint8_t value,
+			  enum tpt_sense_reason reason, int byte, int bit)
+{
+	struct tpt_field_ptr where;
+	size_t n = build_peer_bytes(buf);
+
+	buf[at] = value;
+	CHECK_EQ(tpt_peer_list_decode(buf, n, &peers, &where), reason);
+	check_where(&where, false, byte, bit);
+}
+
+static void test_peer_list_errors(void)
+{
+	struct tpt_field_ptr where;
+	size_t n = build_peer_bytes(buf);
+
+	CHECK_EQ(tpt_peer_list_decode(buf, 15, &peers, &where),
+		 TPT_SENSE_PARAM_LIST_LENGTH);
+	CHECK_EQ(tpt_peer_list_decode(buf, n - 1, &peers, &where),
+		 TPT_SENSE_PARAM_LIST_LENGTH);
+	CHECK_EQ(tpt_peer_list_decode(buf, n + 40, &peers, &where),
+		 TPT_SENSE_PARAM_LIST_LENGTH);
+
+	peer_rejected(15, 0, TPT_SENSE_INVALID_PARAM_FIELD, 14, NO_BIT);
+	peer_rejected(14, 0x04, TPT_SENSE_INVALID_PARAM_FIELD, 14, NO_BIT);
+	/* ARRAY ID and GENERATION 0 are never issued. */
+	{
+		uint8_t keep[16 + 3 * 40];
+
+		build_peer_bytes(keep);
+		memset(keep, 0, 8);
+		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
+			 TPT_SENSE_INVALID_PARAM_FIELD);
+		check_where(&where, false, 0, NO_BIT);
+		build_peer_bytes(keep);
+		memset(&keep[8], 0, 4);
+		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
+			 TPT_SENSE_INVALID_PARAM_FIELD);
+		check_where(&where, false, 8, NO_BIT);
+	}
+	/* SELF PEER ID must be listed, as a target. */
+	peer_rejected(13, 0x05, TPT_SENSE_INVALID_PARAM_FIELD, 12, NO_BIT);
+	peer_rejected(13, 0x09, TPT_SENSE_INVALID_PARAM_FIELD, 96 + 2, NO_BIT);
+	/* Entries: ids ascending and not reserved. */
+	peer_rejected(57, 0x01, TPT_SENSE_INVALID_PARAM_FIELD, 56, NO_BIT);
+	/* ROLE 0 and 4 are not roles; one controller at most. */
+	peer_rejected(18, 0x00, TPT_SENSE_INVALID_PARAM_FIELD, 18, NO_BIT);
+	peer_rejected(18, 0x04, TPT_SENSE_INVALID_PARAM_FIELD, 18, NO_BIT);
+	peer_rejected(98, 0x02, TPT_SENSE_INVALID_PARAM_FIELD, 98, NO_BIT);
+	/* Endpoint. */
+	peer_rejected(19, 0x03, TPT_SENSE_INVALID_PARAM_FIELD, 19, NO_BIT);
+	peer_rejected(30, 0x01, TPT_SENSE_INVALID_PARAM_FIELD, 28, NO_BIT);
+	{
+		uint8_t keep[16 + 3 * 40];
+
+		build_peer_bytes(keep);
+		keep[96] = 0xff;		/* id fff0h: reserved */
+		keep[97] = 0xf0;
+		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
+			 TPT_SENSE_INVALID_PARAM_FIELD);
+		check_where(&where, false, 96, NO_BIT);
+
+		build_peer_bytes(keep);
+		keep[20] = keep[21] = 0;	/* port 0 */
+		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
+			 TPT_SENSE_INVALID_PARAM_FIELD);
+		check_where(&where, false, 20, NO_BIT);
+		build_peer_bytes(keep);
+		keep[24] = 0;			/* 0.0.0.0 */
+		keep[27] = 0;
+		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
+			 TPT_SENSE_INVALID_PARAM_FIELD);
+		check_where(&where, false, 24, NO_BIT);
+		build_peer_bytes(keep);
+		memset(&keep[56 + 24], 0, 16);	/* all-zero token */
+		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
+			 TPT_SENSE_INVALID_PARAM_FIELD);
+		check_where(&where, false, 56 + 24, NO_BIT);
+	}
+	/* Reserved bytes 6-7 of an entry. */
+	peer_rejected(16 + 7, 0x20, TPT_SENSE_INVALID_PARAM_FIELD, 23, 5);
+}
+
+static void test_peer_list_encode_refuses(void)
+{
+	uint8_t enc[16 + 3 * 40];
+
+	build_peer_bytes(buf);
+	CHECK_EQ(tpt_peer_list_decode(buf, 136, &peers, NULL), TPT_SENSE_NONE);
+	peers.peer[2].id = 1;
+	CHECK_EQ(tpt_peer_list_encode(&peers, enc, sizeof(enc)), -EINVAL);
+	peers.peer[2].id = 9;
+	peers.self_id = 1;
+	CHECK_EQ(tpt_peer_list_encode(&peers, enc, sizeof(enc)), -EINVAL);
+	peers.self_id = 2;
+	peers.count = TPT_PEER_MAX + 1;
+	CHECK_EQ(tpt_peer_list_encode(&peers, enc, sizeof(enc)), -EINVAL);
+}
+
+static void test_host_key(void)
+{
+	static const uint8_t bytes[40] = {
+		0x00, 0x00, 0x00,			/* id and role: reserved */
+		0x01, 0x1d, 0x30, 0x00, 0x00,		/* IPv4, port 7472 */
+		192, 168, 1, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe,
+		0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+	};
+	static const struct {
+		size_t at;
+		uint8_t value;
+		int byte;
+	} bad[] = {
+		{ 0, 0x01, 0 }, { 2, 0x03, 2 }, { 7, 0x01, 7 },
+		{ 3, 0x07, 3 },
+	};
+	struct tpt_field_ptr where;
+	struct tpt_host_key key;
+	uint8_t b[40], enc[40];
+	size_t i;
+
+	CHECK_EQ(tpt_host_key_decode(bytes, 40, &key, &where), TPT_SENSE_NONE);
+	CHECK_EQ(key.ep.family, TPT_AF_IPV4);
+	CHECK_EQ(key.ep.port, 7472);
+	CHECK_EQ(key.ep.addr[0], 192);
+	CHECK_EQ(key.key[15], 0xef);
+	CHECK_EQ(tpt_host_key_encode(&key, enc, sizeof(enc)), 40);
+	CHECK_MEM(enc, bytes, 40);
+	CHECK_EQ(tpt_host_key_encode(&key, enc, 39), -ENOSPC);
+
+	CHECK_EQ(tpt_host_key_decode(bytes, 39, &key, &where),
+		 TPT_SENSE_PARAM_LIST_LENGTH);
+	CHECK_EQ(tpt_host_key_decode(bytes, 41, &key, &where),
+		 TPT_SENSE_PARAM_LIST_LENGTH);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		copy_with(b, bytes, 40, bad[i].at, bad[i].value);
+		CHECK_EQ(tpt_host_key_decode(b, 40, &key, &where),
+			 TPT_SENSE_INVALID_PARAM_FIELD);
+		check_where(&where, false, bad[i].byte,
+			    bad[i].at == 3 ? NO_BIT : top_bit_of(bad[i].value));
+	}
+	memcpy(b, bytes, 40);
+	memset(&b[24], 0, 16);
+	CHECK_EQ(tpt_host_key_decode(b, 40, &key, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	check_where(&where, false, 24, NO_BIT);
+	memset(key.key, 0, sizeof(key.key));
+	CHECK_EQ(tpt_host_key_encode(&key, enc, sizeof(enc)), -EINVAL);
+}
+
+int main(void)
+{
+	RUN(test_info);
+	RUN(test_xdwrite10);
+	RUN(test_prefetch16);
+	RUN(test_vendor_io);
+	RUN(test_release);
+	RUN(test_setup);
+	RUN(test_report_slots);
+	RUN(test_cdb_opcode_and_length);
+	RUN(test_cdb_reserved_bits);
+	RUN(test_cdb_control);
+	RUN(test_cdb_semantics);
+	RUN(test_cdb_lba_overflow);
+	RUN(test_cdb_param_len);
+	RUN(test_cdb_report_slots_fields);
+	RUN(test_cdb_encode_refuses);
+	RUN(test_cdb_capacity);
+	RUN(test_xfer_list_layout);
+	RUN(test_xfer_list_lengths);
+	RUN(test_xfer_list_result_slot);
+	RUN(test_xfer_list_fields);
+	RUN(test_xfer_list_encode_refuses);
+	RUN(test_xfer_list_against_cdb);
+	RUN(test_xfer_list_slot_desc);
+	RUN(test_xfer_list_slots_against_cdb);
+	RUN(test_slot_table_layout);
+	RUN(test_slot_table_errors);
+	RUN(test_slot_table_encode_refuses);
+	RUN(test_slot_header);
+	RUN(test_slot_header_stale);
+	RUN(test_peer_list_layout);
+	RUN(test_peer_list_errors);
+	RUN(test_peer_list_encode_refuses);
+	RUN(test_host_key);
+	UNIT_EXIT();
+}

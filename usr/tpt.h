@@ -1,0 +1,23 @@
+/*
+ * TPT-RAID hooks called from tgt's own files (patches/tgt/0003-*).
+ * Everything else of the TPT target lives in tpt_*.c beside this header.
+ */
+#ifndef __TPT_H__
+#define __TPT_H__
+
+#include "tgtadm_error.h"
+
+struct scsi_lu;
+struct scsi_cmd;
+
+/* sbc's lu_config: our "tpt=..." keys first, the rest to spc. */
+tgtadm_err tpt_sbc_lu_config(struct scsi_lu *lu, char *params);
+/* sbc's lu_exit: drop the LU's TPT state, then spc's exit. */
+void tpt_sbc_lu_exit(struct scsi_lu *lu);
+/* An I_T nexus went away: release every request buffer it owned. */
+void tpt_it_nexus_destroy(int tid, uint64_t itn_id);
+/* An in-flight command is being aborted; tgt completes the TMF when the
+ * command completes, which this makes happen soon. */
+void tpt_cmd_abort(struct scsi_cmd *cmd);
+
+#endif

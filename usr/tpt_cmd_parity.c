@@ -1,0 +1,172 @@
+/*
+ * The READ PARITY commands (paper III-G 4-7): Get_Data blocks from other
+ * targets (normally their slots) and XOR them into a local operand.
+ *
+ *   PART TMP    operand by PARITY MODE, outcome = the group's result
+ *   PART BLOCK  operand by PARITY MODE, outcome = staged (new parity)
+ *   COMP TMP    operand = the group's result (full stripes), outcome =
+ *               the group's result
+ *   COMP BLOCK  no operand (a copy), outcome = staged (new parity)
+ *
+ * Fetched data lands in a private scratch range first: it is only used
+ * once the whole transfer arrived and every slot header checked out, so
+ * a stale or failed source never half-modifies the operand.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "list.h"
+#include "tgtd.h"
+#include "tpt_target.h"
+
+struct parity_run {
+	struct tpt_range *fetched;
+	struct tpt_range *operand;	/* existing result folded in, or NULL */
+	struct tpt_range *dest;
+	bool in_place;			/* dest is operand */
+	bool medium;			/* dest starts as the medium */
+	unsigned int outcome;		/* TPT_RANGE_RESULT or _STAGED */
+	unsigned int pending;
+	enum tpt_sense_reason failure;
+};
+
+static bool is_tmp(uint8_t opcode)
+{
+	return opcode == TPT_OP_READ_PARITY_PART_TMP ||
+	       opcode == TPT_OP_READ_PARITY_COMP_TMP;
+}
+
+/* Ranges of the group this outcome replaces: the previous result for the
+ * same blocks, or the previous staged data. */
+static void parity_replace(struct tpt_cmd *tc, struct parity_run *run)
+{
+	struct tpt_range *old = tpt_range_find(tc->group, tc->cdb.lba,
+					       tc->cdb.transfer_length,
+					       run->outcome);
+
+	if (!old || old == run->dest)
+		return;
+	old->flags &= ~run->outcome;
+	if (!old->flags)
+		tpt_range_free(old);
+}
+
+static void parity_finish(struct tpt_cmd *tc)
+{
+	struct parity_run *run = tc->priv;
+	enum tpt_sense_reason r = run->failure;
+
+	if (!r && tc->aborted)
+		r = tc->abort_reason;
+	if (!r) {
+		if (run->operand && !run->in_place)
+			tpt_range_copy(run->dest, run->operand);
+		if (run->operand || run->medium) {
+			if (tpt_range_xor(run->dest, run->fetched))
+				r = TPT_SENSE_INTERNAL_FAILURE;
+		} else {
+			tpt_range_copy(run->dest, run->fetched);
+		}
+	}
+	tpt_range_free(run->fetched);
+	if (r) {
+		if (!run->in_place)
+			tpt_range_free(run->dest);
+		tpt_cmd_complete(tc, r);
+		return;
+	}
+	if (!run->in_place) {
+		parity_replace(tc, run);
+		tpt_range_attach(run->dest, run->outcome);
+	}
+	tpt_range_publish(run->dest);
+	tpt_cmd_complete(tc, TPT_SENSE_NONE);
+}
+
+static void parity_step(struct tpt_cmd *tc, void *ctx, enum tpt_sense_reason r)
+{
+	struct parity_run *run = tc->priv;
+
+	(void)ctx;
+	if (r && !run->failure)
+		run->failure = r;
+	if (!--run->pending)
+		parity_finish(tc);
+}
+
+/* Pick the local operand; a sense reason if the group lacks it. */
+static int parity_operand(struct tpt_cmd *tc, struct parity_run *run)
+{
+	uint8_t op = tc->cdb.opcode;
+	uint8_t mode = tc->cdb.parity_mode;
+
+	if (op == TPT_OP_READ_PARITY_COMP_BLOCK)
+		return TPT_SENSE_NONE;
+	if (op == TPT_OP_READ_PARITY_PART_TMP ||
+	    op == TPT_OP_READ_PARITY_PART_BLOCK) {
+		if (mode == TPT_PARITY_COPY)
+			return TPT_SENSE_NONE;
+		if (mode == TPT_PARITY_XOR_MEDIUM) {
+			run->medium = true;
+			return TPT_SENSE_NONE;
+		}
+	}
+	run->operand = tpt_range_find(tc->group, tc->cdb.lba,
+				      tc->cdb.transfer_length,
+				      TPT_RANGE_RESULT);
+	return run->operand ? TPT_SENSE_NONE : TPT_SENSE_GROUP_RANGE_MISSING;
+}
+
+int tpt_exec_read_parity(struct tpt_cmd *tc)
+{
+	uint16_t slot = tc->xl->result_slot;
+	struct parity_run *run;
+	int r;
+
+	r = tpt_cmd_use_group(tc, TPT_GROUP_WRITE, true);
+	if (r)
+		return r;
+	run = calloc(1, sizeof(*run));
+	if (!run)
+		return TPT_SENSE_POOL_EXHAUSTED;
+	tc->priv = run;
+	run->outcome = is_tmp(tc->cdb.opcode) ? TPT_RANGE_RESULT :
+						 TPT_RANGE_STAGED;
+	r = parity_operand(tc, run);
+	if (r)
+		return r;
+	/* Accumulating into our own result where it already lives (the
+	 * controller names the same slot, or none for a private result)
+	 * needs no copy; staged data is never modified in place. */
+	if (run->operand && run->outcome == TPT_RANGE_RESULT &&
+	    !(run->operand->flags & TPT_RANGE_STAGED) &&
+	    run->operand->piece[0].slot == (slot == TPT_SLOT_NONE ? -1 : slot)) {
+		run->in_place = true;
+		run->dest = run->operand;
+	}
+	if (run->outcome == TPT_RANGE_STAGED &&
+	    tpt_range_overlapping(tc->group, tc->cdb.lba,
+				  tc->cdb.transfer_length, TPT_RANGE_STAGED))
+		return TPT_SENSE_GROUP_IN_USE;
+
+	r = tpt_range_alloc(tc->group, tc->cdb.lba, tc->cdb.transfer_length,
+			    TPT_SLOT_NONE, false, &run->fetched);
+	if (r)
+		return r;
+	if (!run->in_place) {
+		r = tpt_range_alloc(tc->group, tc->cdb.lba,
+				    tc->cdb.transfer_length, slot, false,
+				    &run->dest);
+		if (r) {
+			tpt_range_free(run->fetched);
+			return r;
+		}
+	}
+	run->pending = run->medium ? 2 : 1;
+	tpt_xfer_range(tc, run->fetched, tc->xl, tc->inline_data,
+		       TPT_XFER_FETCH, parity_step, NULL);
+	if (run->medium)
+		tpt_disk_range(tc, run->dest, false, false, parity_step, NULL);
+	return TPT_EXEC_ASYNC;
+}

@@ -1,0 +1,163 @@
+/*
+ * Disk I/O for TPT commands, off tgtd's event loop.
+ *
+ * TPT commands read and write the LU's backing file in pieces whose
+ * completions drive datamover transfers (a chunk read from disk is sent
+ * while the next one is being read), so they need completions on the event
+ * loop rather than tgt's bs_thread model of one worker per command.  A few
+ * worker threads run pread/pwrite; finished requests come back through an
+ * eventfd that the event loop watches.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "list.h"
+#include "tgtd.h"
+#include "log.h"
+#include "tpt_io.h"
+
+#define TPT_IO_THREADS 4
+
+static struct {
+	bool started;
+	int efd;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct list_head todo;
+	struct list_head done;
+} io = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+	.efd = -1,
+};
+
+static ssize_t tpt_io_run(struct tpt_io *req)
+{
+	size_t done = 0;
+
+	while (done < req->len) {
+		ssize_t n;
+
+		if (req->write)
+			n = pwrite(req->fd, (char *)req->buf + done,
+				   req->len - done, req->offset + done);
+		else
+			n = pread(req->fd, (char *)req->buf + done,
+				  req->len - done, req->offset + done);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0) {
+			if (req->write)
+				return -EIO;
+			/* A sparse backing file ends early: zeroes. */
+			memset((char *)req->buf + done, 0, req->len - done);
+			break;
+		}
+		done += n;
+	}
+	if (req->write && req->sync && fdatasync(req->fd) < 0)
+		return -errno;
+	return req->len;
+}
+
+static void *tpt_io_worker(void *arg)
+{
+	uint64_t one = 1;
+
+	(void)arg;
+	pthread_mutex_lock(&io.lock);
+	for (;;) {
+		struct tpt_io *req;
+
+		while (list_empty(&io.todo))
+			pthread_cond_wait(&io.cond, &io.lock);
+		req = list_first_entry(&io.todo, struct tpt_io, link);
+		list_del(&req->link);
+		pthread_mutex_unlock(&io.lock);
+
+		req->result = tpt_io_run(req);
+
+		pthread_mutex_lock(&io.lock);
+		list_add_tail(&req->link, &io.done);
+		if (write(io.efd, &one, sizeof(one)) < 0)
+			eprintf("tpt io: eventfd write failed: %m\n");
+	}
+	return NULL;
+}
+
+static void tpt_io_reap(int fd, int events, void *data)
+{
+	LIST_HEAD(done);
+	struct tpt_io *req, *tmp;
+	uint64_t count;
+
+	(void)events;
+	(void)data;
+	if (read(fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		eprintf("tpt io: eventfd read failed: %m\n");
+
+	pthread_mutex_lock(&io.lock);
+	list_splice_init(&io.done, &done);
+	pthread_mutex_unlock(&io.lock);
+
+	list_for_each_entry_safe(req, tmp, &done, link) {
+		list_del(&req->link);
+		req->done(req);
+	}
+}
+
+int tpt_io_start(void)
+{
+	pthread_t thread;
+	int i, err;
+
+	if (io.started)
+		return 0;
+	INIT_LIST_HEAD(&io.todo);
+	INIT_LIST_HEAD(&io.done);
+	io.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (io.efd < 0)
+		return -errno;
+	err = tgt_event_add(io.efd, EPOLLIN, tpt_io_reap, NULL);
+	if (err) {
+		close(io.efd);
+		io.efd = -1;
+		return err;
+	}
+	for (i = 0; i < TPT_IO_THREADS; i++) {
+		err = pthread_create(&thread, NULL, tpt_io_worker, NULL);
+		if (!err) {
+			pthread_detach(thread);
+		} else {
+			eprintf("tpt io: cannot start worker: %s\n", strerror(err));
+			/* The threads already running serve everything. */
+			if (i == 0) {
+				tgt_event_del(io.efd);
+				close(io.efd);
+				io.efd = -1;
+				return -err;
+			}
+			break;
+		}
+	}
+	io.started = true;
+	return 0;
+}
+
+void tpt_io_submit(struct tpt_io *req)
+{
+	pthread_mutex_lock(&io.lock);
+	list_add_tail(&req->link, &io.todo);
+	pthread_cond_signal(&io.cond);
+	pthread_mutex_unlock(&io.lock);
+}

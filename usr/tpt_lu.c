@@ -1,0 +1,323 @@
+/*
+ * Switching an sbc LU into TPT mode, from tgtadm:
+ *
+ *   tgtadm --lld iscsi --mode logicalunit --op update --tid 1 --lun 1 \
+ *          --params tpt=on,tpt_dm=127.0.0.1:4000
+ *
+ * Parameters (docs/target.md has the full list):
+ *   tpt=on|off             execute the TPT command set on this LU
+ *   tpt_dm=ADDR:PORT       where this tgtd's datamover listens (once per
+ *                          process, before or with the first tpt=on)
+ *   tpt_pool_mb=N          datamover buffer pool, MiB (default 128)
+ *   tpt_group_timeout=N    seconds an idle request keeps its buffers (30)
+ *
+ * TPT mode replaces entries of the LU's own copy of the sbc opcode table, so
+ * ordinary SBC commands keep working and other LUs are untouched.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "list.h"
+#include "tgtd.h"
+#include "log.h"
+#include "parser.h"
+#include "scsi.h"
+#include "spc.h"
+#include "tpt.h"
+#include "tpt_io.h"
+#include "util.h"
+#include "tpt_target.h"
+
+#define TPT_DEFAULT_POOL_MB 128
+#define TPT_DEFAULT_GROUP_TIMEOUT 30
+
+static LIST_HEAD(tpt_lus);
+
+static struct {
+	struct tpt_dm *dm;
+	char addr[64];
+	uint16_t port;
+	unsigned int pool_mb;
+} dm_conf = {
+	.pool_mb = TPT_DEFAULT_POOL_MB,
+};
+
+/* Vendor opcodes plus the SBC ones the TPT command set reuses. */
+static const uint8_t tpt_opcodes[] = {
+	TPT_OP_XDWRITE_10,
+	TPT_OP_SET_PEER_LIST,
+	TPT_OP_REPORT_SLOTS,
+	TPT_OP_RELEASE,
+	TPT_OP_PREP_READ,
+	TPT_OP_PREP_WRITE,
+	TPT_OP_READ_NEW_BLOCK,
+	TPT_OP_XDWRITE_16,
+	TPT_OP_READ_PARITY_PART_TMP,
+	TPT_OP_READ_PARITY_PART_BLOCK,
+	TPT_OP_READ_PARITY_COMP_TMP,
+	TPT_OP_READ_PARITY_COMP_BLOCK,
+	TPT_OP_WRITE_NEW_DATA,
+};
+
+struct tpt_lu *tpt_lu_of(const struct scsi_lu *lu)
+{
+	struct tpt_lu *tlu;
+
+	list_for_each_entry(tlu, &tpt_lus, link)
+		if (tlu->lu == lu)
+			return tlu;
+	return NULL;
+}
+
+uint32_t tpt_lu_block_size(const struct tpt_lu *tlu)
+{
+	return 1U << tlu->lu->blk_shift;
+}
+
+uint64_t tpt_lu_nr_blocks(const struct tpt_lu *tlu)
+{
+	return tlu->lu->size >> tlu->lu->blk_shift;
+}
+
+int tpt_lu_fd(const struct tpt_lu *tlu)
+{
+	return tlu->lu->fd;
+}
+
+struct tpt_dm *tpt_target_dm(void)
+{
+	return dm_conf.dm;
+}
+
+static void tpt_dm_log(void *arg, const char *msg)
+{
+	(void)arg;
+	eprintf("tpt datamover: %s\n", msg);
+}
+
+static void tpt_dm_event(int fd, int events, void *data)
+{
+	int ret;
+
+	(void)fd;
+	(void)events;
+	ret = tpt_dm_progress(data);
+	if (ret < 0)
+		eprintf("tpt datamover: progress failed: %s\n",
+			tpt_dm_strerror(data));
+}
+
+static tgtadm_err tpt_dm_start(void)
+{
+	struct tpt_dm_config cfg = {
+		.listen_addr = dm_conf.addr,
+		.listen_port = dm_conf.port,
+		.pool_bytes = (size_t)dm_conf.pool_mb << 20,
+		.pool_buf_bytes = TPT_POOL_BUF_BYTES,
+		.accept = tpt_dm_accept_peer,
+		.log = tpt_dm_log,
+	};
+	int err;
+
+	if (dm_conf.dm)
+		return TGTADM_SUCCESS;
+	if (!dm_conf.addr[0]) {
+		eprintf("tpt=on needs tpt_dm=ADDR:PORT first\n");
+		return TGTADM_INVALID_REQUEST;
+	}
+	err = tpt_io_start();
+	if (err) {
+		eprintf("tpt: cannot start disk I/O workers: %s\n", strerror(-err));
+		return TGTADM_UNKNOWN_ERR;
+	}
+	err = tpt_dm_open(&cfg, &dm_conf.dm);
+	if (err) {
+		eprintf("tpt: cannot open the datamover on %s:%u: %s\n",
+			dm_conf.addr, dm_conf.port, strerror(-err));
+		return TGTADM_UNKNOWN_ERR;
+	}
+	if (tgt_event_add(tpt_dm_event_fd(dm_conf.dm), EPOLLIN, tpt_dm_event,
+			  dm_conf.dm)) {
+		tpt_dm_close(dm_conf.dm);
+		dm_conf.dm = NULL;
+		return TGTADM_UNKNOWN_ERR;
+	}
+	tpt_group_timeouts_start();
+	eprintf("tpt datamover (%s) listening on %s:%u\n",
+		tpt_dm_provider_name(dm_conf.dm), dm_conf.addr,
+		tpt_dm_listen_port(dm_conf.dm));
+	return TGTADM_SUCCESS;
+}
+
+static tgtadm_err tpt_lu_enable(struct scsi_lu *lu)
+{
+	struct tpt_lu *tlu;
+	tgtadm_err err;
+	size_t i;
+
+	if (tpt_lu_of(lu))
+		return TGTADM_SUCCESS;
+	err = tpt_dm_start();
+	if (err)
+		return err;
+	tlu = calloc(1, sizeof(*tlu));
+	if (!tlu)
+		return TGTADM_NOMEM;
+	tlu->lu = lu;
+	tlu->group_timeout = TPT_DEFAULT_GROUP_TIMEOUT;
+	list_add_tail(&tlu->link, &tpt_lus);
+	for (i = 0; i < sizeof(tpt_opcodes); i++) {
+		struct device_type_operations *op =
+			&lu->dev_type_template.ops[tpt_opcodes[i]];
+
+		/*
+		 * Backing stores with an opcode map (rdwr, aio) pass only
+		 * the opcodes they list to the device type.  The map is
+		 * shared by every LU of that store; adding ours is harmless
+		 * to LUs not in TPT mode, whose sbc table still answers
+		 * these opcodes with INVALID COMMAND OPERATION CODE.
+		 */
+		if (test_bit(TEST_UNIT_READY, lu->bst->bs_supported_ops))
+			set_bit(tpt_opcodes[i], lu->bst->bs_supported_ops);
+
+		op->cmd_perform = tpt_cmd_perform;
+		op->service_actions = NULL;
+		/* Data reaches the medium only through WRITE NEW DATA, but
+		 * every TPT command belongs to a write or read of the array,
+		 * so reservations apply to them like to WRITE and READ. */
+		op->pr_conflict_bits = PR_WE_FA | PR_EA_FA | PR_WE_FN | PR_EA_FN;
+	}
+	return TGTADM_SUCCESS;
+}
+
+static void tpt_lu_disable(struct scsi_lu *lu)
+{
+	struct tpt_lu *tlu = tpt_lu_of(lu);
+	size_t i;
+
+	if (!tlu)
+		return;
+	for (i = 0; i < sizeof(tpt_opcodes); i++) {
+		lu->dev_type_template.ops[tpt_opcodes[i]].cmd_perform =
+			spc_illegal_op;
+		lu->dev_type_template.ops[tpt_opcodes[i]].pr_conflict_bits = 0;
+	}
+	/* Every session's requests on this LU end with it. */
+	tpt_session_release_groups(NULL, tlu, TPT_RELEASE_COMMAND);
+	list_del(&tlu->link);
+	free(tlu);
+}
+
+static int parse_uint(const char *s, unsigned int min, unsigned int max,
+		      unsigned int *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static tgtadm_err tpt_set_dm_portal(const char *value)
+{
+	const char *colon = strrchr(value, ':');
+	unsigned int port;
+	size_t alen;
+
+	if (!colon || colon == value || parse_uint(colon + 1, 0, 65535, &port)) {
+		eprintf("tpt_dm=%s: expected ADDR:PORT\n", value);
+		return TGTADM_INVALID_REQUEST;
+	}
+	alen = colon - value;
+	if (alen >= sizeof(dm_conf.addr)) {
+		eprintf("tpt_dm=%s: address too long\n", value);
+		return TGTADM_INVALID_REQUEST;
+	}
+	if (dm_conf.dm) {
+		if (strncmp(dm_conf.addr, value, alen) || dm_conf.addr[alen] ||
+		    (port && port != tpt_dm_listen_port(dm_conf.dm))) {
+			eprintf("tpt_dm=%s: the datamover already listens on "
+				"%s:%u\n", value, dm_conf.addr,
+				tpt_dm_listen_port(dm_conf.dm));
+			return TGTADM_INVALID_REQUEST;
+		}
+		return TGTADM_SUCCESS;
+	}
+	memcpy(dm_conf.addr, value, alen);
+	dm_conf.addr[alen] = '\0';
+	dm_conf.port = port;
+	return TGTADM_SUCCESS;
+}
+
+/* One "key=value" of --params that spc did not know. */
+static tgtadm_err tpt_lu_param(struct scsi_lu *lu, char *p)
+{
+	char *value = strchr(p, '=');
+	struct tpt_lu *tlu;
+	unsigned int n;
+
+	if (!value)
+		return TGTADM_UNKNOWN_PARAM;
+	*value++ = '\0';
+
+	if (!strcmp(p, "tpt")) {
+		if (!strcmp(value, "on"))
+			return tpt_lu_enable(lu);
+		if (!strcmp(value, "off")) {
+			tlu = tpt_lu_of(lu);
+			if (tlu && tpt_lu_busy(tlu)) {
+				eprintf("tpt=off: TPT commands are executing\n");
+				return TGTADM_LUN_ACTIVE;
+			}
+			tpt_lu_disable(lu);
+			return TGTADM_SUCCESS;
+		}
+		eprintf("tpt=%s: expected on or off\n", value);
+		return TGTADM_INVALID_REQUEST;
+	}
+	if (!strcmp(p, "tpt_dm"))
+		return tpt_set_dm_portal(value);
+	if (!strcmp(p, "tpt_pool_mb")) {
+		if (parse_uint(value, 8, 65536, &n)) {
+			eprintf("tpt_pool_mb=%s: expected 8..65536\n", value);
+			return TGTADM_INVALID_REQUEST;
+		}
+		if (dm_conf.dm && n != dm_conf.pool_mb) {
+			eprintf("tpt_pool_mb: the datamover is already running "
+				"with %u MiB\n", dm_conf.pool_mb);
+			return TGTADM_INVALID_REQUEST;
+		}
+		dm_conf.pool_mb = n;
+		return TGTADM_SUCCESS;
+	}
+	if (!strcmp(p, "tpt_group_timeout")) {
+		tlu = tpt_lu_of(lu);
+		if (!tlu || parse_uint(value, 1, 3600, &n)) {
+			eprintf("tpt_group_timeout=%s: expected 1..3600 seconds "
+				"on a LU with tpt=on\n", value);
+			return TGTADM_INVALID_REQUEST;
+		}
+		tlu->group_timeout = n;
+		return TGTADM_SUCCESS;
+	}
+	return TGTADM_UNKNOWN_PARAM;
+}
+
+tgtadm_err tpt_sbc_lu_config(struct scsi_lu *lu, char *params)
+{
+	return lu_config(lu, params, tpt_lu_param);
+}
+
+void tpt_sbc_lu_exit(struct scsi_lu *lu)
+{
+	tpt_lu_disable(lu);
+	spc_lu_exit(lu);
+}

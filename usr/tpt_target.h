@@ -1,0 +1,292 @@
+/*
+ * The TPT target: an sbc LU switched into TPT mode executes the TPT command
+ * set of docs/protocol.md besides ordinary SBC commands.
+ *
+ *   tpt_lu.c       tgtadm parameters, switching a LU's opcode table
+ *   tpt_session.c  per I_T nexus state: peer list, slots, peer links
+ *   tpt_group.c    per (nexus, group number) buffers and their release
+ *   tpt_xfer.c     moving byte ranges between peers' memory and ours
+ *   tpt_cmd*.c     one handler per command
+ *   tpt_io.c       disk I/O off the event loop
+ */
+#ifndef __TPT_TARGET_H__
+#define __TPT_TARGET_H__
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "list.h"
+#include "scsi/tpt_cdb.h"
+#include "iser/tpt_dm.h"
+
+struct scsi_lu;
+struct scsi_cmd;
+struct tpt_cmd;
+
+/* Private buffers hold up to this many bytes each; slots their payload. */
+#define TPT_PRIVATE_PIECE	(1u << 20)
+/* Pool buffer size: a 1 MiB slot payload plus its header, page aligned. */
+#define TPT_POOL_BUF_BYTES	(TPT_PRIVATE_PIECE + 4096)
+
+/* ---- tpt_lu.c ---- */
+
+struct tpt_lu_stats {
+	uint64_t cmds[256];		/* by opcode */
+	uint64_t check_conditions;
+	uint64_t bytes_read_disk, bytes_written_disk;
+	uint64_t bytes_xored;
+	uint64_t groups_released[5];	/* by enum tpt_release_why */
+};
+
+struct tpt_lu {
+	struct scsi_lu *lu;
+	struct list_head link;
+	unsigned int group_timeout;	/* seconds */
+	struct tpt_lu_stats stats;
+};
+
+struct tpt_lu *tpt_lu_of(const struct scsi_lu *lu);
+uint32_t tpt_lu_block_size(const struct tpt_lu *tlu);
+uint64_t tpt_lu_nr_blocks(const struct tpt_lu *tlu);
+int tpt_lu_fd(const struct tpt_lu *tlu);
+
+/* The process-wide datamover, opened by the first LU put in TPT mode. */
+struct tpt_dm *tpt_target_dm(void);
+
+/* ---- tpt_session.c ---- */
+
+struct tpt_slot {
+	struct tpt_dm_buf *dmb;
+	struct tpt_range *owner;	/* live buffer using it, or NULL */
+};
+
+struct tpt_session {
+	int tid;
+	uint64_t itn_id;
+	struct list_head link;
+	struct tpt_peer_list *peers;	/* NULL until TPT SET PEER LIST */
+	struct tpt_slot *slots;
+	uint16_t nr_slots;
+	uint32_t slot_payload;
+	struct list_head groups;
+	/* Groups released recently, and why: later commands naming them
+	 * learn what happened instead of "unknown group". */
+#define TPT_TOMBSTONES 64
+	struct {
+		uint32_t group;
+		uint8_t why;
+		bool used;
+	} tombstones[TPT_TOMBSTONES];
+	unsigned int next_tombstone;
+};
+
+struct tpt_session *tpt_session_find(int tid, uint64_t itn_id);
+struct tpt_session *tpt_session_first(void);
+struct tpt_session *tpt_session_next(struct tpt_session *s);
+struct tpt_session *tpt_session_get(int tid, uint64_t itn_id);
+enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
+					    const struct tpt_peer_list *pl);
+enum tpt_sense_reason tpt_session_reserve_slots(struct tpt_session *s,
+						uint32_t payload,
+						uint16_t count);
+void tpt_session_fill_slot_table(const struct tpt_session *s,
+				 struct tpt_slot_table *t);
+
+/* A connected datamover peer for peer-list entry @peer_id, connecting if
+ * need be: cb runs (maybe before this returns) with the peer or an error. */
+typedef void (*tpt_link_cb)(struct tpt_dm_peer *peer, int status, void *arg);
+void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
+		  void *arg);
+
+int tpt_dm_accept_peer(void *arg, const struct tpt_dm_hello *hello,
+		       const struct sockaddr *src, socklen_t srclen);
+
+/* ---- tpt_group.c ---- */
+
+enum tpt_release_why {
+	TPT_RELEASE_DONE,		/* the request completed */
+	TPT_RELEASE_COMMAND,		/* TPT RELEASE */
+	TPT_RELEASE_TASK_MGMT,		/* abort, LU reset */
+	TPT_RELEASE_TIMEOUT,
+	TPT_RELEASE_NEXUS_LOSS,
+};
+
+/* One contiguous byte range of buffered data, split into pieces that are
+ * either slots (exported) or private pool buffers. */
+struct tpt_piece {
+	struct tpt_dm_buf *dmb;
+	int slot;			/* slot index, or -1 */
+	uint32_t len;
+};
+
+#define TPT_RANGE_STAGED	0x1	/* to be written by WRITE NEW DATA */
+#define TPT_RANGE_RESULT	0x2	/* the group's result for its range */
+
+struct tpt_range {
+	struct list_head link;
+	struct tpt_group *group;
+	uint64_t lba;
+	uint32_t nr_blocks;
+	unsigned int flags;
+	uint32_t piece_bytes;		/* granule: every piece but the last */
+	unsigned int nr_pieces;
+	struct tpt_piece piece[];
+};
+
+enum tpt_group_kind {
+	TPT_GROUP_READ,
+	TPT_GROUP_WRITE,
+};
+
+/* A PREP READ or PREP WRITE recorded until the FINAL one of its group:
+ * the LBA range, where its data goes or comes from, and for PREP WRITE
+ * the range its data will land in. */
+struct tpt_prep {
+	struct list_head link;
+	uint64_t lba;
+	uint32_t nr_blocks;
+	struct tpt_xfer_list *xl;
+	uint8_t *inline_data;
+	struct tpt_range *range;
+};
+
+void tpt_prep_free(struct tpt_prep *p);
+
+struct tpt_group {
+	struct list_head link;
+	struct tpt_session *session;
+	struct tpt_lu *tlu;
+	uint32_t number;
+	enum tpt_group_kind kind;
+	struct list_head ranges;
+	struct list_head preps;		/* PREP READ/WRITE until FINAL */
+	unsigned int inflight;		/* commands executing on it */
+	uint64_t last_used;		/* monotonic seconds */
+	bool doomed;			/* release when inflight drops to 0 */
+	enum tpt_release_why doom_why;
+};
+
+/* The group, creating it for @kind, or a sense reason. */
+enum tpt_sense_reason tpt_group_get(struct tpt_session *s, struct tpt_lu *tlu,
+				    uint32_t number, enum tpt_group_kind kind,
+				    bool create, struct tpt_group **out);
+struct tpt_group *tpt_group_find(struct tpt_session *s, struct tpt_lu *tlu,
+				 uint32_t number);
+void tpt_group_hold(struct tpt_group *g);
+void tpt_group_unhold(struct tpt_group *g);
+void tpt_group_release(struct tpt_group *g, enum tpt_release_why why);
+void tpt_session_release_groups(struct tpt_session *s, struct tpt_lu *tlu,
+				enum tpt_release_why why);
+void tpt_group_timeouts_start(void);
+
+/* A new range of @nr_blocks at @lba stored in slots from @slot on, or in
+ * private buffers for TPT_SLOT_NONE.  Not yet on the group's list.  With
+ * @lazy, private pieces get their buffers from tpt_piece_get() only. */
+enum tpt_sense_reason tpt_range_alloc(struct tpt_group *g, uint64_t lba,
+				      uint32_t nr_blocks, uint16_t slot,
+				      bool lazy, struct tpt_range **out);
+int tpt_piece_get(struct tpt_range *r, unsigned int i);
+void tpt_piece_put(struct tpt_range *r, unsigned int i);
+void tpt_range_attach(struct tpt_range *r, unsigned int flags);
+void tpt_range_free(struct tpt_range *r);
+/* The range of @g covering exactly [lba, lba + nr_blocks) with any of
+ * @flags, or NULL. */
+struct tpt_range *tpt_range_find(struct tpt_group *g, uint64_t lba,
+				 uint32_t nr_blocks, unsigned int flags);
+/* Any range of @g with one of @flags sharing a block with the LBA range. */
+struct tpt_range *tpt_range_overlapping(struct tpt_group *g, uint64_t lba,
+					uint32_t nr_blocks, unsigned int flags);
+void *tpt_piece_data(const struct tpt_range *r, unsigned int i);
+/* dst ^= src and dst = src over ranges of the same LBAs; 0 or -EINVAL. */
+int tpt_range_xor(struct tpt_range *dst, const struct tpt_range *src);
+void tpt_range_copy(struct tpt_range *dst, const struct tpt_range *src);
+/* Publish slot headers so peers may read the range. */
+void tpt_range_publish(struct tpt_range *r);
+
+/* ---- tpt_xfer.c ---- */
+
+/* Move the bytes of @xl (covering a byte stream of xl->total_length) to or
+ * from @r's pieces; done(cmd, reason) runs once everything completed. */
+enum tpt_xfer_dir {
+	TPT_XFER_FETCH,			/* Get_Data from the passive sides */
+	TPT_XFER_PUSH,			/* Put_Data to the passive sides */
+};
+typedef void (*tpt_xfer_done)(struct tpt_cmd *tc, void *ctx,
+			      enum tpt_sense_reason r);
+void tpt_xfer_pieces(struct tpt_cmd *tc, struct tpt_range *r,
+		     unsigned int first, unsigned int count,
+		     const struct tpt_xfer_list *xl, const uint8_t *inline_data,
+		     enum tpt_xfer_dir dir, tpt_xfer_done done, void *ctx);
+void tpt_xfer_range(struct tpt_cmd *tc, struct tpt_range *r,
+		    const struct tpt_xfer_list *xl, const uint8_t *inline_data,
+		    enum tpt_xfer_dir dir, tpt_xfer_done done, void *ctx);
+
+/* ---- tpt_cmd.c ---- */
+
+/* A TPT command being executed. */
+struct tpt_cmd {
+	struct scsi_cmd *scmd;
+	struct list_head link;		/* all executing TPT commands */
+	struct tpt_lu *tlu;
+	struct tpt_session *session;
+	struct tpt_group *group;
+	struct tpt_cdb cdb;
+	struct tpt_xfer_list *xl;
+	const uint8_t *inline_data;
+	bool aborted;
+	/* Outstanding asynchronous steps of the current stage. */
+	unsigned int pending;
+	enum tpt_sense_reason failure;
+	struct tpt_sense_info failure_info;
+	/* Set while tpt_cmd_perform() runs, to catch completions that
+	 * happen before it returns. */
+	bool in_perform;
+	bool completed;
+	int sync_result;
+	enum tpt_sense_reason abort_reason;
+	/* Handler-specific state, freed with the command. */
+	void *priv;
+};
+
+int tpt_cmd_perform(int host_no, struct scsi_cmd *cmd);
+/* Finish @tc: GOOD when reason is TPT_SENSE_NONE, else CHECK CONDITION. */
+void tpt_cmd_complete(struct tpt_cmd *tc, enum tpt_sense_reason reason);
+/* Record the first failure of a stage with details for the sense data. */
+void tpt_cmd_fail(struct tpt_cmd *tc, enum tpt_sense_reason reason,
+		  bool info_valid, uint32_t information, uint32_t desc_index);
+enum tpt_sense_reason tpt_dm_status_reason(int status);
+
+/* Disk I/O of a whole range into or out of its pieces. */
+typedef void (*tpt_disk_done)(struct tpt_cmd *tc, void *ctx,
+			      enum tpt_sense_reason r);
+void tpt_disk_range(struct tpt_cmd *tc, struct tpt_range *r, bool write,
+		    bool sync, tpt_disk_done done, void *ctx);
+
+void tpt_disk_pieces(struct tpt_cmd *tc, struct tpt_range *r,
+		     unsigned int first, unsigned int count, bool write,
+		     bool sync, tpt_disk_done done, void *ctx);
+
+/* Take the command's group (held until completion); a sense reason when it
+ * does not exist (and !create) or was released. */
+int tpt_cmd_use_group(struct tpt_cmd *tc, enum tpt_group_kind kind,
+		      bool create);
+bool tpt_lu_busy(const struct tpt_lu *tlu);
+/* Stop every command of @g at its next step, failing it with @reason. */
+void tpt_group_abort_cmds(struct tpt_group *g, enum tpt_sense_reason reason);
+
+/*
+ * Handlers return TPT_EXEC_ASYNC once they went asynchronous (they end in
+ * exactly one tpt_cmd_complete()), or a tpt_sense_reason to complete at
+ * once (TPT_SENSE_NONE: GOOD).
+ */
+#define TPT_EXEC_ASYNC (-1)
+int tpt_exec_set_peer_list(struct tpt_cmd *tc);
+int tpt_exec_report_slots(struct tpt_cmd *tc);
+int tpt_exec_release(struct tpt_cmd *tc);
+int tpt_exec_prep_read(struct tpt_cmd *tc);
+int tpt_exec_prep_write(struct tpt_cmd *tc);
+int tpt_exec_new_data(struct tpt_cmd *tc);
+int tpt_exec_write_new_data(struct tpt_cmd *tc);
+int tpt_exec_read_parity(struct tpt_cmd *tc);
+
+#endif
