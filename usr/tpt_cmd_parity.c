@@ -4,9 +4,11 @@
  *
  *   PART TMP    operand by PARITY MODE, outcome = the group's result
  *   PART BLOCK  operand by PARITY MODE, outcome = staged (new parity)
+ *               and result
  *   COMP TMP    operand = the group's result (full stripes), outcome =
  *               the group's result
  *   COMP BLOCK  no operand (a copy), outcome = staged (new parity)
+ *               and result
  *
  * Fetched data lands in a private scratch range first: it is only used
  * once the whole transfer arrived and every slot header checked out, so
@@ -26,7 +28,7 @@ struct parity_run {
 	struct tpt_range *dest;
 	bool in_place;			/* dest is operand */
 	bool medium;			/* dest starts as the medium */
-	unsigned int outcome;		/* TPT_RANGE_RESULT or _STAGED */
+	unsigned int outcome;		/* TPT_RANGE_* flags of the outcome */
 	unsigned int pending;
 	enum tpt_sense_reason failure;
 };
@@ -37,19 +39,25 @@ static bool is_tmp(uint8_t opcode)
 	       opcode == TPT_OP_READ_PARITY_COMP_TMP;
 }
 
-/* Ranges of the group this outcome replaces: the previous result for the
- * same blocks, or the previous staged data. */
+/* The outcome replaces the group's previous result (and, for BLOCK, its
+ * previous staged data) for the same blocks. */
 static void parity_replace(struct tpt_cmd *tc, struct parity_run *run)
 {
-	struct tpt_range *old = tpt_range_find(tc->group, tc->cdb.lba,
-					       tc->cdb.transfer_length,
-					       run->outcome);
+	unsigned int flag;
 
-	if (!old || old == run->dest)
-		return;
-	old->flags &= ~run->outcome;
-	if (!old->flags)
-		tpt_range_free(old);
+	for (flag = TPT_RANGE_STAGED; flag <= TPT_RANGE_RESULT; flag <<= 1) {
+		struct tpt_range *old;
+
+		if (!(run->outcome & flag))
+			continue;
+		old = tpt_range_find(tc->group, tc->cdb.lba,
+				     tc->cdb.transfer_length, flag);
+		if (!old || old == run->dest)
+			continue;
+		old->flags &= ~flag;
+		if (!old->flags)
+			tpt_range_free(old);
+	}
 }
 
 static void parity_finish(struct tpt_cmd *tc)
@@ -131,21 +139,23 @@ int tpt_exec_read_parity(struct tpt_cmd *tc)
 	if (!run)
 		return TPT_SENSE_POOL_EXHAUSTED;
 	tc->priv = run;
+	/* A BLOCK outcome is the new parity to write and, unchanged, the
+	 * group's result for its blocks (protocol.md 8.2). */
 	run->outcome = is_tmp(tc->cdb.opcode) ? TPT_RANGE_RESULT :
-						 TPT_RANGE_STAGED;
+				TPT_RANGE_STAGED | TPT_RANGE_RESULT;
 	r = parity_operand(tc, run);
 	if (r)
 		return r;
 	/* Accumulating into our own result where it already lives (the
 	 * controller names the same slot, or none for a private result)
 	 * needs no copy; staged data is never modified in place. */
-	if (run->operand && run->outcome == TPT_RANGE_RESULT &&
+	if (run->operand && !(run->outcome & TPT_RANGE_STAGED) &&
 	    !(run->operand->flags & TPT_RANGE_STAGED) &&
 	    run->operand->piece[0].slot == (slot == TPT_SLOT_NONE ? -1 : slot)) {
 		run->in_place = true;
 		run->dest = run->operand;
 	}
-	if (run->outcome == TPT_RANGE_STAGED &&
+	if ((run->outcome & TPT_RANGE_STAGED) &&
 	    tpt_range_overlapping(tc->group, tc->cdb.lba,
 				  tc->cdb.transfer_length, TPT_RANGE_STAGED))
 		return TPT_SENSE_GROUP_IN_USE;

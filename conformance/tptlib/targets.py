@@ -68,6 +68,7 @@ class TptTargets:
         self.ctrl_port = None
         self.generation = 0
         self._tag = 0
+        self._dm_links = set()
 
     # -- set-up ---------------------------------------------------------------
     def start(self, n, slots=16, slot_payload=64 << 10, deliver=True):
@@ -150,6 +151,19 @@ class TptTargets:
         if data:
             self.client.buf_write(name, 0, data)
         return HostBuf(self.client, name, int(b["stag"]), int(b["rma_base"]), size)
+
+    def slot_header(self, t, slot):
+        """Read target t's slot header over the datamover, as another
+        member would (the controller is on every peer list)."""
+        name = f"dm-{t.name}"
+        if name not in self._dm_links:
+            self.client.dm_connect(name, "127.0.0.1", t.dm_port, t.token, role="controller",
+                                   peer_id=CONTROLLER_ID, array_id=ARRAY_ID)
+            self.client.buf("slothdr", proto.SLOT_HDR_LEN)
+            self._dm_links.add(name)
+        stag, offset = t.slots.slots[slot]
+        self.client.dm_get(name, "slothdr", 0, stag, offset, proto.SLOT_HDR_LEN)
+        return proto.parse_slot_header(self.client.buf_read("slothdr", 0, proto.SLOT_HDR_LEN))
 
     @staticmethod
     def slot_desc(t, slot, length):

@@ -1,7 +1,8 @@
 /*
- * Unit tests for scsi/tpt_cdb: every CDB and parameter list is written out
- * byte by byte from the tables in docs/protocol.md, decoded, and encoded
- * back; every validation rule is broken once and must name its field.
+ * Unit tests for scsi/tpt_cdb: every CDB, parameter list, slot table and
+ * slot header is written out byte by byte from the tables in
+ * docs/protocol.md, decoded, and encoded back; every validation rule is
+ * broken once and must name its field.
  */
 #include <errno.h>
 
@@ -1005,7 +1006,7 @@ static void test_xfer_list_slot_desc(void)
 
 	/* Header and payload must both lie below 2^64. */
 	memcpy(buf, slot_list, sizeof(slot_list));
-	memset(&buf[56], 0xff, 8);		/* 2^64 - 1 - 64 - 3584 + 1 */
+	memset(&buf[56], 0xff, 8);		/* 2^64 - 64 - 3584: fits */
 	buf[62] = 0xf1;
 	buf[63] = 0xc0;
 	CHECK_EQ(tpt_xfer_list_decode(buf, 64, l, NULL), TPT_SENSE_NONE);
@@ -1160,7 +1161,7 @@ static void test_slot_table_errors(void)
 
 	/* A slot's header and payload must lie below 2^64. */
 	memcpy(b, slot_table, 48);
-	memset(&b[40], 0xff, 8);		/* 2^64 - 65600 */
+	memset(&b[40], 0xff, 8);		/* 2^64 - 64 - 64 KiB: fits */
 	b[45] = 0xfe;
 	b[46] = 0xff;
 	b[47] = 0xc0;
