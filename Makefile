@@ -39,11 +39,15 @@ OUR_LDFLAGS := $(SAN_FLAGS)
 
 SCSI_SRCS := $(wildcard scsi/*.c)
 ISER_SRCS := $(wildcard iser/*.c)
+CTL_SRCS := $(wildcard controller/*.c)
 SCSI_OBJS := $(SCSI_SRCS:%.c=$(OBJ)/%.o)
 ISER_OBJS := $(ISER_SRCS:%.c=$(OBJ)/%.o)
+CTL_OBJS := $(CTL_SRCS:%.c=$(OBJ)/%.o)
 LIBTPTSCSI := $(LIBDIR)/libtptscsi.a
 LIBTPTISER := $(LIBDIR)/libtptiser.a
-TPT_LIBS := $(LIBTPTISER) $(LIBTPTSCSI)
+LIBTPTCTL := $(LIBDIR)/libtptctl.a
+# Link order: the controller uses the datamover, which uses the codec.
+TPT_LIBS := $(LIBTPTCTL) $(LIBTPTISER) $(LIBTPTSCSI)
 TPT_EXT_LIBS := -lfabric -lisal
 
 UNIT_SRCS := $(wildcard test/unit/*/test_*.c)
@@ -82,7 +86,11 @@ $(LIBTPTISER): $(ISER_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
--include $(SCSI_OBJS:.o=.d) $(ISER_OBJS:.o=.d)
+$(LIBTPTCTL): $(CTL_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+-include $(SCSI_OBJS:.o=.d) $(ISER_OBJS:.o=.d) $(CTL_OBJS:.o=.d)
 
 # ---------------------------------------------------------------------------
 # Upstream tgt: fetch, patch, overlay, build, stage.

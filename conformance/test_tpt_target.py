@@ -373,3 +373,18 @@ def test_datamover_admits_only_listed_peers(tpt):
     log = t0.tgtd.log()
     assert log.count("refus") >= 4, log[-3000:]
     assert t0.tgtd.alive()
+
+
+def test_report_endpoint_needs_no_peer_list(tpt):
+    """A controller learns where each target's datamover listens before it
+    can build the peer list."""
+    tpt.start(2, deliver=False)
+    for t in tpt.targets:
+        r = tpt.cmd(t, proto.setup_cdb(proto.REPORT_ENDPOINT, 32), inlen=32)
+        assert r.good, r
+        ep = proto.parse_endpoint(r.data)
+        assert ep == dict(version=1, family=proto.AF_IPV4, port=t.dm_port, addr="127.0.0.1",
+                          provider="tcp")
+    # Allocation length shorter than the report: what fits.
+    r = tpt.cmd(tpt.targets[0], proto.setup_cdb(proto.REPORT_ENDPOINT, 4), inlen=4)
+    assert r.good and r.data == bytes([1, 0, 0, proto.AF_IPV4])

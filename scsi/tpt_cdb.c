@@ -197,6 +197,12 @@ static const struct cdb_format formats[256] = {
 		.layout = &io16_layout,
 		.flags = TPT_CDB_FUA,
 	},
+	[TPT_OP_REPORT_ENDPOINT] = {
+		.info = INFO("TPT REPORT ENDPOINT", TPT_DATA_IN,
+			     TPT_PARAM_NONE),
+		/* PARAMETER LIST LENGTH read as an ALLOCATION LENGTH. */
+		.layout = &setup16_layout,
+	},
 };
 
 static const struct cdb_format *format_of(uint8_t opcode)
@@ -1056,4 +1062,79 @@ int tpt_host_key_encode(const struct tpt_host_key *key, uint8_t *buf,
 	put_endpoint(buf, &key->ep);
 	memcpy(&buf[PE_TOKEN], key->key, TPT_AUTH_TOKEN_LEN);
 	return TPT_HOST_KEY_LEN;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Endpoint report (data-in of TPT REPORT ENDPOINT) */
+
+/* Bytes 3-23 sit where a peer-list entry has its endpoint. */
+#define ER_VERSION	0
+#define ER_PROVIDER	24
+
+static enum tpt_sense_reason check_provider(const char *name, size_t len,
+					    struct tpt_field_ptr *where)
+{
+	size_t i, n = strnlen(name, len);
+
+	if (!n)
+		return bad_param(where, ER_PROVIDER, NO_BIT);
+	for (i = 0; i < n; i++)
+		if (name[i] < 0x21 || name[i] > 0x7e)
+			return bad_param(where, ER_PROVIDER + i, NO_BIT);
+	return TPT_SENSE_NONE;
+}
+
+int tpt_endpoint_report_encode(const struct tpt_endpoint_report *r,
+			       uint8_t *buf, size_t len)
+{
+	uint8_t out[TPT_ENDPOINT_REPORT_LEN];
+
+	if (check_endpoint(&r->ep, 0, NULL) != TPT_SENSE_NONE ||
+	    strnlen(r->provider, sizeof(r->provider)) > TPT_PROVIDER_LEN ||
+	    check_provider(r->provider, TPT_PROVIDER_LEN, NULL) !=
+		    TPT_SENSE_NONE)
+		return -EINVAL;
+	memset(out, 0, sizeof(out));
+	out[ER_VERSION] = TPT_ENDPOINT_VERSION;
+	put_endpoint(out, &r->ep);
+	memcpy(&out[ER_PROVIDER], r->provider,
+	       strnlen(r->provider, TPT_PROVIDER_LEN));
+	put_clipped(buf, len, 0, out, sizeof(out));
+	return TPT_ENDPOINT_REPORT_LEN;
+}
+
+enum tpt_sense_reason tpt_endpoint_report_decode(const uint8_t *buf,
+						 size_t len,
+						 struct tpt_endpoint_report *out,
+						 struct tpt_field_ptr *where)
+{
+	struct tpt_endpoint_report r;
+	enum tpt_sense_reason reason;
+	size_t n;
+
+	clear_where(where);
+	if (len != TPT_ENDPOINT_REPORT_LEN)
+		return TPT_SENSE_PARAM_LIST_LENGTH;
+	if (buf[ER_VERSION] != TPT_ENDPOINT_VERSION)
+		return bad_param(where, ER_VERSION, NO_BIT);
+	reason = check_reserved(buf, 1, 2, 0, where);
+	if (!reason)
+		reason = check_reserved(buf, PE_RESERVED, 2, 0, where);
+	if (reason)
+		return reason;
+	memset(&r, 0, sizeof(r));
+	get_endpoint(buf, &r.ep);
+	reason = check_endpoint(&r.ep, 0, where);
+	if (reason)
+		return reason;
+	n = strnlen((const char *)&buf[ER_PROVIDER], TPT_PROVIDER_LEN);
+	memcpy(r.provider, &buf[ER_PROVIDER], n);
+	/* NUL padding only: nothing may follow the name. */
+	if (!all_zero(&buf[ER_PROVIDER + n], TPT_PROVIDER_LEN - n))
+		return bad_param(where, ER_PROVIDER + n, NO_BIT);
+	reason = check_provider(r.provider, TPT_PROVIDER_LEN, where);
+	if (reason)
+		return reason;
+	*out = r;
+	return TPT_SENSE_NONE;
 }

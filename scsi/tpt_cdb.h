@@ -33,6 +33,7 @@ enum tpt_opcode {
 	TPT_OP_READ_PARITY_COMP_TMP = 0xca,
 	TPT_OP_READ_PARITY_COMP_BLOCK = 0xcb,
 	TPT_OP_WRITE_NEW_DATA = 0xcc,
+	TPT_OP_REPORT_ENDPOINT = 0xcd,
 };
 
 #define TPT_CDB_MAX_LEN 16
@@ -326,6 +327,29 @@ int tpt_peer_list_encode(const struct tpt_peer_list *list, uint8_t *buf,
 /* The entry with @id, or NULL. */
 const struct tpt_peer *tpt_peer_list_find(const struct tpt_peer_list *list,
 					  uint16_t id);
+
+/*
+ * Endpoint report: the data-in of TPT REPORT ENDPOINT, where a target's
+ * datamover listens and through which libfabric provider.  It needs no
+ * peer list, so a controller can build the list from the reports.
+ */
+#define TPT_ENDPOINT_REPORT_LEN	32
+#define TPT_ENDPOINT_VERSION	1
+#define TPT_PROVIDER_LEN	8
+
+struct tpt_endpoint_report {
+	struct tpt_endpoint ep;
+	char provider[TPT_PROVIDER_LEN + 1];	/* NUL-terminated */
+};
+
+/* Returns TPT_ENDPOINT_REPORT_LEN, writing what fits in @len (SPC
+ * allocation-length semantics), or -EINVAL for an invalid report. */
+int tpt_endpoint_report_encode(const struct tpt_endpoint_report *r,
+			       uint8_t *buf, size_t len);
+enum tpt_sense_reason tpt_endpoint_report_decode(const uint8_t *buf,
+						 size_t len,
+						 struct tpt_endpoint_report *out,
+						 struct tpt_field_ptr *where);
 
 /* Host key: the data-out of TPT HOST KEY, laid out like a peer entry. */
 #define TPT_HOST_KEY_LEN	TPT_PEER_ENTRY_LEN

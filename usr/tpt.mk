@@ -9,7 +9,8 @@ TPT_OBJS = tpt_lu.o tpt_session.o tpt_group.o tpt_xfer.o tpt_cmd.o \
 	tpt_io.o
 TGTD_OBJS += $(TPT_OBJS)
 INCLUDES += -I$(TPT_TOP)
-LIBS += $(TPT_LIBDIR)/libtptiser.a $(TPT_LIBDIR)/libtptscsi.a -lfabric -lisal
+LIBS += $(TPT_LIBDIR)/libtptctl.a $(TPT_LIBDIR)/libtptiser.a \
+	$(TPT_LIBDIR)/libtptscsi.a -liscsi -lfabric -lisal
 
 # Our files meet our own bar, not just tgt's.
 $(TPT_OBJS): CFLAGS += -Wextra -Wno-unused-parameter -Wno-sign-compare \

@@ -23,6 +23,7 @@ static LIST_HEAD(tpt_cmds);
 typedef int (*tpt_handler)(struct tpt_cmd *tc);
 
 static const tpt_handler handlers[256] = {
+	[TPT_OP_REPORT_ENDPOINT] = tpt_exec_report_endpoint,
 	[TPT_OP_SET_PEER_LIST] = tpt_exec_set_peer_list,
 	[TPT_OP_REPORT_SLOTS] = tpt_exec_report_slots,
 	[TPT_OP_RELEASE] = tpt_exec_release,

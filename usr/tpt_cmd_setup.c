@@ -1,9 +1,12 @@
 /*
- * Session setup and teardown commands: TPT SET PEER LIST (the paper's
- * target list, III-B), TPT REPORT SLOTS (how the controller learns the
- * STags of this target's buffers once per session) and TPT RELEASE.
+ * Session setup and teardown commands: TPT REPORT ENDPOINT (where this
+ * target's datamover listens, for the controller to put in peer lists),
+ * TPT SET PEER LIST (the paper's target list, III-B), TPT REPORT SLOTS (how
+ * the controller learns the STags of this target's buffers once per
+ * session) and TPT RELEASE.
  */
 #include <stdint.h>
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +14,30 @@
 #include "tgtd.h"
 #include "scsi.h"
 #include "tpt_target.h"
+
+int tpt_exec_report_endpoint(struct tpt_cmd *tc)
+{
+	struct scsi_cmd *cmd = tc->scmd;
+	struct tpt_endpoint_report r;
+	int len;
+
+	memset(&r, 0, sizeof(r));
+	if (inet_pton(AF_INET, tpt_target_dm_addr(), r.ep.addr) == 1)
+		r.ep.family = TPT_AF_IPV4;
+	else if (inet_pton(AF_INET6, tpt_target_dm_addr(), r.ep.addr) == 1)
+		r.ep.family = TPT_AF_IPV6;
+	else
+		return TPT_SENSE_INTERNAL_FAILURE;
+	r.ep.port = tpt_dm_listen_port(tpt_target_dm());
+	strncpy(r.provider, tpt_dm_provider_name(tpt_target_dm()),
+		TPT_PROVIDER_LEN);
+	len = tpt_endpoint_report_encode(&r, scsi_get_in_buffer(cmd),
+					 scsi_get_in_length(cmd));
+	if (len < 0)
+		return TPT_SENSE_INTERNAL_FAILURE;
+	scsi_set_in_resid_by_actual(cmd, len);
+	return TPT_SENSE_NONE;
+}
 
 int tpt_exec_set_peer_list(struct tpt_cmd *tc)
 {

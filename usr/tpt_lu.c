@@ -61,6 +61,7 @@ static const uint8_t tpt_opcodes[] = {
 	TPT_OP_READ_PARITY_COMP_TMP,
 	TPT_OP_READ_PARITY_COMP_BLOCK,
 	TPT_OP_WRITE_NEW_DATA,
+	TPT_OP_REPORT_ENDPOINT,
 };
 
 struct tpt_lu *tpt_lu_of(const struct scsi_lu *lu)
@@ -91,6 +92,11 @@ int tpt_lu_fd(const struct tpt_lu *tlu)
 struct tpt_dm *tpt_target_dm(void)
 {
 	return dm_conf.dm;
+}
+
+const char *tpt_target_dm_addr(void)
+{
+	return dm_conf.addr;
 }
 
 static void tpt_dm_log(void *arg, const char *msg)

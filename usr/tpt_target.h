@@ -50,8 +50,10 @@ uint32_t tpt_lu_block_size(const struct tpt_lu *tlu);
 uint64_t tpt_lu_nr_blocks(const struct tpt_lu *tlu);
 int tpt_lu_fd(const struct tpt_lu *tlu);
 
-/* The process-wide datamover, opened by the first LU put in TPT mode. */
+/* The process-wide datamover, opened by the first LU put in TPT mode, and
+ * the address it listens on. */
 struct tpt_dm *tpt_target_dm(void);
+const char *tpt_target_dm_addr(void);
 
 /* ---- tpt_session.c ---- */
 
@@ -280,6 +282,7 @@ void tpt_group_abort_cmds(struct tpt_group *g, enum tpt_sense_reason reason);
  * once (TPT_SENSE_NONE: GOOD).
  */
 #define TPT_EXEC_ASYNC (-1)
+int tpt_exec_report_endpoint(struct tpt_cmd *tc);
 int tpt_exec_set_peer_list(struct tpt_cmd *tc);
 int tpt_exec_report_slots(struct tpt_cmd *tc);
 int tpt_exec_release(struct tpt_cmd *tc);

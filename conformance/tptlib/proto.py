@@ -22,6 +22,7 @@ READ_PARITY_PART_BLOCK = 0xC9
 READ_PARITY_COMP_TMP = 0xCA
 READ_PARITY_COMP_BLOCK = 0xCB
 WRITE_NEW_DATA = 0xCC
+REPORT_ENDPOINT = 0xCD
 
 # Byte-1 flags of the vendor data CDB (section 3).
 FINAL = 0x01
@@ -122,6 +123,16 @@ def parse_slot_table(data):
     slots = [struct.unpack_from(">QQ", data, 16 + 16 * i) for i in range(count)
              if 16 + 16 * (i + 1) <= len(data)]
     return SlotTable(count, hlen, payload, flags, slots)
+
+
+def parse_endpoint(data):
+    """TPT REPORT ENDPOINT data-in (section 5.7): version, family, port,
+    address, provider."""
+    version, family, port = struct.unpack_from(">B2xBH", data, 0)
+    addr = data[8:12] if family == AF_IPV4 else data[8:24]
+    text = ".".join(str(b) for b in addr) if family == AF_IPV4 else addr.hex()
+    return dict(version=version, family=family, port=port, addr=text,
+                provider=data[24:32].rstrip(b"\0").decode())
 
 
 def parse_slot_header(data):

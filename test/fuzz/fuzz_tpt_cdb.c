@@ -108,6 +108,16 @@ static void fuzz_host_key(const uint8_t *data, size_t size)
 			   tpt_host_key_encode(&key, out, sizeof(out)));
 }
 
+static void fuzz_endpoint_report(const uint8_t *data, size_t size)
+{
+	struct tpt_endpoint_report r;
+	struct tpt_field_ptr where;
+
+	if (!tpt_endpoint_report_decode(data, size, &r, &where))
+		same_bytes(data, size,
+			   tpt_endpoint_report_encode(&r, out, sizeof(out)));
+}
+
 static void fuzz_slot_table(const uint8_t *data, size_t size)
 {
 	struct tpt_field_ptr where;
@@ -196,6 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_xfer_list(data, size, NULL);
 	fuzz_peer_list(data, size);
 	fuzz_host_key(data, size);
+	fuzz_endpoint_report(data, size);
 	fuzz_slot_table(data, size);
 	fuzz_slot_header(data, size);
 	fuzz_sense(data, size);

@@ -113,8 +113,9 @@ static void test_info(void)
 		{ 0xca, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
 		{ 0xcb, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
 		{ 0xcc, TPT_DATA_NONE, TPT_PARAM_NONE },
+		{ 0xcd, TPT_DATA_IN, TPT_PARAM_NONE },
 	};
-	static const uint8_t not_ours[] = { 0x00, 0x28, 0x53, 0x8a, 0xcd,
+	static const uint8_t not_ours[] = { 0x00, 0x28, 0x53, 0x8a, 0xce,
 					    0xff };
 	size_t i, known = 0;
 
@@ -327,7 +328,7 @@ static void test_report_slots(void)
 
 static void test_cdb_opcode_and_length(void)
 {
-	static const uint8_t unknown[16] = { 0xcd };
+	static const uint8_t unknown[16] = { 0xce };
 	static const uint8_t read16[16] = { 0x88 };
 	uint8_t x10[10];
 
@@ -1491,6 +1492,74 @@ static void test_host_key(void)
 	CHECK_EQ(tpt_host_key_encode(&key, enc, sizeof(enc)), -EINVAL);
 }
 
+/* ---------------------------------------------------------------------- */
+/* TPT REPORT ENDPOINT, built from protocol.md 4.16 and 5.7 */
+
+static void test_endpoint_report(void)
+{
+	static const uint8_t cdb[16] = {
+		0xcd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x00, 0x00, 0x20, 0, 0,
+	};
+	static const uint8_t wire[TPT_ENDPOINT_REPORT_LEN] = {
+		1, 0, 0, 1, 0x11, 0x30, 0, 0,
+		127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		't', 'c', 'p', 0, 0, 0, 0, 0,
+	};
+	struct tpt_endpoint_report r, back;
+	struct tpt_field_ptr where;
+	struct tpt_cdb c;
+	uint8_t out[TPT_ENDPOINT_REPORT_LEN], bad[TPT_ENDPOINT_REPORT_LEN];
+
+	CHECK_EQ(tpt_cdb_decode(cdb, sizeof(cdb), &c, &where), TPT_SENSE_NONE);
+	CHECK_EQ(c.opcode, TPT_OP_REPORT_ENDPOINT);
+	CHECK_EQ(c.param_len, 32);
+	CHECK_EQ(tpt_cdb_info(0xcd)->dir, TPT_DATA_IN);
+
+	CHECK_EQ(tpt_endpoint_report_decode(wire, sizeof(wire), &r, &where),
+		 TPT_SENSE_NONE);
+	CHECK_EQ(r.ep.family, TPT_AF_IPV4);
+	CHECK_EQ(r.ep.port, 0x1130);
+	CHECK_EQ(r.ep.addr[0], 127);
+	CHECK(!strcmp(r.provider, "tcp"));
+	CHECK_EQ(tpt_endpoint_report_encode(&r, out, sizeof(out)),
+		 TPT_ENDPOINT_REPORT_LEN);
+	CHECK_MEM(out, wire, sizeof(wire));
+	/* Allocation length: a short buffer gets what fits. */
+	memset(out, 0xee, sizeof(out));
+	CHECK_EQ(tpt_endpoint_report_encode(&r, out, 4), TPT_ENDPOINT_REPORT_LEN);
+	CHECK_MEM(out, wire, 4);
+	CHECK_EQ(out[4], 0xee);
+
+	CHECK_EQ(tpt_endpoint_report_decode(wire, 31, &back, &where),
+		 TPT_SENSE_PARAM_LIST_LENGTH);
+	memcpy(bad, wire, sizeof(bad));
+	bad[0] = 2;
+	CHECK_EQ(tpt_endpoint_report_decode(bad, sizeof(bad), &back, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	CHECK_EQ(where.byte, 0);
+	memcpy(bad, wire, sizeof(bad));
+	bad[6] = 1;
+	CHECK_EQ(tpt_endpoint_report_decode(bad, sizeof(bad), &back, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	CHECK_EQ(where.byte, 6);
+	memcpy(bad, wire, sizeof(bad));
+	bad[4] = bad[5] = 0;
+	CHECK_EQ(tpt_endpoint_report_decode(bad, sizeof(bad), &back, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	CHECK_EQ(where.byte, 4);
+	memcpy(bad, wire, sizeof(bad));
+	bad[28] = 'x';
+	CHECK_EQ(tpt_endpoint_report_decode(bad, sizeof(bad), &back, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	CHECK_EQ(where.byte, 27);
+	memcpy(bad, wire, sizeof(bad));
+	bad[24] = 0;
+	CHECK_EQ(tpt_endpoint_report_decode(bad, sizeof(bad), &back, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	strcpy(r.provider, "has sp");
+	CHECK_EQ(tpt_endpoint_report_encode(&r, out, sizeof(out)), -EINVAL);
+}
+
 int main(void)
 {
 	RUN(test_info);
@@ -1526,5 +1595,6 @@ int main(void)
 	RUN(test_peer_list_errors);
 	RUN(test_peer_list_encode_refuses);
 	RUN(test_host_key);
+	RUN(test_endpoint_report);
 	UNIT_EXIT();
 }

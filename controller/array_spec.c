@@ -1,0 +1,239 @@
+#include "controller/array_spec.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_INITIATOR "iqn.2026-11.org.tptraid:controller"
+
+static int spec_error(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int spec_error(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* "64k", "1m", "4096": a byte count with an optional binary suffix. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'm': case 'M':
+		v <<= 20;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* iscsi://host[:port]/iqn/lun, the form libiscsi's tools take. */
+static bool valid_member_url(const char *url)
+{
+	const char *host, *slash, *lun;
+	char *end;
+
+	if (strncmp(url, "iscsi://", 8))
+		return false;
+	host = url + 8;
+	slash = strchr(host, '/');
+	if (!slash || slash == host)
+		return false;
+	lun = strrchr(slash + 1, '/');
+	if (!lun || lun == slash + 1 || !lun[1])
+		return false;
+	strtoul(lun + 1, &end, 10);
+	return !*end;
+}
+
+static int parse_dm(const char *value, struct tpt_array_spec *out,
+		    char *err, size_t errlen)
+{
+	const char *colon = strrchr(value, ':');
+	uint64_t port;
+	size_t alen;
+
+	if (!colon || colon == value || parse_size(colon + 1, &port) ||
+	    port > 65535)
+		return spec_error(err, errlen, "dm=%s: expected ADDR:PORT", value);
+	alen = colon - value;
+	if (alen >= sizeof(out->dm_addr))
+		return spec_error(err, errlen, "dm=%s: address too long", value);
+	memcpy(out->dm_addr, value, alen);
+	out->dm_addr[alen] = '\0';
+	out->dm_port = port;
+	return 0;
+}
+
+static int add_url(char list[][TPT_SPEC_URL_MAX], unsigned int *n,
+		   unsigned int max, const char *key, const char *value,
+		   char *err, size_t errlen)
+{
+	if (!valid_member_url(value))
+		return spec_error(err, errlen, "%s=%s: expected "
+				  "iscsi://host[:port]/target-iqn/lun", key,
+				  value);
+	if (strlen(value) >= TPT_SPEC_URL_MAX)
+		return spec_error(err, errlen, "%s=%s: URL too long", key, value);
+	if (*n == max)
+		return spec_error(err, errlen, "%s=%s: at most %u %ss", key,
+				  value, max, key);
+	strcpy(list[(*n)++], value);
+	return 0;
+}
+
+static int parse_option(char *key, char *value, struct tpt_array_spec *out,
+			char *err, size_t errlen)
+{
+	uint64_t v;
+
+	if (!strcmp(key, "raid")) {
+		if (strcmp(value, "5"))
+			return spec_error(err, errlen, "raid=%s: only RAID "
+					  "level 5 is supported", value);
+		out->raid_level = 5;
+		return 0;
+	}
+	if (!strcmp(key, "unit")) {
+		if (parse_size(value, &v) || v < TPT_SPEC_UNIT_MIN ||
+		    v > TPT_SPEC_UNIT_MAX || (v & (v - 1)))
+			return spec_error(err, errlen, "unit=%s: stripe unit "
+					  "must be a power of two from 4k to 1m",
+					  value);
+		out->unit_bytes = v;
+		return 0;
+	}
+	if (!strcmp(key, "mode")) {
+		if (!strcmp(value, "tpt"))
+			out->mode = TPT_MODE_TPT;
+		else if (!strcmp(value, "baseline"))
+			out->mode = TPT_MODE_BASELINE;
+		else
+			return spec_error(err, errlen, "mode=%s: expected tpt "
+					  "or baseline", value);
+		return 0;
+	}
+	if (!strcmp(key, "dm"))
+		return parse_dm(value, out, err, errlen);
+	if (!strcmp(key, "initiator")) {
+		if (strncmp(value, "iqn.", 4) ||
+		    strlen(value) >= sizeof(out->initiator))
+			return spec_error(err, errlen, "initiator=%s: expected "
+					  "an iqn. name", value);
+		strcpy(out->initiator, value);
+		return 0;
+	}
+	if (!strcmp(key, "member"))
+		return add_url(out->member, &out->nr_members,
+			       TPT_SPEC_MAX_MEMBERS, key, value, err, errlen);
+	if (!strcmp(key, "spare"))
+		return add_url(out->spare, &out->nr_spares,
+			       TPT_SPEC_MAX_SPARES, key, value, err, errlen);
+	return spec_error(err, errlen, "%s: unknown option (expected raid, "
+			  "unit, mode, dm, initiator, member, spare)", key);
+}
+
+static int check_whole(struct tpt_array_spec *out, char *err, size_t errlen)
+{
+	unsigned int i, j;
+
+	if (!out->raid_level)
+		return spec_error(err, errlen, "raid=5 is required");
+	if (out->nr_members < 3)
+		return spec_error(err, errlen, "RAID-5 needs at least 3 "
+				  "members, %u given", out->nr_members);
+	if (out->mode == TPT_MODE_TPT && !out->dm_port && !out->dm_addr[0])
+		return spec_error(err, errlen, "mode=tpt needs dm=ADDR:PORT, "
+				  "where targets reach the controller");
+	for (i = 0; i < out->nr_members + out->nr_spares; i++) {
+		const char *a = i < out->nr_members ? out->member[i] :
+				out->spare[i - out->nr_members];
+
+		for (j = 0; j < i; j++) {
+			const char *b = j < out->nr_members ? out->member[j] :
+					out->spare[j - out->nr_members];
+
+			if (!strcmp(a, b))
+				return spec_error(err, errlen, "%s is named "
+						  "twice: a box may hold one "
+						  "block of a stripe at most",
+						  a);
+		}
+	}
+	return 0;
+}
+
+int tpt_array_spec_parse(const char *opts, struct tpt_array_spec *out,
+			 char *err, size_t errlen)
+{
+	struct tpt_array_spec spec;
+	char *copy, *p, *item;
+	int ret = 0;
+
+	if (!opts || !*opts)
+		return spec_error(err, errlen, "no array options: expected "
+				  "raid=5;unit=...;member=...");
+	memset(&spec, 0, sizeof(spec));
+	spec.unit_bytes = 64u << 10;
+	strcpy(spec.initiator, DEFAULT_INITIATOR);
+	copy = strdup(opts);
+	if (!copy)
+		return -ENOMEM;
+	for (p = copy; (item = strsep(&p, ";")) != NULL;) {
+		char *value;
+
+		item += strspn(item, " \t\n");
+		if (!*item)
+			continue;
+		value = strchr(item, '=');
+		if (!value) {
+			ret = spec_error(err, errlen, "%s: expected key=value",
+					 item);
+			break;
+		}
+		*value++ = '\0';
+		/* Specs are often written over several lines. */
+		value[strcspn(value, " \t\n")] = '\0';
+		ret = parse_option(item, value, &spec, err, errlen);
+		if (ret)
+			break;
+	}
+	free(copy);
+	if (!ret)
+		ret = check_whole(&spec, err, errlen);
+	if (!ret)
+		*out = spec;
+	return ret;
+}
+
+const char *tpt_array_mode_name(enum tpt_array_mode mode)
+{
+	return mode == TPT_MODE_TPT ? "tpt" : "baseline";
+}

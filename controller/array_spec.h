@@ -1,0 +1,56 @@
+/*
+ * The definition of a TPT-RAID array as an engineer types it to tgtadm:
+ *
+ *   tgtadm --lld iscsi --mode logicalunit --op new --tid 1 --lun 1 \
+ *     --bstype tptraid --backing-store /var/lib/tptraid/array1 \
+ *     --bsopts "raid=5;unit=64k;mode=tpt;dm=127.0.0.1:4400;\
+ *               member=iscsi://127.0.0.1:3261/iqn.2026-11.org.example:t0/1;\
+ *               member=iscsi://127.0.0.1:3262/iqn.2026-11.org.example:t1/1;\
+ *               member=iscsi://127.0.0.1:3263/iqn.2026-11.org.example:t2/1;\
+ *               spare=iscsi://127.0.0.1:3264/iqn.2026-11.org.example:t3/1"
+ *
+ * tgt separates its own parameters with commas, so the options use
+ * semicolons (as tgt's rbd and glfs stores do).  Parsing is kept apart from
+ * the I/O path; it never half-applies: either the whole spec is valid or the
+ * caller gets one line naming the offending part.
+ */
+#ifndef TPT_CONTROLLER_ARRAY_SPEC_H
+#define TPT_CONTROLLER_ARRAY_SPEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TPT_SPEC_MAX_MEMBERS 32
+#define TPT_SPEC_MAX_SPARES 8
+#define TPT_SPEC_URL_MAX 256
+#define TPT_SPEC_UNIT_MIN (4u << 10)
+#define TPT_SPEC_UNIT_MAX (1u << 20)
+
+enum tpt_array_mode {
+	TPT_MODE_TPT,		/* targets move data and compute parity */
+	TPT_MODE_BASELINE,	/* the paper's in-band controller */
+};
+
+struct tpt_array_spec {
+	unsigned int raid_level;	/* 5 */
+	uint32_t unit_bytes;		/* stripe unit: 4 KiB .. 1 MiB, power of 2 */
+	enum tpt_array_mode mode;
+	char dm_addr[64];		/* controller's datamover listener */
+	uint16_t dm_port;
+	char initiator[224];		/* IQN the controller logs in with */
+	unsigned int nr_members;
+	char member[TPT_SPEC_MAX_MEMBERS][TPT_SPEC_URL_MAX];
+	unsigned int nr_spares;
+	char spare[TPT_SPEC_MAX_SPARES][TPT_SPEC_URL_MAX];
+};
+
+/*
+ * Parse @opts into @out.  Returns 0, or -EINVAL with a one-line message in
+ * @err (e.g. "unit=3k: stripe unit must be a power of two from 4k to 1m").
+ */
+int tpt_array_spec_parse(const char *opts, struct tpt_array_spec *out,
+			 char *err, size_t errlen);
+
+const char *tpt_array_mode_name(enum tpt_array_mode mode);
+
+#endif
