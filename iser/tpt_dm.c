@@ -152,6 +152,13 @@ static int dm_getinfo(struct tpt_dm *dm, const char *listen_addr)
 	dm->write_flags = FI_COMPLETION;
 	if (dm->info->tx_attr->op_flags & FI_DELIVERY_COMPLETE)
 		dm->write_flags |= FI_DELIVERY_COMPLETE;
+	/* Where writes on an endpoint are processed in order, the last
+	 * chunk's delivery vouches for the chunks before it, which then
+	 * only need to have left: one acknowledgement per put instead of
+	 * one per chunk. */
+	dm->early_write_flags = dm->write_flags;
+	if (dm->info->tx_attr->msg_order & FI_ORDER_WAW)
+		dm->early_write_flags = FI_COMPLETION;
 
 	/* Connects must land in the same fabric and domain. */
 	free(dm->hints->fabric_attr->name);

@@ -194,7 +194,8 @@ struct tpt_dm {
 	uint64_t key_mask;	/* requested keys must fit mr_key_size */
 	uint64_t key_counter;	/* requested keys: unique by this */
 	uint64_t key_rng;	/* and unpredictable by this */
-	uint64_t write_flags;	/* fi_writemsg flags */
+	uint64_t write_flags;	/* fi_writemsg flags of a put's last chunk */
+	uint64_t early_write_flags;	/* ... and of the chunks before it */
 
 	/* pool */
 	void *pool_mem;

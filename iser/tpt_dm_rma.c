@@ -117,7 +117,9 @@ static ssize_t dm_post_chunk(struct tpt_dm_peer *peer, struct dm_op *op,
 	if (op->is_put)
 		/* fi_write would give the provider's default completion
 		 * semantics; tcp's is "left our socket", we want "landed". */
-		return fi_writemsg(peer->ep, &msg, dm->write_flags);
+		return fi_writemsg(peer->ep, &msg,
+				   done + len == op->len ?
+				   dm->write_flags : dm->early_write_flags);
 	return fi_read(peer->ep, local, len, desc, 0, remote, op->stag, chunk);
 }
 

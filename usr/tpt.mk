@@ -6,7 +6,7 @@ EXTRAVERSION := +tpt$(TPT_VERSION)
 
 TPT_OBJS = tpt_lu.o tpt_session.o tpt_group.o tpt_xfer.o tpt_cmd.o \
 	tpt_cmd_setup.o tpt_cmd_read.o tpt_cmd_write.o tpt_cmd_parity.o \
-	tpt_io.o
+	tpt_io.o bs_tptraid.o tpt_ctl_array.o tpt_ctl_baseline.o tpt_ctl_tpt.o
 TGTD_OBJS += $(TPT_OBJS)
 INCLUDES += -I$(TPT_TOP)
 LIBS += $(TPT_LIBDIR)/libtptctl.a $(TPT_LIBDIR)/libtptiser.a \

@@ -117,6 +117,8 @@ static void tpt_dm_event(int fd, int events, void *data)
 			tpt_dm_strerror(data));
 }
 
+static tgtadm_err tpt_set_dm_portal(const char *value);
+
 static tgtadm_err tpt_dm_start(void)
 {
 	struct tpt_dm_config cfg = {
@@ -157,6 +159,16 @@ static tgtadm_err tpt_dm_start(void)
 		tpt_dm_provider_name(dm_conf.dm), dm_conf.addr,
 		tpt_dm_listen_port(dm_conf.dm));
 	return TGTADM_SUCCESS;
+}
+
+int tpt_target_dm_ensure(const char *addr, uint16_t port)
+{
+	char value[80];
+
+	snprintf(value, sizeof(value), "%s:%u", addr, port);
+	if (tpt_set_dm_portal(value) || tpt_dm_start())
+		return -EINVAL;
+	return 0;
 }
 
 static tgtadm_err tpt_lu_enable(struct scsi_lu *lu)

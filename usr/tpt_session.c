@@ -22,6 +22,7 @@
 #include "log.h"
 #include "tpt.h"
 #include "tpt_target.h"
+#include "tpt_ctl.h"
 
 static LIST_HEAD(tpt_sessions);
 
@@ -105,12 +106,58 @@ enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
 	return TPT_SENSE_NONE;
 }
 
+/*
+ * Slots are registered memory of their own rather than pool buffers: the
+ * pool's buffers are sized for the largest stripe unit, slots for the one
+ * the controller asked for.  All sessions' slots together stay under
+ * slot_bytes_max, so a controller cannot make tgtd pin unbounded memory.
+ */
+static uint64_t slot_bytes_used;
+static const uint64_t slot_bytes_max = 1ULL << 30;
+
+static size_t tpt_slot_bytes(uint32_t payload)
+{
+	return (TPT_SLOT_HDR_LEN + payload + 4095) & ~(size_t)4095;
+}
+
+static void tpt_slot_free(struct tpt_slot *slot, uint32_t payload)
+{
+	void *mem = tpt_dm_buf_addr(slot->dmb);
+
+	tpt_dm_buf_release(slot->dmb);
+	free(mem);
+	slot_bytes_used -= tpt_slot_bytes(payload);
+}
+
+static int tpt_slot_alloc(struct tpt_slot *slot, uint32_t payload)
+{
+	size_t bytes = tpt_slot_bytes(payload);
+	void *mem;
+	int err;
+
+	if (slot_bytes_used + bytes > slot_bytes_max)
+		return -EAGAIN;
+	mem = aligned_alloc(4096, bytes);
+	if (!mem)
+		return -EAGAIN;
+	/* A fresh slot reads as free to anyone who looks. */
+	memset(mem, 0, TPT_SLOT_HDR_LEN);
+	err = tpt_dm_register(tpt_target_dm(), mem, bytes,
+			      TPT_DM_ACCESS_REMOTE_READ, &slot->dmb);
+	if (err) {
+		free(mem);
+		return err;
+	}
+	slot_bytes_used += bytes;
+	return 0;
+}
+
 static void tpt_session_free_slots(struct tpt_session *s)
 {
 	uint16_t i;
 
 	for (i = 0; i < s->nr_slots; i++)
-		tpt_dm_buf_release(s->slots[i].dmb);
+		tpt_slot_free(&s->slots[i], s->slot_payload);
 	free(s->slots);
 	s->slots = NULL;
 	s->nr_slots = 0;
@@ -126,7 +173,7 @@ enum tpt_sense_reason tpt_session_reserve_slots(struct tpt_session *s,
 
 	if (s->nr_slots == count && s->slot_payload == payload)
 		return TPT_SENSE_NONE;
-	if (payload + TPT_SLOT_HDR_LEN > TPT_POOL_BUF_BYTES)
+	if (payload > TPT_PRIVATE_PIECE)
 		return TPT_SENSE_INVALID_CDB_FIELD;
 	for (i = 0; i < s->nr_slots; i++)
 		if (s->slots[i].owner)
@@ -136,19 +183,15 @@ enum tpt_sense_reason tpt_session_reserve_slots(struct tpt_session *s,
 	if (!slots)
 		return TPT_SENSE_POOL_EXHAUSTED;
 	for (i = 0; i < count; i++) {
-		int err = tpt_dm_buf_get(tpt_target_dm(),
-					 payload + TPT_SLOT_HDR_LEN,
-					 TPT_DM_ACCESS_REMOTE_READ,
-					 &slots[i].dmb);
+		int err = tpt_slot_alloc(&slots[i], payload);
+
 		if (err) {
 			while (i--)
-				tpt_dm_buf_release(slots[i].dmb);
+				tpt_slot_free(&slots[i], payload);
 			free(slots);
 			return err == -EAGAIN ? TPT_SENSE_POOL_EXHAUSTED :
 						TPT_SENSE_INTERNAL_FAILURE;
 		}
-		/* A fresh slot reads as free to anyone who looks. */
-		memset(tpt_dm_buf_addr(slots[i].dmb), 0, TPT_SLOT_HDR_LEN);
 	}
 	tpt_session_free_slots(s);
 	s->slots = slots;
@@ -356,6 +399,7 @@ int tpt_dm_accept_peer(void *arg, const struct tpt_dm_hello *hello,
 			continue;
 		return 0;
 	}
-	/* The datamover logs the refusal with the source address. */
-	return -EPERM;
+	/* Not a member of an array we serve as a target: maybe one we
+	 * control.  The datamover logs a refusal with the source address. */
+	return tpt_ctl_accept_peer(hello, src, srclen);
 }

@@ -54,6 +54,9 @@ int tpt_lu_fd(const struct tpt_lu *tlu);
  * the address it listens on. */
 struct tpt_dm *tpt_target_dm(void);
 const char *tpt_target_dm_addr(void);
+/* Start the datamover on ADDR:PORT, or check it already listens there:
+ * the controller needs it too.  0 or -EINVAL (logged). */
+int tpt_target_dm_ensure(const char *addr, uint16_t port);
 
 /* ---- tpt_session.c ---- */
 

@@ -18,7 +18,8 @@ SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSa
 class TgtadmError(RuntimeError):
     def __init__(self, args, rc, out, err):
         self.rc, self.stdout, self.stderr = rc, out, err
-        super().__init__(f"tgtadm {' '.join(args)} exited {rc}: {err.strip() or out.strip()}")
+        super().__init__(f"tgtadm {' '.join(map(str, args))} exited {rc}: "
+                         f"{err.strip() or out.strip()}")
 
 
 class Tgtd:

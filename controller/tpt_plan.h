@@ -1,0 +1,138 @@
+/*
+ * The controller's planner: turns one host READ or WRITE into the TPT
+ * commands of docs/protocol.md section 7 for the member targets.  Pure:
+ * no I/O, and its only side effects are the slots it takes from the
+ * caller's allocators and the calculator rotation.
+ *
+ * A plan is a list of steps.  The commands of one step are sent together;
+ * the next step starts when all of them have completed with GOOD.  The
+ * engine sends the commands a step has for one member in plan order, on
+ * that member's session: a target records PREP READ and PREP WRITE in the
+ * order they arrive (protocol.md 4.4, 4.5; iSCSI delivers them in CmdSN
+ * order), and a PREP after its group's FINAL on that target is TPT GROUP
+ * NUMBER IN USE.  Nothing else within a step depends on order: a target
+ * does not order the commands of one group itself, so no command reads
+ * what another command of its step writes.
+ *
+ * Every command of a plan carries the plan's group number (protocol.md
+ * 2.3), except PRE-FETCH(16), whose SBC GROUP NUMBER is a grouping hint,
+ * not a TPT group; the engine sends zero there.
+ */
+#ifndef TPT_CONTROLLER_TPT_PLAN_H
+#define TPT_CONTROLLER_TPT_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "controller/raid_layout.h"
+#include "controller/slot_alloc.h"
+
+enum tpt_plan_op {			/* protocol.md opcodes */
+	TPT_PLAN_PREP_READ, TPT_PLAN_PREP_WRITE, TPT_PLAN_READ_NEW_BLOCK,
+	TPT_PLAN_XDWRITE, TPT_PLAN_PRE_FETCH, TPT_PLAN_PART_TMP, TPT_PLAN_PART_BLOCK,
+	TPT_PLAN_COMP_TMP, TPT_PLAN_COMP_BLOCK, TPT_PLAN_WRITE_NEW_DATA, TPT_PLAN_RELEASE,
+};
+
+enum tpt_plan_ref_kind { TPT_REF_HOST, TPT_REF_SLOT };
+
+struct tpt_plan_ref {			/* one transfer descriptor, in order */
+	enum tpt_plan_ref_kind kind;
+	uint64_t host_offset;		/* HOST: byte offset in the request's host buffer */
+	unsigned int member;		/* SLOT: whose slot */
+	uint16_t slot;
+	uint32_t length;		/* bytes */
+};
+
+struct tpt_plan_cmd {
+	enum tpt_plan_op op;
+	unsigned int member;
+	uint64_t lba;			/* member LBA */
+	uint32_t blocks;
+	bool final;			/* PREP READ / PREP WRITE */
+	uint8_t parity_mode;		/* TPT_PARITY_* of scsi/tpt_cdb.h */
+	uint16_t result_slot;		/* TPT_SLOT_NONE or first slot */
+	unsigned int nr_refs, first_ref;	/* into plan->refs */
+};
+
+struct tpt_plan_step { unsigned int first_cmd, nr_cmds; };
+
+/* Slots first..first+n-1 of @member, taken for one plan. */
+struct tpt_plan_slot_run {
+	unsigned int member;
+	uint16_t first, n;
+};
+
+struct tpt_plan {
+	struct tpt_plan_cmd *cmds; unsigned int nr_cmds;
+	struct tpt_plan_ref *refs; unsigned int nr_refs;
+	struct tpt_plan_step *steps; unsigned int nr_steps;
+	/* slots this plan took, to return when the request ends */
+	struct tpt_plan_slot_run *slots; unsigned int nr_slots;
+	uint32_t group;
+};
+
+struct tpt_plan_ctx {
+	const struct raid_geometry *geo;
+	const struct raid_layout_ops *layout;
+	uint32_t block_size;		/* bytes per logical block */
+	struct slot_alloc *slots;	/* one per member, slot payload = unit_blocks * block_size */
+	unsigned int calculator_rr;	/* rotating calculator state, updated by plan_write */
+};
+
+/*
+ * Plan a host READ of @blocks array blocks from @lba (protocol.md 7.1).
+ * 0, or -EINVAL for an empty or out-of-range request or a context the
+ * protocol cannot serve, -ENOMEM.  Takes no slots.
+ */
+int tpt_plan_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
+		  uint32_t group, struct tpt_plan *out);
+
+/*
+ * Plan a host WRITE (protocol.md 7.2, 7.4).  0, or -EINVAL as for
+ * reads, -EAGAIN when a member has too few free slots now (retry when a
+ * request has returned some), -E2BIG when a member's whole slot table is
+ * too small for the request (split it), -ENOMEM.  On any error nothing
+ * is allocated and the calculator rotation is unchanged.
+ */
+int tpt_plan_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
+		   uint32_t group, struct tpt_plan *out);
+
+/* RELEASE to every member that got a command, for aborting a plan mid-way. */
+int tpt_plan_release(const struct tpt_plan *p, struct tpt_plan *out);
+
+void tpt_plan_free(struct tpt_plan *p);	/* does not return slots */
+
+/* Once every member has freed them: WRITE NEW DATA or TPT RELEASE done. */
+void tpt_plan_return_slots(struct tpt_plan_ctx *c, const struct tpt_plan *p);
+
+/* The CDB opcode the engine sends for @op (enum tpt_opcode). */
+uint8_t tpt_plan_opcode(enum tpt_plan_op op);
+
+/* Protocol name of @op, for logs. */
+const char *tpt_plan_op_name(enum tpt_plan_op op);
+
+/*
+ * What a plan costs, in the terms of the paper's Tables I and II (III-E):
+ * an operation is a PDU sent or a one-sided transfer started, a transfer
+ * between two targets moves its bytes through both.
+ */
+struct tpt_plan_member_counts {
+	unsigned int commands;		/* PDUs the controller sends it; each gets a response */
+	unsigned int transfers;		/* one-sided transfers it starts: one per descriptor */
+	uint64_t host_in;		/* bytes it reads from the host */
+	uint64_t host_out;		/* bytes it writes to the host */
+	uint64_t peer_in;		/* bytes it reads from other members' slots */
+	uint64_t peer_out;		/* bytes other members read from its slots */
+};
+
+struct tpt_plan_counts {
+	struct tpt_plan_member_counts member[RAID_MAX_MEMBERS];
+	unsigned int commands;		/* the controller's PDUs, host response not included */
+	unsigned int transfers;
+	uint64_t host_bytes;		/* between the host and the targets */
+	uint64_t peer_bytes;		/* between targets, each transfer once */
+};
+
+void tpt_plan_count(const struct tpt_plan *p, struct tpt_plan_counts *out);
+
+#endif

@@ -1,0 +1,381 @@
+/*
+ * Backing store "tptraid": a LU whose blocks live on a TPT-RAID array.
+ *
+ *   tgtadm --lld iscsi --mode logicalunit --op new --tid 1 --lun 1 \
+ *          --bstype tptraid --backing-store /var/lib/tptraid/array1 \
+ *          --bsopts "raid=5;unit=64k;mode=tpt;dm=10.0.0.1:4400;member=...;..."
+ *
+ * --bsopts defines the array (controller/array_spec.h); --backing-store is
+ * a file where the controller keeps what it must remember about the array.
+ *
+ * The SBC semantics of each opcode (COMPARE AND WRITE, WRITE SAME, VERIFY,
+ * ...) are expressed here in terms of whole-array reads and writes, run on
+ * tgt's worker threads, which block while the event loop drives the
+ * members; tpt_ctl_*.c does the RAID work.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "list.h"
+#include "tgtd.h"
+#include "scsi.h"
+#include "spc.h"
+#include "util.h"
+#include "bs_thread.h"
+#include "tpt_ctl.h"
+
+struct tptraid_bs {
+	struct bs_thread_info th;	/* first: BS_THREAD_I() finds it */
+	struct tpt_array *array;
+	/*
+	 * Read-modify-write commands (COMPARE AND WRITE, ORWRITE) must not
+	 * see another write between their read and their write: they take
+	 * this exclusively, every other command shares it.
+	 */
+	pthread_rwlock_t rmw_lock;
+};
+
+static struct tpt_array *array_of(struct scsi_lu *lu)
+{
+	return ((struct tptraid_bs *)BS_THREAD_I(lu))->array;
+}
+
+static void io_error(struct scsi_cmd *cmd, int err)
+{
+	/* The array could not complete it: a medium error to the host, as
+	 * a single disk would report a failed read or write. */
+	sense_data_build(cmd, err == -ENOMEM ? HARDWARE_ERROR : MEDIUM_ERROR,
+			 err == -ENOMEM ? ASC_INTERNAL_TGT_FAILURE :
+			 (scsi_get_data_dir(cmd) == DATA_READ ?
+				  ASC_READ_ERROR : ASC_WRITE_ERROR));
+	scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+}
+
+static int array_rw(struct scsi_cmd *cmd, bool write, uint64_t offset,
+		    void *buf, uint32_t len)
+{
+	struct scsi_lu *lu = cmd->dev;
+
+	return tpt_array_io(array_of(lu), write, offset >> lu->blk_shift,
+			    len >> lu->blk_shift, buf);
+}
+
+/* The first differing byte, for the sense INFORMATION of a miscompare. */
+static uint64_t first_difference(const uint8_t *a, const uint8_t *b,
+				 uint32_t len)
+{
+	uint32_t i = 0;
+
+	while (i < len && a[i] == b[i])
+		i++;
+	return i;
+}
+
+static void tptraid_compare(struct scsi_cmd *cmd, uint64_t offset,
+			    const uint8_t *expect, uint32_t len)
+{
+	uint8_t *now = malloc(len);
+	int err;
+
+	if (!now) {
+		io_error(cmd, -ENOMEM);
+		return;
+	}
+	err = array_rw(cmd, false, offset, now, len);
+	if (err) {
+		io_error(cmd, err);
+	} else if (memcmp(now, expect, len)) {
+		sense_data_build(cmd, MISCOMPARE,
+				 ASC_MISCOMPARE_DURING_VERIFY_OPERATION);
+		scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+	}
+	free(now);
+}
+
+static void tptraid_compare_and_write(struct scsi_cmd *cmd)
+{
+	uint32_t len = scsi_get_out_length(cmd) / 2;
+	uint8_t *data = scsi_get_out_buffer(cmd);
+	uint8_t *now;
+	int err;
+
+	if (len != cmd->tl) {
+		sense_data_build(cmd, ILLEGAL_REQUEST, ASC_INVALID_FIELD_IN_CDB);
+		scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+		return;
+	}
+	now = malloc(len);
+	if (!now) {
+		io_error(cmd, -ENOMEM);
+		return;
+	}
+	err = array_rw(cmd, false, cmd->offset, now, len);
+	if (err) {
+		io_error(cmd, err);
+	} else if (memcmp(now, data, len)) {
+		sense_data_build_with_info(cmd, MISCOMPARE,
+			ASC_MISCOMPARE_DURING_VERIFY_OPERATION,
+			first_difference(now, data, len));
+		scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+	} else {
+		err = array_rw(cmd, true, cmd->offset, data + len, len);
+		if (err)
+			io_error(cmd, err);
+	}
+	free(now);
+}
+
+static void tptraid_orwrite(struct scsi_cmd *cmd)
+{
+	uint32_t len = scsi_get_out_length(cmd), i;
+	uint8_t *data = scsi_get_out_buffer(cmd);
+	uint8_t *now = malloc(len);
+	int err;
+
+	if (!now) {
+		io_error(cmd, -ENOMEM);
+		return;
+	}
+	err = array_rw(cmd, false, cmd->offset, now, len);
+	if (!err) {
+		for (i = 0; i < len; i++)
+			now[i] |= data[i];
+		err = array_rw(cmd, true, cmd->offset, now, len);
+	}
+	if (err)
+		io_error(cmd, err);
+	free(now);
+}
+
+/* WRITE SAME: one block repeated, with LBDATA/PBDATA stamping its LBA;
+ * UNMAP writes zeroes, the array's reading of a deallocated block. */
+static void tptraid_write_same(struct scsi_cmd *cmd)
+{
+	uint32_t bs = 1U << cmd->dev->blk_shift;
+	uint64_t offset = cmd->offset, end = cmd->offset + cmd->tl;
+	const uint32_t chunk_blocks = 256;
+	uint8_t *buf = malloc((size_t)bs * chunk_blocks);
+	int err = 0;
+
+	if (!buf) {
+		io_error(cmd, -ENOMEM);
+		return;
+	}
+	while (offset < end && !err) {
+		uint32_t n = (end - offset) / bs, i;
+
+		if (n > chunk_blocks)
+			n = chunk_blocks;
+		for (i = 0; i < n; i++) {
+			uint8_t *blk = buf + (size_t)i * bs;
+			uint64_t lba = (offset >> cmd->dev->blk_shift) + i;
+
+			if (cmd->scb[1] & 0x08)
+				memset(blk, 0, bs);
+			else
+				memcpy(blk, scsi_get_out_buffer(cmd), bs);
+			if ((cmd->scb[1] & 0x06) == 0x02)
+				put_unaligned_be32(lba, blk);
+			else if ((cmd->scb[1] & 0x06) == 0x04)
+				put_unaligned_be64(lba, blk);
+		}
+		err = array_rw(cmd, true, offset, buf, n * bs);
+		offset += (uint64_t)n * bs;
+	}
+	if (err)
+		io_error(cmd, err);
+	free(buf);
+}
+
+static void tptraid_request(struct scsi_cmd *cmd)
+{
+	struct tptraid_bs *bs = (struct tptraid_bs *)BS_THREAD_I(cmd->dev);
+	struct tpt_array *a = bs->array;
+	bool verify = false, rmw;
+	int err = 0;
+
+	rmw = cmd->scb[0] == COMPARE_AND_WRITE || cmd->scb[0] == ORWRITE_16;
+	if (rmw)
+		pthread_rwlock_wrlock(&bs->rmw_lock);
+	else
+		pthread_rwlock_rdlock(&bs->rmw_lock);
+	scsi_set_result(cmd, SAM_STAT_GOOD);
+	switch (cmd->scb[0]) {
+	case READ_6:
+	case READ_10:
+	case READ_12:
+	case READ_16:
+		err = array_rw(cmd, false, cmd->offset, scsi_get_in_buffer(cmd),
+			       scsi_get_in_length(cmd));
+		break;
+	case WRITE_VERIFY:
+	case WRITE_VERIFY_12:
+	case WRITE_VERIFY_16:
+		verify = true;
+		/* fall through */
+	case WRITE_6:
+	case WRITE_10:
+	case WRITE_12:
+	case WRITE_16:
+		err = array_rw(cmd, true, cmd->offset, scsi_get_out_buffer(cmd),
+			       scsi_get_out_length(cmd));
+		/* FUA: the members write through before WRITE NEW DATA (or
+		 * WRITE) completes, so nothing is left to flush. */
+		if (!err && verify)
+			tptraid_compare(cmd, cmd->offset,
+					scsi_get_out_buffer(cmd),
+					scsi_get_out_length(cmd));
+		break;
+	case VERIFY_10:
+	case VERIFY_12:
+	case VERIFY_16:
+		/* BYTCHK 0 sends nothing to compare with: the medium is
+		 * readable, which is all such a VERIFY asks. */
+		if (scsi_get_out_length(cmd))
+			tptraid_compare(cmd, cmd->offset,
+					scsi_get_out_buffer(cmd),
+					scsi_get_out_length(cmd));
+		break;
+	case COMPARE_AND_WRITE:
+		tptraid_compare_and_write(cmd);
+		break;
+	case ORWRITE_16:
+		tptraid_orwrite(cmd);
+		break;
+	case WRITE_SAME:
+	case WRITE_SAME_16:
+		tptraid_write_same(cmd);
+		break;
+	case SYNCHRONIZE_CACHE:
+	case SYNCHRONIZE_CACHE_16:
+		if (cmd->scb[1] & 0x2) {
+			sense_data_build(cmd, ILLEGAL_REQUEST,
+					 ASC_INVALID_FIELD_IN_CDB);
+			scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+		} else {
+			err = tpt_array_sync(a);
+		}
+		break;
+	case PRE_FETCH_10:
+	case PRE_FETCH_16:
+		break;
+	case UNMAP:
+		/* Only reachable with thin provisioning, which an array of
+		 * fully provisioned members does not offer. */
+		sense_data_build(cmd, ILLEGAL_REQUEST, ASC_INVALID_FIELD_IN_CDB);
+		scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+		break;
+	default:
+		sense_data_build(cmd, ILLEGAL_REQUEST, ASC_INVALID_OP_CODE);
+		scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+		break;
+	}
+	if (err)
+		io_error(cmd, err);
+	pthread_rwlock_unlock(&bs->rmw_lock);
+}
+
+static tgtadm_err tptraid_init(struct scsi_lu *lu, char *bsopts)
+{
+	struct tptraid_bs *bs = (struct tptraid_bs *)BS_THREAD_I(lu);
+	struct tpt_array_spec *spec;
+	char err[256];
+	tgtadm_err adm;
+	int ret;
+
+	spec = malloc(sizeof(*spec));
+	if (!spec)
+		return TGTADM_NOMEM;
+	if (tpt_array_spec_parse(bsopts, spec, err, sizeof(err))) {
+		eprintf("tptraid: --bsopts: %s\n", err);
+		free(spec);
+		return TGTADM_INVALID_REQUEST;
+	}
+	pthread_rwlock_init(&bs->rmw_lock, NULL);
+	ret = tpt_array_create(lu, spec, &bs->array);
+	free(spec);
+	if (ret) {
+		eprintf("tptraid: cannot assemble the array: %s\n",
+			strerror(-ret));
+		return ret == -EINVAL ? TGTADM_INVALID_REQUEST :
+					TGTADM_UNKNOWN_ERR;
+	}
+	adm = bs_thread_open(&bs->th, tptraid_request, nr_iothreads);
+	if (adm) {
+		tpt_array_destroy(bs->array);
+		bs->array = NULL;
+	}
+	return adm;
+}
+
+static void tptraid_exit(struct scsi_lu *lu)
+{
+	struct tptraid_bs *bs = (struct tptraid_bs *)BS_THREAD_I(lu);
+
+	bs_thread_close(&bs->th);
+	if (bs->array)
+		tpt_array_destroy(bs->array);
+	bs->array = NULL;
+}
+
+/* The state file: for now the array's definition and geometry, written at
+ * assembly so an engineer can see what the LU is made of. */
+static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
+			uint64_t *size)
+{
+	struct tpt_array *a = array_of(lu);
+	unsigned int i;
+	FILE *f;
+
+	if (!a)
+		return -EINVAL;
+	if (a->block_size != (1U << (lu->blk_shift ? lu->blk_shift : 9))) {
+		eprintf("tptraid: the members' %u-byte blocks differ from the "
+			"LU's block size (--blocksize)\n", a->block_size);
+		return -EINVAL;
+	}
+	*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (*fd < 0) {
+		eprintf("tptraid: cannot open state file %s: %m\n", path);
+		return -errno;
+	}
+	f = fdopen(dup(*fd), "w");
+	if (f) {
+		fprintf(f, "tptraid array %016" PRIx64 "\nmode %s\nraid 5\n"
+			"unit %u\nmembers %u\nmember_blocks %" PRIu64 "\n",
+			a->array_id, tpt_array_mode_name(a->spec.mode),
+			a->spec.unit_bytes, a->nr_members,
+			a->geo.member_blocks);
+		for (i = 0; i < a->nr_members; i++)
+			fprintf(f, "member %u %s\n", i, a->member[i].url);
+		fclose(f);
+	}
+	*size = tpt_array_bytes(a);
+	return 0;
+}
+
+static void tptraid_close(struct scsi_lu *lu)
+{
+	close(lu->fd);
+}
+
+static struct backingstore_template tptraid_bst = {
+	.bs_name		= "tptraid",
+	.bs_datasize		= sizeof(struct tptraid_bs),
+	.bs_open		= tptraid_open,
+	.bs_close		= tptraid_close,
+	.bs_init		= tptraid_init,
+	.bs_exit		= tptraid_exit,
+	.bs_cmd_submit		= bs_thread_cmd_submit,
+};
+
+__attribute__((constructor)) static void tptraid_constructor(void)
+{
+	register_backingstore_template(&tptraid_bst);
+}
