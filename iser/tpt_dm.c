@@ -354,6 +354,7 @@ int tpt_dm_open(const struct tpt_dm_config *cfg, struct tpt_dm **out)
 		goto fail;
 	}
 	dm->provider = strdup(provider);
+	dm->provider_is_verbs = !strcmp(provider, "verbs");
 	dm->hints = dm_hints(provider);
 	if (!dm->provider || !dm->hints) {
 		ret = dm_error(dm, -ENOMEM, "out of memory");

@@ -132,7 +132,7 @@ int tpt_dm_register(struct tpt_dm *dm, void *addr, size_t len,
  * accesses to it fail.  With the tcp provider the passive side drops the
  * connection on such an access, so the initiator's operation fails with
  * -ECONNRESET and both sides see peer-down; verbs fails it with a remote
- * access error (-EIO) and the connection goes the same way.  Not while a
+ * access error (-EACCES) and the connection goes the same way.  Not while a
  * transfer of ours uses the buffer as its local side. */
 void tpt_dm_buf_release(struct tpt_dm_buf *buf);
 
@@ -150,7 +150,9 @@ uint64_t tpt_dm_buf_rma_base(const struct tpt_dm_buf *buf);
 
 /* status is 0, or a negative errno: -ECONNRESET/-ETIMEDOUT/-EIO when the
  * passive side failed or went away (the "passive peer may be down" case),
- * -ECANCELED on disconnect/close. */
+ * -EACCES when it refused the STag (providers that report remote access
+ * errors, like verbs; see tpt_dm_buf_release for tcp), -ECANCELED on
+ * disconnect/close. */
 typedef void (*tpt_dm_done_cb)(int status, void *arg);
 
 /* Write len bytes from local[local_off..] to the peer's (stag, rma_addr).

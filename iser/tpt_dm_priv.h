@@ -174,6 +174,7 @@ struct tpt_dm_peer {
 struct tpt_dm {
 	struct tpt_dm_config cfg;	/* defaults filled in */
 	char *provider;
+	bool provider_is_verbs;	/* its CQ errors need decoding */
 	struct fi_info *hints;	/* also used for connects */
 	struct fi_info *info;
 	struct fid_fabric *fabric;

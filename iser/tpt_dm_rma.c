@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <infiniband/verbs.h>
+
 /* Enough for every pool buffer to be in a few transfers at once, and
  * plenty for owners that register their own memory. */
 #define DM_MIN_OPS 1024
@@ -247,11 +249,27 @@ int tpt_dm_get(struct tpt_dm_peer *peer, struct tpt_dm_buf *local,
 
 /* What a failed RMA means to the owner: the passive side went away
  * (-ECONNRESET; the tcp provider reports its flushed queue as cancelled),
- * did not answer (-ETIMEDOUT), or refused the access (-EIO). */
-static int dm_rma_errno(int fi_err)
+ * did not answer (-ETIMEDOUT), refused the STag (-EACCES: verbs' remote
+ * access error; tcp drops the connection instead), or failed otherwise
+ * (-EIO). */
+static int dm_rma_errno(const struct tpt_dm *dm,
+			const struct fi_cq_err_entry *err)
 {
+	/* The verbs provider reports every work completion error but a
+	 * flush as EIO; the reason is in prov_errno, an ibv_wc_status. */
+	if (dm->provider_is_verbs) {
+		switch (err->prov_errno) {
+		case IBV_WC_REM_ACCESS_ERR:
+			return -EACCES;
+		case IBV_WC_RETRY_EXC_ERR:
+		case IBV_WC_RNR_RETRY_EXC_ERR:
+			return -ETIMEDOUT;
+		default:
+			break;
+		}
+	}
 	/* libfabric's codes below FI_ERRNO_OFFSET are errno values. */
-	switch (fi_err) {
+	switch (err->err) {
 	case ECANCELED:
 	case ECONNRESET:
 	case ECONNABORTED:
@@ -261,6 +279,9 @@ static int dm_rma_errno(int fi_err)
 		return -ECONNRESET;
 	case ETIMEDOUT:
 		return -ETIMEDOUT;
+	case EACCES:
+	case EPERM:
+		return -EACCES;
 	default:
 		return -EIO;
 	}
@@ -280,7 +301,7 @@ static void dm_chunk_done(struct tpt_dm *dm, struct dm_chunk *chunk,
 		return;	/* orphan of a failed or cancelled op */
 	op->chunks_out--;
 	if (err) {
-		op->status = dm_rma_errno(err->err);
+		op->status = dm_rma_errno(dm, err);
 		dm_log(dm, "%s of %zu bytes with %s failed: %s%s%s%s",
 		       op->is_put ? "write" : "read", chunk->len,
 		       peer->addr_str, fi_strerror(err->err),

@@ -365,6 +365,13 @@ static void tptraid_close(struct scsi_lu *lu)
 	close(lu->fd);
 }
 
+static struct backingstore_template tptraid_bst;
+
+struct tpt_array *tptraid_array_of(struct scsi_lu *lu)
+{
+	return lu->bst == &tptraid_bst ? array_of(lu) : NULL;
+}
+
 static struct backingstore_template tptraid_bst = {
 	.bs_name		= "tptraid",
 	.bs_datasize		= sizeof(struct tptraid_bs),

@@ -9,6 +9,7 @@
 
 struct scsi_lu;
 struct scsi_cmd;
+struct concat_buf;
 
 /* sbc's lu_config: our "tpt=..." keys first, the rest to spc. */
 tgtadm_err tpt_sbc_lu_config(struct scsi_lu *lu, char *params);
@@ -19,5 +20,8 @@ void tpt_it_nexus_destroy(int tid, uint64_t itn_id);
 /* An in-flight command is being aborted; tgt completes the TMF when the
  * command completes, which this makes happen soon. */
 void tpt_cmd_abort(struct scsi_cmd *cmd);
+
+/* Extra lines for the LU in tgtadm --op show: TPT mode, arrays. */
+void tpt_lu_show(struct scsi_lu *lu, struct concat_buf *b);
 
 #endif

@@ -125,6 +125,8 @@ int tpt_array_io(struct tpt_array *a, bool write, uint64_t lba,
 int tpt_array_sync(struct tpt_array *a);
 
 void tpt_array_get_stats(struct tpt_array *a, struct tpt_ctl_stats *out);
+/* The array of a tptraid LU, or NULL for any other LU. */
+struct tpt_array *tptraid_array_of(struct scsi_lu *lu);
 
 /* Incoming datamover connections for controller arrays (tpt_session.c
  * asks this when no target session admits the peer). */

@@ -124,8 +124,7 @@ static int bl_write(struct bl_run *run, struct tpt_member *m, uint64_t lba,
 	return tpt_ctl_send(m, task, src, bytes, cb, arg);
 }
 
-/* Split the request's stripe into unit pieces; true when it covers every
- * data unit entirely. */
+/* Split the request's part of a stripe into unit pieces. */
 static void bl_layout_stripe(struct tpt_req *r, struct bl_stripe *s,
 			     uint64_t stripe)
 {
@@ -136,6 +135,7 @@ static void bl_layout_stripe(struct tpt_req *r, struct bl_stripe *s,
 	uint64_t lo = r->lba > first ? r->lba : first;
 	uint64_t hi = r->lba + r->blocks < end ? r->lba + r->blocks : end;
 	uint32_t bs = a->block_size;
+	uint32_t p_end = 0;
 	uint64_t lba;
 
 	s->stripe = stripe;
@@ -159,10 +159,12 @@ static void bl_layout_stripe(struct tpt_req *r, struct bl_stripe *s,
 		p->host = r->buf + (lba - r->lba) * bs;
 		if (p->unit_off < s->p_off)
 			s->p_off = p->unit_off;
-		if (p->unit_off + p->bytes > s->p_off + s->p_len)
-			s->p_len = p->unit_off + p->bytes - s->p_off;
+		if (p->unit_off + p->bytes > p_end)
+			p_end = p->unit_off + p->bytes;
 		lba += n;
 	}
+	/* The parity covers the union of the pieces' places in the unit. */
+	s->p_len = p_end - s->p_off;
 }
 
 /* ---- reads ---- */

@@ -31,6 +31,7 @@
 #include "tpt_io.h"
 #include "util.h"
 #include "tpt_target.h"
+#include "tpt_ctl.h"
 
 #define TPT_DEFAULT_POOL_MB 128
 #define TPT_DEFAULT_GROUP_TIMEOUT 30
@@ -327,6 +328,75 @@ static tgtadm_err tpt_lu_param(struct scsi_lu *lu, char *p)
 		return TGTADM_SUCCESS;
 	}
 	return TGTADM_UNKNOWN_PARAM;
+}
+
+#define SHOW_TAB "            "
+
+static void tpt_target_show(struct tpt_lu *tlu, struct concat_buf *b)
+{
+	const struct tpt_lu_stats *st = &tlu->stats;
+	uint64_t cmds = 0;
+	unsigned int i;
+
+	for (i = 0; i < 256; i++)
+		cmds += st->cmds[i];
+	concat_printf(b, SHOW_TAB "TPT mode: on\n");
+	concat_printf(b, SHOW_TAB "TPT datamover: %s %s:%u\n",
+		      tpt_dm_provider_name(dm_conf.dm), dm_conf.addr,
+		      tpt_dm_listen_port(dm_conf.dm));
+	concat_printf(b, SHOW_TAB "TPT group timeout: %u s\n",
+		      tlu->group_timeout);
+	concat_printf(b, SHOW_TAB "TPT counters: commands %" PRIu64
+		      " check_conditions %" PRIu64 " disk_read %" PRIu64
+		      " disk_written %" PRIu64 " xored %" PRIu64 "\n", cmds,
+		      st->check_conditions, st->bytes_read_disk,
+		      st->bytes_written_disk, st->bytes_xored);
+	concat_printf(b, SHOW_TAB "TPT requests released: done %" PRIu64
+		      " release %" PRIu64 " abort %" PRIu64 " timeout %" PRIu64
+		      " nexus_loss %" PRIu64 "\n",
+		      st->groups_released[TPT_RELEASE_DONE],
+		      st->groups_released[TPT_RELEASE_COMMAND],
+		      st->groups_released[TPT_RELEASE_TASK_MGMT],
+		      st->groups_released[TPT_RELEASE_TIMEOUT],
+		      st->groups_released[TPT_RELEASE_NEXUS_LOSS]);
+}
+
+static void tpt_array_show(struct tpt_array *a, struct concat_buf *b)
+{
+	struct tpt_ctl_stats st;
+	unsigned int i;
+
+	tpt_array_get_stats(a, &st);
+	concat_printf(b, SHOW_TAB "TPT-RAID: raid5 mode %s unit %u members %u"
+		      " array_id %016" PRIx64 "\n",
+		      tpt_array_mode_name(a->spec.mode), a->spec.unit_bytes,
+		      a->nr_members, a->array_id);
+	for (i = 0; i < a->nr_members; i++) {
+		const struct tpt_member *m = &a->member[i];
+
+		concat_printf(b, SHOW_TAB "TPT-RAID member %u: %s %s commands %"
+			      PRIu64 " errors %" PRIu64 "\n", i, m->url,
+			      m->up ? "up" : "DOWN", m->stats.cmds,
+			      m->stats.errors);
+	}
+	concat_printf(b, SHOW_TAB "TPT-RAID counters: reads %" PRIu64
+		      " writes %" PRIu64 " host_in %" PRIu64 " host_out %" PRIu64
+		      " target_in %" PRIu64 " target_out %" PRIu64 " xored %"
+		      PRIu64 " pdus %" PRIu64 " rma_ops %" PRIu64 " failed %"
+		      PRIu64 "\n", st.reads, st.writes, st.host_bytes_in,
+		      st.host_bytes_out, st.target_bytes_in, st.target_bytes_out,
+		      st.bytes_xored, st.pdus, st.rma_ops, st.failed);
+}
+
+void tpt_lu_show(struct scsi_lu *lu, struct concat_buf *b)
+{
+	struct tpt_lu *tlu = tpt_lu_of(lu);
+	struct tpt_array *a = tptraid_array_of(lu);
+
+	if (tlu)
+		tpt_target_show(tlu, b);
+	if (a)
+		tpt_array_show(a, b);
 }
 
 tgtadm_err tpt_sbc_lu_config(struct scsi_lu *lu, char *params)

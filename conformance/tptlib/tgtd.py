@@ -81,13 +81,18 @@ class Tgtd:
         if self.proc is None:
             return
         if self.alive():
-            for tid in self.target_ids():
-                self.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "delete",
-                            "--force", "--tid", str(tid), check=False)
-            self.tgtadm("--mode", "system", "--op", "delete", check=False)
             try:
+                for tid in self.target_ids():
+                    self.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "delete",
+                                "--force", "--tid", str(tid), check=False, timeout=timeout)
+                self.tgtadm("--mode", "system", "--op", "delete", check=False,
+                            timeout=timeout)
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                # A daemon that no longer answers tgtadm is hung: say so
+                # in the log the failure report prints, then kill it.
+                with open(self.log_path, "a") as f:
+                    f.write("tptlib: tgtd did not answer tgtadm; killed\n")
                 self.kill()
         self._close()
 
