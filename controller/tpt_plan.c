@@ -675,11 +675,11 @@ int tpt_plan_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 	bool full = false;
 	int err;
 
-	if (!c->slots)
-		return -EINVAL;
 	err = plan_begin(&b, c, lba, blocks, group, out);
 	if (err)
 		return err;
+	if (!c->slots)
+		return -EINVAL;
 	stripe_blocks = (uint64_t)(g->members - 1) * g->unit_blocks;
 	for (pos = lba; pos < end && !err; pos = seg) {
 		s = pos / stripe_blocks;

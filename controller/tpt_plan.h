@@ -97,7 +97,11 @@ int tpt_plan_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 int tpt_plan_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 		   uint32_t group, struct tpt_plan *out);
 
-/* RELEASE to every member that got a command, for aborting a plan mid-way. */
+/*
+ * RELEASE to every member that got a command, for aborting a plan mid-way.
+ * When its commands have completed, no slot of @p is live on any member
+ * and its slots can be returned (protocol.md 9.2).  Takes no slots.
+ */
 int tpt_plan_release(const struct tpt_plan *p, struct tpt_plan *out);
 
 void tpt_plan_free(struct tpt_plan *p);	/* does not return slots */
@@ -113,21 +117,24 @@ const char *tpt_plan_op_name(enum tpt_plan_op op);
 
 /*
  * What a plan costs, in the terms of the paper's Tables I and II (III-E):
- * an operation is a PDU sent or a one-sided transfer started, a transfer
- * between two targets moves its bytes through both.
+ * an operation is a PDU sent or a one-sided transfer started, and a
+ * transfer between two targets moves its bytes through both.  Per member:
+ * the PDUs the controller sends it (each answered by one response), the
+ * transfers it starts (one per descriptor), and the bytes it moves with
+ * the host and with other members' slots.
  */
 struct tpt_plan_member_counts {
-	unsigned int commands;		/* PDUs the controller sends it; each gets a response */
-	unsigned int transfers;		/* one-sided transfers it starts: one per descriptor */
-	uint64_t host_in;		/* bytes it reads from the host */
-	uint64_t host_out;		/* bytes it writes to the host */
-	uint64_t peer_in;		/* bytes it reads from other members' slots */
-	uint64_t peer_out;		/* bytes other members read from its slots */
+	unsigned int commands;
+	unsigned int transfers;
+	uint64_t host_in;		/* read from the host */
+	uint64_t host_out;		/* written to the host */
+	uint64_t peer_in;		/* read from other members' slots */
+	uint64_t peer_out;		/* read by other members from its slots */
 };
 
 struct tpt_plan_counts {
 	struct tpt_plan_member_counts member[RAID_MAX_MEMBERS];
-	unsigned int commands;		/* the controller's PDUs, host response not included */
+	unsigned int commands;		/* the controller's PDUs, without the host's answer */
 	unsigned int transfers;
 	uint64_t host_bytes;		/* between the host and the targets */
 	uint64_t peer_bytes;		/* between targets, each transfer once */
