@@ -59,7 +59,7 @@ struct tpt_dm_config {
 	size_t pool_bytes;	/* pre-registered pool; 0: 64 MiB */
 	size_t pool_buf_bytes;	/* size of one pool buffer; 0: 1 MiB */
 	size_t chunk_bytes;	/* large transfers are split into chunks of
-				 * this size, 0: 256 KiB */
+				 * this size, 0: 1 MiB */
 	unsigned int max_inflight;	/* RMA chunks in flight per peer; 0: 16 */
 	tpt_dm_accept_fn accept;	/* NULL: refuse every incoming peer */
 	void *accept_arg;
