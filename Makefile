@@ -2,7 +2,8 @@
 #
 #   make            fetch pinned upstream tgt, patch, overlay, build, stage
 #   make check      unit tests, fuzz smoke runs, then the pytest suites
-#   make demo       a local fork tgtd serving a LUN, read and written by libiscsi
+#   make demo       a local TPT-RAID cluster doing real I/O with stock libiscsi
+#   make bench      datamover and array benchmarks, printed as ratios
 #   make deps       install the Debian packages all of this needs (check and
 #                   demo do it first)
 #   make SAN=1 ...  the same with AddressSanitizer and UBSan
@@ -185,10 +186,20 @@ check: deps
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory pytest
 
+# Benchmarks print ratios measured in one run; they assert nothing.
+.PHONY: bench
+bench: deps
+	$(MAKE) --no-print-directory all
+	TPT_BINDIR=$(BINDIR) scripts/bench/datamover
+	@if [ -x scripts/bench/array ]; then TPT_BUILD=$(BUILD) scripts/bench/array; fi
+
 .PHONY: demo
 demo: deps
 	$(MAKE) --no-print-directory all
 	TPT_BUILD=$(BUILD) scripts/demo
+
+# The VM host test (issue 5): image building and a shell in the guest.
+-include scripts/vm/vm.mk
 
 .PHONY: clean
 clean:
