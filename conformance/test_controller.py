@@ -149,3 +149,51 @@ def test_sequential_write_counters(tgtd_factory, client, mode, report):
         assert moved == 5 * BS                     # Table I, Baseline single block
     client.logout("a")
     assert scrub(c)[1] == 0
+
+
+@pytest.mark.parametrize("bsopts, says", [
+    ("raid=5;unit=3k;mode=baseline;member=iscsi://127.0.0.1:1/iqn.x:a/1", "unit=3k"),
+    ("raid=6;mode=baseline", "raid=6"),
+    ("raid=5;mode=fast", "mode=fast"),
+    ("raid=5;mode=baseline;member=iscsi://127.0.0.1:1/iqn.x:a/1;"
+     "member=iscsi://127.0.0.1:2/iqn.x:b/1;member=iscsi://127.0.0.1:3/iqn.x:c/1", "login to"),
+])
+def test_bad_array_definitions_are_refused_whole(tgtd_factory, bsopts, says):
+    from tptlib.tgtd import TgtadmError
+    c = tgtd_factory(name="controller")
+    c.new_target(1, "iqn.2026-11.org.tptraid:array")
+    with pytest.raises(TgtadmError):
+        c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid", bsopts=bsopts)
+    assert says in c.log(), c.log()[-2000:]
+    out = c.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert "LUN: 1" not in out
+    assert c.alive()
+
+
+def test_members_behind_chap(tgtd_factory, client):
+    """A member that requires CHAP is reached with iscsi://user%secret@..."""
+    targets, urls = [], []
+    for i in range(3):
+        t = tgtd_factory(name=f"target{i}")
+        iqn = t.new_target(1, f"iqn.2026-11.org.tptraid:chap{i}")
+        t.new_file_lun(1, 1, 8 << 20)
+        t.tgtadm("--lld", "iscsi", "--mode", "account", "--op", "new", "--user", "ctl",
+                 "--password", "s3cret-pass")
+        t.tgtadm("--lld", "iscsi", "--mode", "account", "--op", "bind", "--tid", 1, "--user", "ctl")
+        urls.append(f"iscsi://ctl%s3cret-pass@127.0.0.1:{t.port}/{iqn}/1")
+        targets.append(t)
+    c = tgtd_factory(name="controller")
+    ciqn = c.new_target(1, "iqn.2026-11.org.tptraid:chaparray")
+    opts = "raid=5;unit=64k;mode=baseline;" + ";".join(f"member={u}" for u in urls)
+    c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid", bsopts=opts)
+    client.login("a", c.url(ciqn, 1))
+    client.clear_unit_attentions("a")
+    data = os.urandom(256 << 10)
+    assert client.command("a", write16(0, len(data) // BS), dir="out", data=data)["status"] == GOOD
+    assert client.command("a", read16(0, len(data) // BS), dir="in", inlen=len(data))["data"] == data
+    # Without the secret the array cannot be assembled.
+    bad = opts.replace("s3cret-pass", "wrong-pass!!")
+    c.new_target(2, "iqn.2026-11.org.tptraid:nochap")
+    from tptlib.tgtd import TgtadmError
+    with pytest.raises(TgtadmError):
+        c.new_lun(2, 1, str(c.dir / "array2.state"), bstype="tptraid", bsopts=bad)

@@ -150,9 +150,7 @@ static struct scsi_task *member_raw_sync(struct tpt_member *m,
 	struct iscsi_data data = { .data = out, .size = len };
 	struct scsi_task *task;
 
-	task = scsi_create_task(16, (unsigned char *)cdb, xfer_dir,
-				xfer_dir == SCSI_XFER_WRITE ? (int)len :
-							      (int)len);
+	task = scsi_create_task(16, (unsigned char *)cdb, xfer_dir, (int)len);
 	if (!task)
 		return NULL;
 	if (!iscsi_scsi_command_sync(m->iscsi, m->lun, task,
@@ -186,6 +184,13 @@ static int member_connect(struct tpt_array *a, struct tpt_member *m)
 	iscsi_set_session_type(m->iscsi, ISCSI_SESSION_NORMAL);
 	iscsi_set_header_digest(m->iscsi, ISCSI_HEADER_DIGEST_NONE_CRC32C);
 	iscsi_set_timeout(m->iscsi, 10);
+	/* CHAP towards a member: iscsi://user%secret@host/iqn/lun. */
+	if (url->user[0] &&
+	    iscsi_set_initiator_username_pwd(m->iscsi, url->user, url->passwd)) {
+		eprintf("tptraid: %s: %s\n", m->url, iscsi_get_error(m->iscsi));
+		iscsi_destroy_url(url);
+		return -EINVAL;
+	}
 	m->lun = url->lun;
 	if (iscsi_full_connect_sync(m->iscsi, url->portal, url->lun)) {
 		eprintf("tptraid: member %u: login to %s failed: %s\n",
@@ -324,6 +329,16 @@ static int member_report_slots(struct tpt_array *a, struct tpt_member *m)
 			m->index, m->url);
 	scsi_free_scsi_task(task);
 	return ret;
+}
+
+static void member_release_all(struct tpt_member *m)
+{
+	uint8_t cdb[16] = { TPT_OP_RELEASE, TPT_CDB_RELEASE_ALL };
+	struct scsi_task *task = member_raw_sync(m, cdb, SCSI_XFER_NONE,
+						 NULL, 0);
+
+	if (task)
+		scsi_free_scsi_task(task);
 }
 
 /* ---- requests from the workers ---- */
@@ -582,8 +597,14 @@ static void array_free(struct tpt_array *a)
 		if (m->fd >= 0)
 			tgt_event_del(m->fd);
 		if (m->iscsi) {
-			if (m->up)
+			if (m->up) {
+				/* Controller stop (III-B step 4): the member
+				 * drops every buffer it held for us, then we
+				 * log out. */
+				if (m->slot_table)
+					member_release_all(m);
 				iscsi_logout_sync(m->iscsi);
+			}
 			iscsi_destroy_context(m->iscsi);
 		}
 		if (m->slot_table) {

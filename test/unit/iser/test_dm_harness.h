@@ -23,6 +23,7 @@
 
 #define DM_TEST_DEADLINE_MS 10000
 #define DM_TEST_POOL_BUF (4u << 20)
+#define DM_TEST_CHUNK (256u << 10)
 #define DM_TEST_POOL_BUFS 4u
 #define DM_TEST_PEER_ID 7
 #define DM_TEST_ARRAY_ID 0x1122334455667788ULL
@@ -85,6 +86,8 @@ static inline struct tpt_dm *dm_test_open(bool listen,
 		.listen_addr = listen ? "127.0.0.1" : NULL,
 		.pool_bytes = DM_TEST_POOL_BUFS * DM_TEST_POOL_BUF,
 		.pool_buf_bytes = DM_TEST_POOL_BUF,
+		/* Small chunks, so test-sized transfers exercise splitting. */
+		.chunk_bytes = DM_TEST_CHUNK,
 		.accept = listen ? dm_test_accept : NULL,
 		.accept_arg = policy,
 		.log = policy ? dm_test_log : NULL,

@@ -8,7 +8,7 @@
 
 #define KIB 1024u
 #define MIB (1024u * 1024u)
-#define CHUNK (256u * KIB)	/* the default chunk_bytes */
+#define CHUNK DM_TEST_CHUNK	/* the harness's chunk_bytes */
 
 struct pair {
 	struct dm_test_policy policy;
