@@ -197,6 +197,7 @@ static void tptraid_request(struct scsi_cmd *cmd)
 {
 	struct tptraid_bs *bs = (struct tptraid_bs *)BS_THREAD_I(cmd->dev);
 	struct tpt_array *a = bs->array;
+	uint32_t bs_bytes = 1U << cmd->dev->blk_shift, len;
 	bool verify = false, rmw;
 	int err = 0;
 
@@ -223,14 +224,16 @@ static void tptraid_request(struct scsi_cmd *cmd)
 	case WRITE_10:
 	case WRITE_12:
 	case WRITE_16:
+		/* An initiator that sent less than the CDB asked for (an
+		 * underflow) gets the whole blocks it sent written. */
+		len = scsi_get_out_length(cmd) & ~(bs_bytes - 1);
 		err = array_rw(cmd, true, cmd->offset, scsi_get_out_buffer(cmd),
-			       scsi_get_out_length(cmd));
+			       len);
 		/* FUA: the members write through before WRITE NEW DATA (or
 		 * WRITE) completes, so nothing is left to flush. */
 		if (!err && verify)
 			tptraid_compare(cmd, cmd->offset,
-					scsi_get_out_buffer(cmd),
-					scsi_get_out_length(cmd));
+					scsi_get_out_buffer(cmd), len);
 		break;
 	case VERIFY_10:
 	case VERIFY_12:
