@@ -191,7 +191,7 @@ check: deps
 bench: deps
 	$(MAKE) --no-print-directory all
 	TPT_BINDIR=$(BINDIR) scripts/bench/datamover
-	@if [ -x scripts/bench/array ]; then TPT_BUILD=$(BUILD) scripts/bench/array; fi
+	TPT_BUILD=$(BUILD) scripts/bench/array
 
 .PHONY: demo
 demo: deps

@@ -1,0 +1,663 @@
+/* tpt-iscsi-load: keep a fixed number of READ(16) or WRITE(16) commands
+ * outstanding against one iSCSI LUN over one session, with stock
+ * libiscsi's asynchronous interface, and report what got through.
+ *
+ *   tpt-iscsi-load --pattern seq-write --bs 1m --seconds 5 URL
+ *
+ * Prints one line, ops=N bytes=N seconds=F mbps=F iops=F (MB/s in
+ * 10^6 bytes per second), for scripts/bench/array to parse.  Any SCSI
+ * error, short transfer or stall ends the run with exit status 1 after
+ * the outstanding commands drain, and nothing is printed on stdout.
+ *
+ * Commands are sized --bs and aligned to --bs inside the first --span
+ * bytes of the LUN.  Sequential patterns walk the span from offset 0 and
+ * wrap; random ones pick aligned offsets uniformly.  Write data is random,
+ * generated once before the clock starts, one buffer per queue slot;
+ * reads land in per-slot buffers libiscsi fills in place. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
+
+#define PROG "tpt-iscsi-load"
+#define DEFAULT_INITIATOR "iqn.2026-11.org.tptraid:tpt-iscsi-load"
+#define DEFAULT_QD 16
+#define DEFAULT_SECONDS 5.0
+#define DEFAULT_TIMEOUT 60.0
+#define MAX_QD 1024
+#define MAX_BS (32u << 20)
+#define UA_RETRIES 8
+
+enum pattern {
+	SEQ_READ,
+	SEQ_WRITE,
+	RAND_READ,
+	RAND_WRITE,
+};
+
+static const char *const pattern_names[] = {
+	[SEQ_READ] = "seq-read",
+	[SEQ_WRITE] = "seq-write",
+	[RAND_READ] = "rand-read",
+	[RAND_WRITE] = "rand-write",
+};
+
+struct load_opts {
+	const char *url;
+	const char *initiator;
+	enum pattern pattern;
+	unsigned int qd;
+	uint64_t bs;
+	double seconds;
+	uint64_t bytes;		/* 0: run for --seconds instead */
+	uint64_t span;		/* 0: the whole LUN */
+	double timeout;
+	uint64_t seed;
+};
+
+struct slot {
+	struct load *load;
+	unsigned char *buf;
+	struct scsi_task *task;	/* in flight from this slot, or NULL */
+};
+
+struct load {
+	const struct load_opts *o;
+	struct iscsi_context *iscsi;
+	int lun;
+	uint32_t block_size;
+	uint64_t lun_bytes;
+	uint64_t span;
+	uint64_t nr_units;	/* --bs sized units in the span */
+	uint64_t next_unit;	/* sequential patterns */
+	uint64_t rng;
+	struct slot *slots;
+	unsigned int outstanding;
+	uint64_t issued_bytes;
+	uint64_t done_ops;
+	uint64_t done_bytes;
+	uint64_t nr_errors;
+	bool failed;
+	bool stopping;
+	bool closing;		/* context being torn down: just free tasks */
+	struct timespec last_progress;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: " PROG " [OPTIONS] URL\n"
+		"\n"
+		"Drives READ(16)/WRITE(16) at a fixed queue depth over one iSCSI\n"
+		"session and prints: ops=N bytes=N seconds=F mbps=F iops=F\n"
+		"\n"
+		"  --pattern P       seq-read, seq-write, rand-read or rand-write\n"
+		"                    (required)\n"
+		"  --bs BYTES        bytes per command, a multiple of the LUN's\n"
+		"                    block size (required)\n"
+		"  --qd N            commands kept outstanding (%u)\n"
+		"  --seconds S       stop issuing after S seconds (%.0f)\n"
+		"  --bytes N         stop issuing after N bytes instead\n"
+		"  --span BYTES      use only the first BYTES of the LUN\n"
+		"                    (default: all of it)\n"
+		"  --timeout S       fail if no command completes for S seconds\n"
+		"                    (%.0f)\n"
+		"  --seed N          random offset seed (1)\n"
+		"  --initiator IQN   initiator name (%s)\n"
+		"  --help            this text\n"
+		"\n"
+		"BYTES and N take k, m, g suffixes (powers of 1024).  URL is\n"
+		"iscsi://[user[%%password]@]host[:port]/target-iqn/lun.  MB/s is\n"
+		"10^6 bytes per second.  Exit status: 0 success, 1 I/O, SCSI or\n"
+		"connection error (the sense is printed), 2 usage error.\n",
+		DEFAULT_QD, DEFAULT_SECONDS, DEFAULT_TIMEOUT, DEFAULT_INITIATOR);
+}
+
+static int parse_size(const char *s, const char *what, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned int shift = 0;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *s == '-')
+		goto bad;
+	switch (*end) {
+	case 'k': case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm': case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g': case 'G':
+		shift = 30;
+		end++;
+		break;
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		goto bad;
+	*out = (uint64_t)v << shift;
+	return 0;
+bad:
+	fprintf(stderr, PROG ": invalid %s '%s'\n", what, s);
+	return -1;
+}
+
+static int parse_seconds(const char *s, const char *what, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	if (errno || end == s || *end || !(*out > 0) || *out > 1e6) {
+		fprintf(stderr, PROG ": invalid %s '%s'\n", what, s);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct load_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "pattern", required_argument, NULL, 'p' },
+		{ "bs", required_argument, NULL, 'b' },
+		{ "qd", required_argument, NULL, 'q' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "bytes", required_argument, NULL, 'n' },
+		{ "span", required_argument, NULL, 'S' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "seed", required_argument, NULL, 'r' },
+		{ "initiator", required_argument, NULL, 'i' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool have_pattern = false;
+	uint64_t v;
+	unsigned int i;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->initiator = DEFAULT_INITIATOR;
+	o->qd = DEFAULT_QD;
+	o->seconds = DEFAULT_SECONDS;
+	o->timeout = DEFAULT_TIMEOUT;
+	o->seed = 1;
+
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			for (i = 0; i < sizeof(pattern_names) /
+				    sizeof(pattern_names[0]); i++)
+				if (!strcmp(optarg, pattern_names[i]))
+					break;
+			if (i == sizeof(pattern_names) / sizeof(pattern_names[0])) {
+				fprintf(stderr, PROG ": unknown pattern '%s'"
+					" (seq-read, seq-write, rand-read,"
+					" rand-write)\n", optarg);
+				return -1;
+			}
+			o->pattern = (enum pattern)i;
+			have_pattern = true;
+			break;
+		case 'b':
+			if (parse_size(optarg, "--bs", &o->bs))
+				return -1;
+			if (!o->bs || o->bs > MAX_BS) {
+				fprintf(stderr, PROG ": --bs must be 1..%u\n",
+					MAX_BS);
+				return -1;
+			}
+			break;
+		case 'q':
+			if (parse_size(optarg, "--qd", &v))
+				return -1;
+			if (!v || v > MAX_QD) {
+				fprintf(stderr, PROG ": --qd must be 1..%u\n",
+					MAX_QD);
+				return -1;
+			}
+			o->qd = (unsigned int)v;
+			break;
+		case 's':
+			if (parse_seconds(optarg, "--seconds", &o->seconds))
+				return -1;
+			break;
+		case 'n':
+			if (parse_size(optarg, "--bytes", &o->bytes))
+				return -1;
+			if (!o->bytes) {
+				fprintf(stderr, PROG ": --bytes must be > 0\n");
+				return -1;
+			}
+			break;
+		case 'S':
+			if (parse_size(optarg, "--span", &o->span))
+				return -1;
+			if (!o->span) {
+				fprintf(stderr, PROG ": --span must be > 0\n");
+				return -1;
+			}
+			break;
+		case 't':
+			if (parse_seconds(optarg, "--timeout", &o->timeout))
+				return -1;
+			break;
+		case 'r':
+			if (parse_size(optarg, "--seed", &o->seed))
+				return -1;
+			break;
+		case 'i':
+			o->initiator = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			return -1;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, PROG ": %s\n", optind < argc ?
+			"exactly one URL expected" : "no URL given");
+		return -1;
+	}
+	o->url = argv[optind];
+	if (!have_pattern) {
+		fprintf(stderr, PROG ": --pattern is required\n");
+		return -1;
+	}
+	if (!o->bs) {
+		fprintf(stderr, PROG ": --bs is required\n");
+		return -1;
+	}
+	return 0;
+}
+
+static double since(const struct timespec *t0)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t0->tv_sec) +
+	       (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* xorshift64*: offsets and write data need to be spread, not secret. */
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static bool is_write(enum pattern p)
+{
+	return p == SEQ_WRITE || p == RAND_WRITE;
+}
+
+static void print_task_error(struct load *l, int status,
+			     struct scsi_task *task, const char *what)
+{
+	switch (status) {
+	case SCSI_STATUS_CHECK_CONDITION:
+		fprintf(stderr, PROG ": %s failed: CHECK CONDITION, sense key"
+			" 0x%x (%s), ASC/ASCQ 0x%04x (%s)\n", what,
+			task->sense.key, scsi_sense_key_str(task->sense.key),
+			task->sense.ascq, scsi_sense_ascq_str(task->sense.ascq));
+		break;
+	case SCSI_STATUS_CANCELLED:
+	case SCSI_STATUS_ERROR:
+	case SCSI_STATUS_TIMEOUT:
+		/* Not from the target: libiscsi gave up on the command. */
+		fprintf(stderr, PROG ": %s failed in libiscsi (%s): %s\n", what,
+			status == SCSI_STATUS_CANCELLED ? "cancelled" :
+			status == SCSI_STATUS_ERROR ? "error" : "timeout",
+			iscsi_get_error(l->iscsi));
+		break;
+	default:
+		fprintf(stderr, PROG ": %s failed: SCSI status 0x%02x\n", what,
+			(unsigned int)status);
+		break;
+	}
+}
+
+static int submit(struct slot *s);
+
+static void io_done(struct iscsi_context *iscsi, int status,
+		    void *command_data, void *private_data)
+{
+	struct slot *s = private_data;
+	struct load *l = s->load;
+	/* The task we queued, whatever command_data says: on errors
+	 * libiscsi may pass NULL there, and the task is still ours to free. */
+	struct scsi_task *task = s->task;
+	const char *what = is_write(l->o->pattern) ? "WRITE(16)" : "READ(16)";
+
+	(void)iscsi;
+	(void)command_data;
+	s->task = NULL;
+	l->outstanding--;
+	if (l->closing) {
+		scsi_free_scsi_task(task);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &l->last_progress);
+	if (status != SCSI_STATUS_GOOD) {
+		/* The first failure says what went wrong; the rest only
+		 * count (a dead session fails every queued command). */
+		if (!l->nr_errors++)
+			print_task_error(l, status, task, what);
+		l->failed = true;
+	} else if (task->residual_status != SCSI_RESIDUAL_NO_RESIDUAL &&
+		   task->residual) {
+		fprintf(stderr, PROG ": %s: %s of %zu bytes\n", what,
+			task->residual_status == SCSI_RESIDUAL_UNDERFLOW ?
+			"underflow" : "overflow", (size_t)task->residual);
+		l->failed = true;
+	} else {
+		l->done_ops++;
+		l->done_bytes += l->o->bs;
+	}
+	scsi_free_scsi_task(task);
+	if (!l->failed && !l->stopping && submit(s))
+		l->failed = true;
+}
+
+static uint64_t next_offset(struct load *l)
+{
+	uint64_t unit;
+
+	if (l->o->pattern == SEQ_READ || l->o->pattern == SEQ_WRITE) {
+		unit = l->next_unit++;
+		if (l->next_unit == l->nr_units)
+			l->next_unit = 0;
+	} else {
+		unit = rng_next(&l->rng) % l->nr_units;
+	}
+	return unit * l->o->bs;
+}
+
+/* Issue one command from slot s, unless the byte budget is spent. */
+static int submit(struct slot *s)
+{
+	struct load *l = s->load;
+	const struct load_opts *o = l->o;
+	uint64_t lba = next_offset(l) / l->block_size;
+	struct scsi_task *task;
+
+	if (o->bytes && l->issued_bytes >= o->bytes)
+		return 0;
+	if (is_write(o->pattern)) {
+		task = iscsi_write16_task(l->iscsi, l->lun, lba, s->buf,
+					  (uint32_t)o->bs, (int)l->block_size,
+					  0, 0, 0, 0, 0, io_done, s);
+	} else {
+		task = iscsi_read16_task(l->iscsi, l->lun, lba,
+					 (uint32_t)o->bs, (int)l->block_size,
+					 0, 0, 0, 0, 0, io_done, s);
+		/* Before the event loop runs again: Data-In goes straight
+		 * into our buffer, not one libiscsi allocates. */
+		if (task && scsi_task_add_data_in_buffer(task, (int)o->bs,
+							 s->buf)) {
+			fprintf(stderr, PROG ": cannot attach read buffer\n");
+			return -1;
+		}
+	}
+	if (!task) {
+		fprintf(stderr, PROG ": cannot queue command: %s\n",
+			iscsi_get_error(l->iscsi));
+		return -1;
+	}
+	s->task = task;
+	l->outstanding++;
+	l->issued_bytes += o->bs;
+	return 0;
+}
+
+/* Synchronous commands before the run may see the UNIT ATTENTION a new
+ * nexus gets after login; retry those a few times. */
+static struct scsi_task *readcapacity(struct load *l)
+{
+	struct scsi_task *task = NULL;
+	int i;
+
+	for (i = 0; i < UA_RETRIES; i++) {
+		task = iscsi_readcapacity16_sync(l->iscsi, l->lun);
+		if (!task || task->status != SCSI_STATUS_CHECK_CONDITION ||
+		    task->sense.key != SCSI_SENSE_UNIT_ATTENTION)
+			break;
+		scsi_free_scsi_task(task);
+		task = NULL;
+	}
+	return task;
+}
+
+static int lun_open(struct load *l)
+{
+	struct scsi_readcapacity16 *rc16;
+	struct iscsi_url *url;
+	struct scsi_task *task;
+
+	l->iscsi = iscsi_create_context(l->o->initiator);
+	if (!l->iscsi) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return -1;
+	}
+	url = iscsi_parse_full_url(l->iscsi, l->o->url);
+	if (!url) {
+		fprintf(stderr, PROG ": bad URL '%s': %s\n", l->o->url,
+			iscsi_get_error(l->iscsi));
+		return -1;
+	}
+	iscsi_set_targetname(l->iscsi, url->target);
+	iscsi_set_session_type(l->iscsi, ISCSI_SESSION_NORMAL);
+	iscsi_set_header_digest(l->iscsi, ISCSI_HEADER_DIGEST_NONE);
+	if (url->user[0])
+		iscsi_set_initiator_username_pwd(l->iscsi, url->user,
+						 url->passwd);
+	l->lun = url->lun;
+	if (iscsi_full_connect_sync(l->iscsi, url->portal, url->lun)) {
+		fprintf(stderr, PROG ": login to %s failed: %s\n",
+			url->portal, iscsi_get_error(l->iscsi));
+		iscsi_destroy_url(url);
+		return -1;
+	}
+	iscsi_destroy_url(url);
+	/* A dropped connection is an error to report, not to paper over. */
+	iscsi_set_noautoreconnect(l->iscsi, 1);
+
+	task = readcapacity(l);
+	if (!task) {
+		fprintf(stderr, PROG ": READ CAPACITY(16) failed: %s\n",
+			iscsi_get_error(l->iscsi));
+		return -1;
+	}
+	if (task->status != SCSI_STATUS_GOOD) {
+		print_task_error(l, task->status, task, "READ CAPACITY(16)");
+		scsi_free_scsi_task(task);
+		return -1;
+	}
+	rc16 = scsi_datain_unmarshall(task);
+	if (!rc16 || !rc16->block_length) {
+		fprintf(stderr, PROG ": cannot decode READ CAPACITY(16)\n");
+		scsi_free_scsi_task(task);
+		return -1;
+	}
+	l->block_size = rc16->block_length;
+	l->lun_bytes = (rc16->returned_lba + 1) * (uint64_t)rc16->block_length;
+	scsi_free_scsi_task(task);
+	return 0;
+}
+
+static int check_geometry(struct load *l)
+{
+	const struct load_opts *o = l->o;
+
+	if (o->bs % l->block_size) {
+		fprintf(stderr, PROG ": --bs %" PRIu64 " is not a multiple of"
+			" the LUN's %u-byte blocks\n", o->bs, l->block_size);
+		return -1;
+	}
+	l->span = o->span ? o->span : l->lun_bytes;
+	if (l->span > l->lun_bytes) {
+		fprintf(stderr, PROG ": --span %" PRIu64 " is larger than the"
+			" LUN (%" PRIu64 " bytes)\n", l->span, l->lun_bytes);
+		return -1;
+	}
+	l->nr_units = l->span / o->bs;
+	if (!l->nr_units) {
+		fprintf(stderr, PROG ": --bs %" PRIu64 " does not fit in %"
+			PRIu64 " bytes\n", o->bs, l->span);
+		return -1;
+	}
+	return 0;
+}
+
+static int alloc_slots(struct load *l)
+{
+	const struct load_opts *o = l->o;
+	uint64_t *p, *end;
+	unsigned int i;
+
+	l->slots = calloc(o->qd, sizeof(*l->slots));
+	if (!l->slots)
+		goto oom;
+	for (i = 0; i < o->qd; i++) {
+		l->slots[i].load = l;
+		if (posix_memalign((void **)&l->slots[i].buf, 4096, o->bs))
+			goto oom;
+		if (!is_write(o->pattern)) {
+			memset(l->slots[i].buf, 0, o->bs);
+			continue;
+		}
+		p = (uint64_t *)l->slots[i].buf;
+		end = p + o->bs / sizeof(*p);
+		while (p < end)
+			*p++ = rng_next(&l->rng);
+		/* --bs need not be a multiple of 8; finish bytewise. */
+		memset(end, 0x5a, o->bs % sizeof(*p));
+	}
+	return 0;
+oom:
+	fprintf(stderr, PROG ": out of memory for %u buffers of %" PRIu64
+		" bytes\n", o->qd, o->bs);
+	return -1;
+}
+
+static void free_slots(struct load *l)
+{
+	unsigned int i;
+
+	if (!l->slots)
+		return;
+	for (i = 0; i < l->o->qd; i++)
+		free(l->slots[i].buf);
+	free(l->slots);
+}
+
+/* Run the event loop until nothing is outstanding.  Issuing stops at
+ * the deadline (or byte budget) or on the first error; what is in flight
+ * then drains so the session logs out cleanly. */
+static int run(struct load *l, double *elapsed)
+{
+	const struct load_opts *o = l->o;
+	struct timespec t0;
+	struct pollfd pfd;
+	unsigned int i;
+	int n;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	l->last_progress = t0;
+	for (i = 0; i < o->qd && !l->failed; i++)
+		if (submit(&l->slots[i]))
+			l->failed = true;
+
+	while (l->outstanding) {
+		if (!l->stopping && (l->failed ||
+				     (!o->bytes && since(&t0) >= o->seconds)))
+			l->stopping = true;
+		pfd.fd = iscsi_get_fd(l->iscsi);
+		pfd.events = (short)iscsi_which_events(l->iscsi);
+		pfd.revents = 0;
+		if (pfd.fd < 0 || !pfd.events) {
+			fprintf(stderr, PROG ": connection lost: %s\n",
+				iscsi_get_error(l->iscsi));
+			return -1;
+		}
+		n = poll(&pfd, 1, 100);
+		if (n < 0 && errno != EINTR) {
+			perror(PROG ": poll");
+			return -1;
+		}
+		if (iscsi_service(l->iscsi, n > 0 ? pfd.revents : 0) < 0) {
+			fprintf(stderr, PROG ": connection error: %s\n",
+				iscsi_get_error(l->iscsi));
+			return -1;
+		}
+		if (l->outstanding && since(&l->last_progress) > o->timeout) {
+			fprintf(stderr, PROG ": stalled: %u commands outstanding"
+				", none completed for %.0f s\n",
+				l->outstanding, o->timeout);
+			return -1;
+		}
+	}
+	*elapsed = since(&t0);
+	if (l->nr_errors > 1)
+		fprintf(stderr, PROG ": %" PRIu64 " commands failed in all\n",
+			l->nr_errors);
+	return l->failed ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct load_opts o;
+	struct load l;
+	double elapsed = 0;
+	int rc = 1;
+
+	if (parse_args(argc, argv, &o)) {
+		fprintf(stderr, "try '" PROG " --help'\n");
+		return 2;
+	}
+	memset(&l, 0, sizeof(l));
+	l.o = &o;
+	l.rng = o.seed * 0x9e3779b97f4a7c15ull + 1;
+
+	if (lun_open(&l) || check_geometry(&l) || alloc_slots(&l))
+		goto out;
+	if (run(&l, &elapsed))
+		goto out;
+	if (!(elapsed > 0))
+		elapsed = 1e-9;
+	printf("ops=%" PRIu64 " bytes=%" PRIu64 " seconds=%.3f mbps=%.1f"
+	       " iops=%.1f\n", l.done_ops, l.done_bytes, elapsed,
+	       (double)l.done_bytes / elapsed / 1e6,
+	       (double)l.done_ops / elapsed);
+	rc = fflush(stdout) ? 1 : 0;
+out:
+	if (l.iscsi) {
+		l.closing = true;
+		/* Logout only over a healthy session with nothing queued. */
+		if (!l.outstanding && iscsi_is_logged_in(l.iscsi))
+			iscsi_logout_sync(l.iscsi);
+		iscsi_destroy_context(l.iscsi);
+	}
+	free_slots(&l);
+	return rc;
+}
