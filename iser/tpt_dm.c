@@ -315,6 +315,7 @@ int tpt_dm_open(const struct tpt_dm_config *cfg, struct tpt_dm **out)
 	*out = NULL;
 	if (!cfg)
 		return -EINVAL;
+	tpt_dm_fabric_env();
 	dm = calloc(1, sizeof(*dm));
 	if (!dm)
 		return -ENOMEM;

@@ -17,4 +17,8 @@ bool tpt_dm_provider_usable(const char *prov_name);
  * "verbs" and "tcp".  NULL when none is usable. */
 const char *tpt_dm_provider_choose(void);
 
+/* Process-wide libfabric settings the datamover relies on; call before
+ * the first libfabric call (tpt_dm_open and the helpers above do). */
+void tpt_dm_fabric_env(void);
+
 #endif

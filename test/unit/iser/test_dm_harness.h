@@ -79,11 +79,21 @@ static inline void dm_test_log(void *arg, const char *msg)
 	snprintf(policy->log + used, sizeof(policy->log) - used, "%s\n", msg);
 }
 
+/* Where the test contexts listen and connect: loopback, except where the
+ * provider cannot use it (RDMA CM over soft-RoCE needs the device's
+ * address): TPT_DM_TEST_ADDR. */
+static inline const char *dm_test_addr(void)
+{
+	const char *a = getenv("TPT_DM_TEST_ADDR");
+
+	return a && *a ? a : "127.0.0.1";
+}
+
 static inline struct tpt_dm *dm_test_open(bool listen,
 					  struct dm_test_policy *policy)
 {
 	struct tpt_dm_config cfg = {
-		.listen_addr = listen ? "127.0.0.1" : NULL,
+		.listen_addr = listen ? dm_test_addr() : NULL,
 		.pool_bytes = DM_TEST_POOL_BUFS * DM_TEST_POOL_BUF,
 		.pool_buf_bytes = DM_TEST_POOL_BUF,
 		/* Small chunks, so test-sized transfers exercise splitting. */
@@ -249,7 +259,7 @@ static inline struct tpt_dm_peer *dm_test_connect(struct tpt_dm *active,
 	struct tpt_dm_peer *peer = NULL;
 	int ret;
 
-	ret = tpt_dm_connect(active, "127.0.0.1", tpt_dm_listen_port(passive),
+	ret = tpt_dm_connect(active, dm_test_addr(), tpt_dm_listen_port(passive),
 			     &hello, dm_test_connect_cb, &c, &peer);
 	if (ret) {
 		fprintf(stderr, "tpt_dm_connect: %d (%s)\n", ret,
