@@ -233,3 +233,21 @@ def test_vm_datamover_verbs_over_rxe(rdma_run, report):
     bench = run.require("dm.bench")
     report(f"  datamover over libfabric verbs on rxe0: test_dm_rma PASS in {dm.seconds:.1f}s; "
            f"tpt-dm-bench {bench.detail}")
+
+
+@pytest.mark.parametrize("mode", ["tpt"])
+def test_vm_iscsi_tcp_on_tptraid_lun(vm_image, tgtd_factory, workdir, report, mode):
+    """The same cycle, with the kernel initiator on a TPT-RAID-5 LUN over
+    five targets: mkfs, files, fsck on the array, then the parity of every
+    stripe checked from the members."""
+    from tptlib import cluster
+
+    c = cluster.start(tgtd_factory, n=5, mode=mode, unit=64 << 10, member_bytes=80 << 20)
+    run = iscsi_cycle(workdir / "console-tptraid.log",
+                      f"{HOST_FROM_GUEST}:{c.controller.port}", c.iqn, lun=1)
+    report(f"VM iSCSI/TCP vs a TPT-RAID-5 LUN ({mode}, 5 targets): PASS in "
+           f"{phase_seconds(run, 'tcp.'):.1f}s ({cycle_figures(run, 'tcp')}), {run.wall:.1f}s wall")
+    r = subprocess.run([str(paths.tool("tpt-scrub")), "--unit", str(c.unit), *c.target_urls],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and " 0 mismatches" in r.stdout, r.stdout + r.stderr
+    assert c.controller.alive()
