@@ -197,3 +197,33 @@ def test_members_behind_chap(tgtd_factory, client):
     from tptlib.tgtd import TgtadmError
     with pytest.raises(TgtadmError):
         c.new_lun(2, 1, str(c.dir / "array2.state"), bstype="tptraid", bsopts=bad)
+
+
+@pytest.mark.parametrize("mode", ["tpt", "baseline"])
+def test_dead_member_fails_io_instead_of_hanging(tgtd_factory, client, mode):
+    """Until degraded mode exists, I/O that needs a dead box ends with an
+    error the host can act on, promptly; the controller says which member
+    is down and still stops cleanly."""
+    import signal
+    import time
+
+    c = cluster.start(tgtd_factory, n=3, mode=mode, unit=64 << 10, member_bytes=16 << 20)
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    stripe = 2 * (64 << 10)
+    assert client.command("a", write16(0, stripe // BS), dir="out",
+                          data=os.urandom(stripe))["status"] == GOOD
+    c.targets[1].killed_on_purpose = True
+    c.targets[1].kill(signal.SIGKILL)
+    t0 = time.monotonic()
+    r = client.command("a", write16(0, stripe // BS), dir="out", data=os.urandom(stripe),
+                       timeout_ms=60000)
+    assert r["ok"] and r["status"] == 2, r          # CHECK CONDITION
+    assert time.monotonic() - t0 < 30
+    out = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert re.search(r"TPT-RAID member 1: \S+ DOWN", out), out
+    client.logout("a")
+    t0 = time.monotonic()
+    c.controller.stop()
+    assert time.monotonic() - t0 < 10
+    assert "tgtd did not answer" not in c.controller.log()

@@ -96,6 +96,8 @@ static int lun_open(struct lun_handle *h, const char *initiator,
 	iscsi_set_targetname(h->iscsi, url->target);
 	iscsi_set_session_type(h->iscsi, ISCSI_SESSION_NORMAL);
 	iscsi_set_header_digest(h->iscsi, ISCSI_HEADER_DIGEST_NONE_CRC32C);
+	/* A lost session is an error to report, not a reason to spin. */
+	iscsi_set_noautoreconnect(h->iscsi, 1);
 	if (url->user[0])
 		iscsi_set_initiator_username_pwd(h->iscsi, url->user,
 						 url->passwd);

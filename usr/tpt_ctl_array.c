@@ -60,16 +60,26 @@ static void member_rearm(struct tpt_member *m)
 		tgt_event_modify(fd, events);
 }
 
+static void member_down(struct tpt_member *m)
+{
+	if (!m->up)
+		return;
+	eprintf("tptraid: member %u (%s) is down: %s\n", m->index, m->url,
+		iscsi_get_error(m->iscsi));
+	m->up = false;
+	if (m->fd >= 0)
+		tgt_event_del(m->fd);
+	m->fd = -1;
+}
+
 static void member_event(int fd, int events, void *data)
 {
 	struct tpt_member *m = data;
 
 	(void)fd;
 	if (iscsi_service(m->iscsi, events) < 0) {
-		if (m->up)
-			eprintf("tptraid: member %u (%s) failed: %s\n",
-				m->index, m->url, iscsi_get_error(m->iscsi));
-		m->up = false;
+		member_down(m);
+		return;
 	}
 	member_rearm(m);
 }
@@ -99,8 +109,15 @@ static void ctl_cmd_done(struct iscsi_context *iscsi, int status,
 int tpt_ctl_send(struct tpt_member *m, struct scsi_task *task, void *data_out,
 		 uint32_t data_out_len, tpt_ctl_cmd_cb cb, void *arg)
 {
-	struct ctl_cmd *c = calloc(1, sizeof(*c));
+	struct ctl_cmd *c;
 
+	/* Until degraded mode exists, a request that needs a dead member
+	 * fails rather than waits. */
+	if (!m->up) {
+		scsi_free_scsi_task(task);
+		return -EIO;
+	}
+	c = calloc(1, sizeof(*c));
 	if (!c) {
 		scsi_free_scsi_task(task);
 		return -ENOMEM;
@@ -134,7 +151,11 @@ static void member_tick(void *data)
 		for (i = 0; i < e->array->nr_members; i++) {
 			struct tpt_member *m = &e->array->member[i];
 
-			if (m->iscsi && iscsi_service(m->iscsi, 0) == 0)
+			if (!m->up)
+				continue;
+			if (iscsi_service(m->iscsi, 0) < 0)
+				member_down(m);
+			else
 				member_rearm(m);
 		}
 	}
@@ -184,6 +205,13 @@ static int member_connect(struct tpt_array *a, struct tpt_member *m)
 	iscsi_set_session_type(m->iscsi, ISCSI_SESSION_NORMAL);
 	iscsi_set_header_digest(m->iscsi, ISCSI_HEADER_DIGEST_NONE_CRC32C);
 	iscsi_set_timeout(m->iscsi, 10);
+	/*
+	 * A member that goes away must fail the commands it had, at once:
+	 * libiscsi's silent reconnect would park them, and the host's I/O
+	 * with them, until the box came back.  Taking a member back is the
+	 * controller's decision (degraded mode, rebuild), not libiscsi's.
+	 */
+	iscsi_set_noautoreconnect(m->iscsi, 1);
 	/* CHAP towards a member: iscsi://user%secret@host/iqn/lun. */
 	if (url->user[0] &&
 	    iscsi_set_initiator_username_pwd(m->iscsi, url->user, url->passwd)) {
