@@ -80,6 +80,13 @@ void tpt_cmd_fail(struct tpt_cmd *tc, enum tpt_sense_reason reason,
 	tc->failure_info.cmd_specific = desc_index;
 }
 
+bool tpt_cmd_step_done(struct tpt_cmd *tc, enum tpt_sense_reason r)
+{
+	if (r)
+		tpt_cmd_fail(tc, r, false, 0, 0);
+	return !--tc->pending;
+}
+
 static int tpt_build_sense(struct tpt_cmd *tc, enum tpt_sense_reason reason)
 {
 	struct scsi_cmd *cmd = tc->scmd;

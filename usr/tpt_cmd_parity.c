@@ -29,8 +29,6 @@ struct parity_run {
 	bool in_place;			/* dest is operand */
 	bool medium;			/* dest starts as the medium */
 	unsigned int outcome;		/* TPT_RANGE_* flags of the outcome */
-	unsigned int pending;
-	enum tpt_sense_reason failure;
 };
 
 static bool is_tmp(uint8_t opcode)
@@ -63,7 +61,7 @@ static void parity_replace(struct tpt_cmd *tc, struct parity_run *run)
 static void parity_finish(struct tpt_cmd *tc)
 {
 	struct parity_run *run = tc->priv;
-	enum tpt_sense_reason r = run->failure;
+	enum tpt_sense_reason r = tc->failure;
 
 	if (!r && tc->aborted)
 		r = tc->abort_reason;
@@ -94,12 +92,8 @@ static void parity_finish(struct tpt_cmd *tc)
 
 static void parity_step(struct tpt_cmd *tc, void *ctx, enum tpt_sense_reason r)
 {
-	struct parity_run *run = tc->priv;
-
 	(void)ctx;
-	if (r && !run->failure)
-		run->failure = r;
-	if (!--run->pending)
+	if (tpt_cmd_step_done(tc, r))
 		parity_finish(tc);
 }
 
@@ -173,7 +167,7 @@ int tpt_exec_read_parity(struct tpt_cmd *tc)
 			return r;
 		}
 	}
-	run->pending = run->medium ? 2 : 1;
+	tc->pending = run->medium ? 2 : 1;
 	tpt_xfer_range(tc, run->fetched, tc->xl, tc->inline_data,
 		       TPT_XFER_FETCH, parity_step, NULL);
 	if (run->medium)

@@ -24,8 +24,6 @@
 struct new_data_run {
 	struct tpt_range *staged;	/* the new data */
 	struct tpt_range *result;	/* old ^ new for XDWRITE */
-	unsigned int pending;
-	enum tpt_sense_reason failure;
 };
 
 static bool is_xdwrite(const struct tpt_cmd *tc)
@@ -37,7 +35,7 @@ static bool is_xdwrite(const struct tpt_cmd *tc)
 static void new_data_finish(struct tpt_cmd *tc)
 {
 	struct new_data_run *run = tc->priv;
-	enum tpt_sense_reason r = run->failure;
+	enum tpt_sense_reason r = tc->failure;
 
 	if (!r && tc->aborted)
 		r = tc->abort_reason;
@@ -65,12 +63,8 @@ static void new_data_finish(struct tpt_cmd *tc)
 static void new_data_step(struct tpt_cmd *tc, void *ctx,
 			  enum tpt_sense_reason r)
 {
-	struct new_data_run *run = tc->priv;
-
 	(void)ctx;
-	if (r && !run->failure)
-		run->failure = r;
-	if (!--run->pending)
+	if (tpt_cmd_step_done(tc, r))
 		new_data_finish(tc);
 }
 
@@ -114,7 +108,7 @@ int tpt_exec_new_data(struct tpt_cmd *tc)
 	}
 	/* Both halves of XDWRITE run at once: Get_Data of the new block and
 	 * the disk read of the old one. */
-	run->pending = run->result ? 2 : 1;
+	tc->pending = run->result ? 2 : 1;
 	tpt_xfer_range(tc, run->staged, tc->xl, tc->inline_data,
 		       TPT_XFER_FETCH, new_data_step, NULL);
 	if (run->result)
@@ -125,23 +119,15 @@ int tpt_exec_new_data(struct tpt_cmd *tc)
 
 /* ---- PREP WRITE ---- */
 
-struct prep_write_run {
-	unsigned int pending;
-	enum tpt_sense_reason failure;
-};
-
 static void prep_write_fetched(struct tpt_cmd *tc, void *ctx,
 			       enum tpt_sense_reason r)
 {
-	struct prep_write_run *run = tc->priv;
 	struct tpt_prep *p, *tmp;
 
 	(void)ctx;
-	if (r && !run->failure)
-		run->failure = r;
-	if (--run->pending)
+	if (!tpt_cmd_step_done(tc, r))
 		return;
-	r = run->failure;
+	r = tc->failure;
 	if (!r && tc->aborted)
 		r = tc->abort_reason;
 	if (r) {
@@ -164,7 +150,6 @@ static void prep_write_fetched(struct tpt_cmd *tc, void *ctx,
 int tpt_exec_prep_write(struct tpt_cmd *tc)
 {
 	size_t inline_len = tpt_xfer_list_inline_len(tc->xl);
-	struct prep_write_run *run;
 	struct tpt_prep *p, *q;
 	unsigned int n = 0;
 	int r;
@@ -207,14 +192,10 @@ int tpt_exec_prep_write(struct tpt_cmd *tc)
 	if (!(tc->cdb.flags & TPT_CDB_FINAL))
 		return TPT_SENSE_NONE;
 
-	run = calloc(1, sizeof(*run));
-	if (!run)
-		return TPT_SENSE_POOL_EXHAUSTED;
-	tc->priv = run;
 	list_for_each_entry(q, &tc->group->preps, link)
 		n++;
 	/* Hold completion until every record's fetch has been started. */
-	run->pending = n + 1;
+	tc->pending = n + 1;
 	list_for_each_entry(q, &tc->group->preps, link)
 		tpt_xfer_range(tc, q->range, q->xl, q->inline_data,
 			       TPT_XFER_FETCH, prep_write_fetched, NULL);
@@ -224,11 +205,6 @@ int tpt_exec_prep_write(struct tpt_cmd *tc)
 
 /* ---- WRITE NEW DATA ---- */
 
-struct wnd_run {
-	unsigned int pending;
-	enum tpt_sense_reason failure;
-};
-
 static bool in_cmd_range(const struct tpt_cmd *tc, const struct tpt_range *r)
 {
 	return r->lba < tc->cdb.lba + tc->cdb.transfer_length &&
@@ -237,18 +213,15 @@ static bool in_cmd_range(const struct tpt_cmd *tc, const struct tpt_range *r)
 
 static void wnd_written(struct tpt_cmd *tc, void *ctx, enum tpt_sense_reason r)
 {
-	struct wnd_run *run = tc->priv;
 	struct tpt_range *range, *tmp;
 
 	(void)ctx;
-	if (r && !run->failure)
-		run->failure = r;
-	if (--run->pending)
+	if (!tpt_cmd_step_done(tc, r))
 		return;
-	if (run->failure) {
+	if (tc->failure) {
 		/* A torn write is this box's fault: the controller recovers
 		 * it from its write-intent record and the other members. */
-		tpt_cmd_complete(tc, run->failure);
+		tpt_cmd_complete(tc, tc->failure);
 		return;
 	}
 	list_for_each_entry_safe(range, tmp, &tc->group->ranges, link)
@@ -263,7 +236,6 @@ int tpt_exec_write_new_data(struct tpt_cmd *tc)
 {
 	uint64_t lba = tc->cdb.lba, end = lba + tc->cdb.transfer_length;
 	struct tpt_range *r;
-	struct wnd_run *run;
 	uint64_t covered = 0;
 	unsigned int n = 0;
 	int err;
@@ -284,11 +256,7 @@ int tpt_exec_write_new_data(struct tpt_cmd *tc)
 	if (covered != tc->cdb.transfer_length)
 		return TPT_SENSE_GROUP_RANGE_MISSING;
 
-	run = calloc(1, sizeof(*run));
-	if (!run)
-		return TPT_SENSE_POOL_EXHAUSTED;
-	tc->priv = run;
-	run->pending = n;
+	tc->pending = n;
 	list_for_each_entry(r, &tc->group->ranges, link)
 		if ((r->flags & TPT_RANGE_STAGED) && in_cmd_range(tc, r))
 			tpt_disk_range(tc, r, true,

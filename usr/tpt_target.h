@@ -239,7 +239,8 @@ struct tpt_cmd {
 	struct tpt_xfer_list *xl;
 	const uint8_t *inline_data;
 	bool aborted;
-	/* Outstanding asynchronous steps of the current stage. */
+	/* Outstanding asynchronous steps of the current stage, and the
+	 * first failure of the command (what its sense data reports). */
 	unsigned int pending;
 	enum tpt_sense_reason failure;
 	struct tpt_sense_info failure_info;
@@ -256,6 +257,9 @@ struct tpt_cmd {
 int tpt_cmd_perform(int host_no, struct scsi_cmd *cmd);
 /* Finish @tc: GOOD when reason is TPT_SENSE_NONE, else CHECK CONDITION. */
 void tpt_cmd_complete(struct tpt_cmd *tc, enum tpt_sense_reason reason);
+/* One asynchronous step of @tc ended with @r: keeps the first failure and
+ * says whether it was the last outstanding one. */
+bool tpt_cmd_step_done(struct tpt_cmd *tc, enum tpt_sense_reason r);
 /* Record the first failure of a stage with details for the sense data. */
 void tpt_cmd_fail(struct tpt_cmd *tc, enum tpt_sense_reason reason,
 		  bool info_valid, uint32_t information, uint32_t desc_index);
