@@ -55,6 +55,7 @@
 
 #include "iser/tpt_dm.h"
 #include "jsonl.h"
+#include "tool_iscsi.h"
 
 #define DEFAULT_INITIATOR "iqn.2026-11.org.tptraid:tpt-client"
 #define DEFAULT_TIMEOUT_MS 10000
@@ -874,14 +875,8 @@ static int op_login(struct client *c, struct request *rq)
 		session_free(c, s, "login failed");
 		return -1;
 	}
-	iscsi_set_targetname(s->iscsi, url->target);
-	iscsi_set_session_type(s->iscsi, ISCSI_SESSION_NORMAL);
-	iscsi_set_header_digest(s->iscsi, ISCSI_HEADER_DIGEST_NONE);
 	/* A lost session must show as lost, not be quietly re-established. */
-	iscsi_set_noautoreconnect(s->iscsi, 1);
-	if (url->user[0])
-		iscsi_set_initiator_username_pwd(s->iscsi, url->user,
-						 url->passwd);
+	tool_iscsi_configure(s->iscsi, url, ISCSI_HEADER_DIGEST_NONE, true);
 	s->lun = url->lun;
 	rc = iscsi_connect_async(s->iscsi, url->portal, session_connected, s);
 	iscsi_destroy_url(url);

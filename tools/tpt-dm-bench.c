@@ -18,24 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#define PROG "tpt-dm-bench"
-#define MAX_SIZES 8
-#define WARMUP_SECONDS 0.2
-/* A transfer that makes no progress for this long means a hang. */
-#define STALL_MS 10000
+#include "tool_bench.h"
 
-struct bench_opts {
-	const char *addr;
-	const char *provider;
-	size_t sizes[MAX_SIZES];
-	int nr_sizes;
-	bool do_put, do_get;
-	unsigned int inflight;
-	double seconds;
+#define PROG "tpt-dm-bench"
+
+struct dm_opts {
+	struct bench_opts b;	/* the options both benchmarks take */
 	size_t chunk_bytes;
 	unsigned int max_inflight;
 };
@@ -56,168 +46,61 @@ static void usage(FILE *out)
 		"Put_Data/Get_Data throughput over the TPT-RAID datamover\n"
 		"between this process and a forked passive peer.\n"
 		"\n"
-		"  --addr ADDR          numeric address to listen on (127.0.0.1)\n"
-		"  --provider NAME      libfabric provider (default: TPT_DM_PROVIDER,\n"
-		"                       else verbs, else tcp)\n"
-		"  --sizes LIST         transfer sizes in bytes (65536,1048576)\n"
-		"  --ops LIST           put, get or put,get (put,get)\n"
+		BENCH_USAGE_OPTIONS
 		"  --inflight N         transfers kept outstanding (16)\n"
 		"  --seconds S          measuring time per size and op (2)\n"
 		"  --chunk BYTES        datamover chunk_bytes (its default)\n"
 		"  --max-inflight N     datamover RMA chunks per peer (its default)\n"
 		"  --help               this text\n"
 		"\n"
-		"Prints one line per op and size: op, bytes, MB/s (10^6 B/s).\n"
-		"Exit status: 0 success, 1 transfer error, 2 usage error.\n");
+		BENCH_USAGE_OUTPUT);
 }
 
-static int parse_size(const char *s, size_t *out)
+/* Our own options, beyond tool_bench.h's. */
+static int dm_option(void *ctx, int c, const char *arg)
 {
-	char *end;
-	unsigned long long v;
+	struct dm_opts *o = ctx;
+	size_t v;
 
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *s == '-' || v == 0)
+	switch (c) {
+	case 'c':
+		if (bench_parse_size(arg, &o->chunk_bytes)) {
+			fprintf(stderr, PROG ": invalid --chunk '%s'\n", arg);
+			return -1;
+		}
+		return 0;
+	case 'm':
+		if (bench_parse_size(arg, &v) || v > 65536) {
+			fprintf(stderr, PROG ": invalid --max-inflight '%s'\n",
+				arg);
+			return -1;
+		}
+		o->max_inflight = (unsigned int)v;
+		return 0;
+	default:
+		usage(stderr);
 		return -1;
-	if (*end == 'k' || *end == 'K')
-		v <<= 10, end++;
-	else if (*end == 'm' || *end == 'M')
-		v <<= 20, end++;
-	if (*end)
-		return -1;
-	*out = (size_t)v;
-	return 0;
+	}
 }
 
-static int parse_args(int argc, char **argv, struct bench_opts *o)
+static int parse_args(int argc, char **argv, struct dm_opts *o)
 {
 	static const struct option longopts[] = {
-		{ "addr", required_argument, NULL, 'a' },
-		{ "provider", required_argument, NULL, 'p' },
-		{ "sizes", required_argument, NULL, 's' },
-		{ "ops", required_argument, NULL, 'o' },
-		{ "inflight", required_argument, NULL, 'n' },
-		{ "seconds", required_argument, NULL, 't' },
+		BENCH_LONGOPTS,
 		{ "chunk", required_argument, NULL, 'c' },
 		{ "max-inflight", required_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *list, *tok, *save;
-	size_t v;
-	int c;
+	const struct bench_tool tool = {
+		.prog = PROG,
+		.usage = usage,
+		.option = dm_option,
+		.ctx = o,
+	};
 
 	memset(o, 0, sizeof(*o));
-	o->addr = "127.0.0.1";
-	o->sizes[0] = 64 << 10;
-	o->sizes[1] = 1 << 20;
-	o->nr_sizes = 2;
-	o->do_put = o->do_get = true;
-	o->inflight = 16;
-	o->seconds = 2;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'a':
-			o->addr = optarg;
-			break;
-		case 'p':
-			o->provider = optarg;
-			break;
-		case 's':
-			o->nr_sizes = 0;
-			list = strdup(optarg);
-			for (tok = strtok_r(list, ",", &save); tok;
-			     tok = strtok_r(NULL, ",", &save)) {
-				if (o->nr_sizes == MAX_SIZES ||
-				    parse_size(tok, &o->sizes[o->nr_sizes])) {
-					fprintf(stderr, PROG ": invalid size "
-						"'%s' (at most %d sizes)\n",
-						tok, MAX_SIZES);
-					free(list);
-					return -1;
-				}
-				o->nr_sizes++;
-			}
-			free(list);
-			if (!o->nr_sizes) {
-				fprintf(stderr, PROG ": --sizes is empty\n");
-				return -1;
-			}
-			break;
-		case 'o':
-			o->do_put = strstr(optarg, "put") != NULL;
-			o->do_get = strstr(optarg, "get") != NULL;
-			if (!o->do_put && !o->do_get) {
-				fprintf(stderr, PROG ": --ops takes put, get "
-					"or put,get\n");
-				return -1;
-			}
-			break;
-		case 'n':
-			if (parse_size(optarg, &v) || v > 4096) {
-				fprintf(stderr, PROG ": invalid --inflight "
-					"'%s' (1..4096)\n", optarg);
-				return -1;
-			}
-			o->inflight = (unsigned int)v;
-			break;
-		case 't':
-			o->seconds = strtod(optarg, NULL);
-			if (!(o->seconds > 0 && o->seconds < 3600)) {
-				fprintf(stderr, PROG ": invalid --seconds "
-					"'%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case 'c':
-			if (parse_size(optarg, &o->chunk_bytes)) {
-				fprintf(stderr, PROG ": invalid --chunk '%s'\n",
-					optarg);
-				return -1;
-			}
-			break;
-		case 'm':
-			if (parse_size(optarg, &v) || v > 65536) {
-				fprintf(stderr, PROG ": invalid --max-inflight "
-					"'%s'\n", optarg);
-				return -1;
-			}
-			o->max_inflight = (unsigned int)v;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			return -1;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n",
-			argv[optind]);
-		return -1;
-	}
-	return 0;
-}
-
-static size_t max_size(const struct bench_opts *o)
-{
-	size_t m = 0;
-	int i;
-
-	for (i = 0; i < o->nr_sizes; i++)
-		if (o->sizes[i] > m)
-			m = o->sizes[i];
-	return m;
-}
-
-static double now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return bench_parse_args(argc, argv, longopts, &tool, &o->b);
 }
 
 static const uint8_t bench_token[TPT_DM_TOKEN_LEN] = "tpt-dm-bench-key";
@@ -234,8 +117,9 @@ static int bench_accept(void *arg, const struct tpt_dm_hello *hello,
 
 /* --- the passive child --- */
 
-static int serve(const struct bench_opts *o, int to_parent, int from_parent)
+static int serve(void *ctx, int to_parent, int from_parent)
 {
+	const struct bench_opts *o = &((const struct dm_opts *)ctx)->b;
 	struct tpt_dm_config cfg = {
 		.provider = o->provider,
 		.listen_addr = o->addr,
@@ -257,7 +141,7 @@ static int serve(const struct bench_opts *o, int to_parent, int from_parent)
 			strerror(-ret));
 		return 1;
 	}
-	lent.len = (uint64_t)o->inflight * max_size(o);
+	lent.len = (uint64_t)o->inflight * bench_max_size(o);
 	if (posix_memalign(&region, 4096, lent.len)) {
 		fprintf(stderr, PROG ": passive side: out of memory\n");
 		return 1;
@@ -315,7 +199,7 @@ struct slot {
 };
 
 struct bench {
-	const struct bench_opts *o;
+	const struct dm_opts *o;
 	struct tpt_dm *dm;
 	struct tpt_dm_peer *peer;
 	struct lent_region lent;
@@ -347,7 +231,7 @@ static void slot_done(int status, void *arg)
 		return;
 	}
 	b->bytes += b->size;
-	if (!b->error && now_seconds() < b->end)
+	if (!b->error && bench_now() < b->end)
 		slot_start(s);
 }
 
@@ -380,7 +264,7 @@ static int run_loop(struct bench *b, const bool *flag)
 	int ret;
 
 	while (flag ? !*flag : b->outstanding > 0) {
-		ret = poll(&pfd, 1, STALL_MS);
+		ret = poll(&pfd, 1, BENCH_STALL_MS);
 		if (ret < 0 && errno == EINTR)
 			continue;
 		if (ret < 0) {
@@ -389,7 +273,7 @@ static int run_loop(struct bench *b, const bool *flag)
 		}
 		if (ret == 0) {
 			fprintf(stderr, PROG ": no progress for %d s\n",
-				STALL_MS / 1000);
+				BENCH_STALL_MS / 1000);
 			return -1;
 		}
 		if (tpt_dm_progress(b->dm) < 0) {
@@ -400,20 +284,23 @@ static int run_loop(struct bench *b, const bool *flag)
 	return 0;
 }
 
-static int run_phase(struct bench *b, double seconds, double *mbps)
+/* A bench_phase_fn: the slots restart their transfers until b->end. */
+static int run_phase(void *ctx, bool put, size_t size, double end,
+		     uint64_t *bytes)
 {
-	double start = now_seconds(), elapsed;
+	struct bench *b = ctx;
 	unsigned int i;
 
-	b->end = start + seconds;
+	b->put = put;
+	b->size = size;
+	b->end = end;
 	b->bytes = 0;
-	for (i = 0; i < b->o->inflight; i++)
+	for (i = 0; i < b->o->b.inflight; i++)
 		if (slot_start(&b->slots[i]))
 			break;
 	if (run_loop(b, NULL) || b->error)
 		return -1;
-	elapsed = now_seconds() - start;
-	*mbps = (double)b->bytes / elapsed / 1e6;
+	*bytes = b->bytes;
 	return 0;
 }
 
@@ -426,26 +313,26 @@ static void on_connect(struct tpt_dm_peer *peer, int status, void *arg)
 	b->connect_status = status;
 }
 
-/* Measures; closes done_fd, the passive child's signal to stop, before
- * hanging up so that the child does not report our leaving as a loss. */
-static int drive(const struct bench_opts *o, const struct lent_region *lent,
-		 int done_fd)
+/* A bench_drive_fn: measures over the connection to the child. */
+static int drive(void *ctx, const void *lent_arg, int done_fd)
 {
+	const struct dm_opts *dmo = ctx;
+	const struct bench_opts *o = &dmo->b;
+	const struct lent_region *lent = lent_arg;
 	struct tpt_dm_config cfg = {
 		.provider = o->provider,
-		.pool_buf_bytes = max_size(o),
-		.pool_bytes = (size_t)o->inflight * max_size(o),
-		.chunk_bytes = o->chunk_bytes,
-		.max_inflight = o->max_inflight,
+		.pool_buf_bytes = bench_max_size(o),
+		.pool_bytes = (size_t)o->inflight * bench_max_size(o),
+		.chunk_bytes = dmo->chunk_bytes,
+		.max_inflight = dmo->max_inflight,
 	};
 	struct tpt_dm_hello hello = {
 		.role = TPT_DM_ROLE_TARGET,
 		.peer_id = 1,
 	};
-	struct bench b = { .o = o, .lent = *lent };
+	struct bench b = { .o = dmo, .lent = *lent };
 	unsigned int i;
-	int pass, s, ret, rc = 1;
-	double mbps;
+	int ret, rc = 1;
 
 	memcpy(hello.token, bench_token, TPT_DM_TOKEN_LEN);
 	ret = tpt_dm_open(&cfg, &b.dm);
@@ -459,13 +346,15 @@ static int drive(const struct bench_opts *o, const struct lent_region *lent,
 	for (i = 0; i < o->inflight; i++) {
 		b.slots[i].b = &b;
 		b.slots[i].index = i;
-		ret = tpt_dm_buf_get(b.dm, max_size(o), 0, &b.slots[i].buf);
+		ret = tpt_dm_buf_get(b.dm, bench_max_size(o), 0,
+				     &b.slots[i].buf);
 		if (ret) {
 			fprintf(stderr, PROG ": buffer: %s\n",
 				tpt_dm_strerror(b.dm));
 			goto out;
 		}
-		memset(tpt_dm_buf_addr(b.slots[i].buf), (int)i, max_size(o));
+		memset(tpt_dm_buf_addr(b.slots[i].buf), (int)i,
+		       bench_max_size(o));
 	}
 	ret = tpt_dm_connect(b.dm, o->addr, (uint16_t)lent->port, &hello,
 			     on_connect, &b, &b.peer);
@@ -483,21 +372,8 @@ static int drive(const struct bench_opts *o, const struct lent_region *lent,
 
 	printf("# " PROG " provider=%s inflight=%u seconds=%g\n",
 	       tpt_dm_provider_name(b.dm), o->inflight, o->seconds);
-	printf("%-4s %10s %10s\n", "op", "bytes", "MB/s");
-	for (pass = 0; pass < 2; pass++) {
-		b.put = pass == 0;
-		if ((b.put && !o->do_put) || (!b.put && !o->do_get))
-			continue;
-		for (s = 0; s < o->nr_sizes; s++) {
-			b.size = o->sizes[s];
-			if (run_phase(&b, WARMUP_SECONDS, &mbps) ||
-			    run_phase(&b, o->seconds, &mbps))
-				goto out;
-			printf("%-4s %10zu %10.1f\n", b.put ? "put" : "get",
-			       b.size, mbps);
-			fflush(stdout);
-		}
-	}
+	if (bench_table(o, run_phase, &b))
+		goto out;
 	rc = 0;
 out:
 	close(done_fd);
@@ -512,48 +388,13 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct bench_opts o;
+	struct dm_opts o;
 	struct lent_region lent;
-	int to_parent[2], to_child[2], wstatus, rc;
-	ssize_t got;
-	pid_t child;
 
 	if (parse_args(argc, argv, &o))
 		return 2;
-	if (o.provider ? !tpt_dm_provider_usable(o.provider)
-		       : !tpt_dm_provider_choose()) {
-		fprintf(stderr, PROG ": libfabric provider %s is not usable\n",
-			o.provider ? o.provider : "(none found)");
+	/* Only a check: with no --provider the datamover chooses itself. */
+	if (!bench_provider(PROG, o.b.provider))
 		return 1;
-	}
-	if (pipe(to_parent) || pipe(to_child)) {
-		fprintf(stderr, PROG ": pipe: %s\n", strerror(errno));
-		return 1;
-	}
-	fflush(stdout);
-	child = fork();
-	if (child < 0) {
-		fprintf(stderr, PROG ": fork: %s\n", strerror(errno));
-		return 1;
-	}
-	if (child == 0) {
-		close(to_parent[0]);
-		close(to_child[1]);
-		_exit(serve(&o, to_parent[1], to_child[0]));
-	}
-	close(to_parent[1]);
-	close(to_child[0]);
-	got = read(to_parent[0], &lent, sizeof(lent));
-	if (got != sizeof(lent)) {
-		fprintf(stderr, PROG ": the passive side did not start\n");
-		waitpid(child, &wstatus, 0);
-		return 1;
-	}
-	rc = drive(&o, &lent, to_child[1]);
-	if (waitpid(child, &wstatus, 0) == child &&
-	    (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus)) && !rc) {
-		fprintf(stderr, PROG ": the passive side failed\n");
-		rc = 1;
-	}
-	return rc;
+	return bench_fork(PROG, &lent, sizeof(lent), serve, drive, &o);
 }

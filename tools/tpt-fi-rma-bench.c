@@ -18,8 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fabric.h>
@@ -30,24 +28,18 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include "tool_bench.h"
+
 #define PROG "tpt-fi-rma-bench"
 #define FIVERSION FI_VERSION(1, 17)
-#define MAX_SIZES 8
-#define MAX_INFLIGHT 4096
-#define WARMUP_SECONDS 0.2
-#define STALL_MS 10000
 #define REQUESTED_KEY 0x7470740aULL
 /* How long the passive side blocks in the CQ before looking at its pipe. */
 #define PASSIVE_WAIT_MS 100
 
-struct bench_opts {
-	const char *addr;
-	const char *provider;
-	size_t sizes[MAX_SIZES];
-	int nr_sizes;
-	bool do_put, do_get;
-	unsigned int inflight;
-	double seconds;
+struct rma_opts {
+	/* The options both benchmarks take; after parsing, .provider is
+	 * the one in use (given or chosen). */
+	struct bench_opts b;
 	bool transmit_complete;
 	bool busy_poll;
 };
@@ -81,11 +73,7 @@ static void usage(FILE *out)
 		"fi_write/fi_read throughput with plain libfabric between this\n"
 		"process and a forked passive peer (the baseline for tpt-dm-bench).\n"
 		"\n"
-		"  --addr ADDR          numeric address to listen on (127.0.0.1)\n"
-		"  --provider NAME      libfabric provider (default: TPT_DM_PROVIDER,\n"
-		"                       else verbs, else tcp)\n"
-		"  --sizes LIST         transfer sizes in bytes (65536,1048576)\n"
-		"  --ops LIST           put, get or put,get (put,get)\n"
+		BENCH_USAGE_OPTIONS
 		"  --inflight N         operations kept outstanding (16)\n"
 		"  --seconds S          measuring time per size and op (2)\n"
 		"  --transmit-complete  plain fi_write: complete when sent, not when\n"
@@ -93,148 +81,46 @@ static void usage(FILE *out)
 		"  --busy-poll          spin on the CQ instead of blocking in it\n"
 		"  --help               this text\n"
 		"\n"
-		"Prints one line per op and size: op, bytes, MB/s (10^6 B/s).\n"
-		"Exit status: 0 success, 1 transfer error, 2 usage error.\n");
+		BENCH_USAGE_OUTPUT);
 }
 
-static int parse_size(const char *s, size_t *out)
+/* Our own options, beyond tool_bench.h's. */
+static int rma_option(void *ctx, int c, const char *arg)
 {
-	char *end;
-	unsigned long long v;
+	struct rma_opts *o = ctx;
 
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *s == '-' || v == 0)
+	(void)arg;
+	switch (c) {
+	case 'T':
+		o->transmit_complete = true;
+		return 0;
+	case 'B':
+		o->busy_poll = true;
+		return 0;
+	default:
+		usage(stderr);
 		return -1;
-	if (*end == 'k' || *end == 'K')
-		v <<= 10, end++;
-	else if (*end == 'm' || *end == 'M')
-		v <<= 20, end++;
-	if (*end)
-		return -1;
-	*out = (size_t)v;
-	return 0;
+	}
 }
 
-static int parse_args(int argc, char **argv, struct bench_opts *o)
+static int parse_args(int argc, char **argv, struct rma_opts *o)
 {
 	static const struct option longopts[] = {
-		{ "addr", required_argument, NULL, 'a' },
-		{ "provider", required_argument, NULL, 'p' },
-		{ "sizes", required_argument, NULL, 's' },
-		{ "ops", required_argument, NULL, 'o' },
-		{ "inflight", required_argument, NULL, 'n' },
-		{ "seconds", required_argument, NULL, 't' },
+		BENCH_LONGOPTS,
 		{ "transmit-complete", no_argument, NULL, 'T' },
 		{ "busy-poll", no_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *list, *tok, *save;
-	size_t v;
-	int c;
+	const struct bench_tool tool = {
+		.prog = PROG,
+		.usage = usage,
+		.option = rma_option,
+		.ctx = o,
+	};
 
 	memset(o, 0, sizeof(*o));
-	o->addr = "127.0.0.1";
-	o->sizes[0] = 64 << 10;
-	o->sizes[1] = 1 << 20;
-	o->nr_sizes = 2;
-	o->do_put = o->do_get = true;
-	o->inflight = 16;
-	o->seconds = 2;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'a':
-			o->addr = optarg;
-			break;
-		case 'p':
-			o->provider = optarg;
-			break;
-		case 's':
-			o->nr_sizes = 0;
-			list = strdup(optarg);
-			for (tok = strtok_r(list, ",", &save); tok;
-			     tok = strtok_r(NULL, ",", &save)) {
-				if (o->nr_sizes == MAX_SIZES ||
-				    parse_size(tok, &o->sizes[o->nr_sizes])) {
-					fprintf(stderr, PROG ": invalid size "
-						"'%s' (at most %d sizes)\n",
-						tok, MAX_SIZES);
-					free(list);
-					return -1;
-				}
-				o->nr_sizes++;
-			}
-			free(list);
-			if (!o->nr_sizes) {
-				fprintf(stderr, PROG ": --sizes is empty\n");
-				return -1;
-			}
-			break;
-		case 'o':
-			o->do_put = strstr(optarg, "put") != NULL;
-			o->do_get = strstr(optarg, "get") != NULL;
-			if (!o->do_put && !o->do_get) {
-				fprintf(stderr, PROG ": --ops takes put, get "
-					"or put,get\n");
-				return -1;
-			}
-			break;
-		case 'n':
-			if (parse_size(optarg, &v) || v > MAX_INFLIGHT) {
-				fprintf(stderr, PROG ": invalid --inflight "
-					"'%s' (1..%d)\n", optarg, MAX_INFLIGHT);
-				return -1;
-			}
-			o->inflight = (unsigned int)v;
-			break;
-		case 't':
-			o->seconds = strtod(optarg, NULL);
-			if (!(o->seconds > 0 && o->seconds < 3600)) {
-				fprintf(stderr, PROG ": invalid --seconds "
-					"'%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case 'T':
-			o->transmit_complete = true;
-			break;
-		case 'B':
-			o->busy_poll = true;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			return -1;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n",
-			argv[optind]);
-		return -1;
-	}
-	return 0;
-}
-
-static size_t max_size(const struct bench_opts *o)
-{
-	size_t m = 0;
-	int i;
-
-	for (i = 0; i < o->nr_sizes; i++)
-		if (o->sizes[i] > m)
-			m = o->sizes[i];
-	return m;
-}
-
-static double now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return bench_parse_args(argc, argv, longopts, &tool, &o->b);
 }
 
 static int fi_fail(const char *side, const char *what, ssize_t ret)
@@ -332,7 +218,8 @@ static int wait_cm_event(struct fabric_side *f, uint32_t want,
 	uint32_t event;
 	ssize_t ret;
 
-	ret = fi_eq_sread(f->eq, &event, entry, sizeof(*entry), STALL_MS, 0);
+	ret = fi_eq_sread(f->eq, &event, entry, sizeof(*entry), BENCH_STALL_MS,
+			  0);
 	if (ret == -FI_EAVAIL) {
 		memset(&err, 0, sizeof(err));
 		fi_eq_readerr(f->eq, &err, 0);
@@ -378,12 +265,13 @@ static bool parent_done(int fd)
 	return poll(&pfd, 1, 0) > 0;
 }
 
-static int serve(const struct bench_opts *o, const char *provider,
-		 int to_parent, int from_parent)
+/* A bench_serve_fn. */
+static int serve(void *ctx, int to_parent, int from_parent)
 {
 	static const char side[] = "passive side";
+	const struct rma_opts *o = ctx;
 	struct fabric_side f = { 0 };
-	struct fi_info *hints = make_hints(provider);
+	struct fi_info *hints = make_hints(o->b.provider);
 	struct fi_eq_cm_entry entry;
 	struct fi_cq_entry comp[16];
 	struct sockaddr_storage name;
@@ -392,7 +280,7 @@ static int serve(const struct bench_opts *o, const char *provider,
 	unsigned long spins = 0;
 	int ret, rc = 1;
 
-	ret = fi_getinfo(FIVERSION, o->addr, NULL, FI_SOURCE | FI_NUMERICHOST,
+	ret = fi_getinfo(FIVERSION, o->b.addr, NULL, FI_SOURCE | FI_NUMERICHOST,
 			 hints, &f.info);
 	if (ret) {
 		fi_fail(side, "fi_getinfo", ret);
@@ -411,7 +299,7 @@ static int serve(const struct bench_opts *o, const char *provider,
 		fi_fail(side, "listening", ret);
 		goto out;
 	}
-	lent.len = (uint64_t)o->inflight * max_size(o);
+	lent.len = (uint64_t)o->b.inflight * bench_max_size(&o->b);
 	if (register_region(&f, lent.len, FI_REMOTE_READ | FI_REMOTE_WRITE,
 			    side))
 		goto out;
@@ -462,7 +350,7 @@ out:
 /* --- the active parent --- */
 
 struct run {
-	const struct bench_opts *o;
+	const struct rma_opts *o;
 	struct fabric_side f;
 	struct lent_region lent;
 	void *desc;
@@ -518,25 +406,30 @@ static int post_or_defer(struct run *r, uintptr_t slot, uintptr_t *deferred)
 	return 0;
 }
 
-static int run_phase(struct run *r, double seconds, double *mbps)
+/* A bench_phase_fn: completions repost their slot until end. */
+static int run_phase(void *ctx, bool put, size_t size, double end,
+		     uint64_t *bytes)
 {
+	struct run *r = ctx;
 	struct fi_cq_entry comp[64];
 	struct fi_cq_err_entry err;
-	uintptr_t deferred[MAX_INFLIGHT];
-	double start = now_seconds(), end = start + seconds, elapsed;
+	uintptr_t deferred[BENCH_MAX_INFLIGHT];
 	unsigned int i, n;
 	ssize_t ret;
 
+	r->put = put;
+	r->size = size;
 	r->bytes = 0;
 	r->unposted = 0;
-	for (i = 0; i < r->o->inflight; i++)
+	for (i = 0; i < r->o->b.inflight; i++)
 		if (post_or_defer(r, i, deferred))
 			return -1;
 	while (r->outstanding || r->unposted) {
 		if (r->o->busy_poll || !r->outstanding)
 			ret = fi_cq_read(r->f.cq, comp, 64);
 		else
-			ret = fi_cq_sread(r->f.cq, comp, 64, NULL, STALL_MS);
+			ret = fi_cq_sread(r->f.cq, comp, 64, NULL,
+					  BENCH_STALL_MS);
 		if (ret == -FI_EAVAIL) {
 			memset(&err, 0, sizeof(err));
 			fi_cq_readerr(r->f.cq, &err, 0);
@@ -544,7 +437,7 @@ static int run_phase(struct run *r, double seconds, double *mbps)
 		}
 		if (ret == -FI_EAGAIN && !r->o->busy_poll && r->outstanding) {
 			fprintf(stderr, PROG ": no completion for %d s\n",
-				STALL_MS / 1000);
+				BENCH_STALL_MS / 1000);
 			return -1;
 		}
 		if (ret < 0 && ret != -FI_EAGAIN)
@@ -552,7 +445,7 @@ static int run_phase(struct run *r, double seconds, double *mbps)
 		for (i = 0; ret > 0 && i < (unsigned int)ret; i++) {
 			r->outstanding--;
 			r->bytes += r->size;
-			if (now_seconds() < end &&
+			if (bench_now() < end &&
 			    post_or_defer(r, (uintptr_t)comp[i].op_context,
 					  deferred))
 				return -1;
@@ -564,21 +457,22 @@ static int run_phase(struct run *r, double seconds, double *mbps)
 			if (post_or_defer(r, deferred[i], deferred))
 				return -1;
 	}
-	elapsed = now_seconds() - start;
-	*mbps = (double)r->bytes / elapsed / 1e6;
+	*bytes = r->bytes;
 	return 0;
 }
 
-static int drive(const struct bench_opts *o, const char *provider,
-		 const struct lent_region *lent, int done_fd)
+/* A bench_drive_fn. */
+static int drive(void *ctx, const void *lent_arg, int done_fd)
 {
 	static const char side[] = "active side";
-	struct run r = { .o = o, .lent = *lent };
-	struct fi_info *hints = make_hints(provider);
+	const struct rma_opts *ro = ctx;
+	const struct bench_opts *o = &ro->b;
+	const struct lent_region *lent = lent_arg;
+	struct run r = { .o = ro, .lent = *lent };
+	struct fi_info *hints = make_hints(o->provider);
 	struct fi_eq_cm_entry entry;
 	char service[8];
-	int pass, s, ret, rc = 1;
-	double mbps;
+	int ret, rc = 1;
 
 	snprintf(service, sizeof(service), "%u", (unsigned int)lent->port);
 	hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
@@ -605,32 +499,19 @@ static int drive(const struct bench_opts *o, const char *provider,
 	}
 	if (wait_cm_event(&r.f, FI_CONNECTED, &entry, side))
 		goto out;
-	if (register_region(&r.f, (size_t)o->inflight * max_size(o),
+	if (register_region(&r.f, (size_t)o->inflight * bench_max_size(o),
 			    FI_READ | FI_WRITE, side))
 		goto out;
 	r.desc = fi_mr_desc(r.f.mr);
 
 	printf("# " PROG " provider=%s inflight=%u seconds=%g%s%s\n",
 	       r.f.info->fabric_attr->prov_name, o->inflight, o->seconds,
-	       o->transmit_complete ? " transmit-complete" :
+	       ro->transmit_complete ? " transmit-complete" :
 	       (r.write_flags & FI_DELIVERY_COMPLETE) ? " delivery-complete"
 						      : "",
-	       o->busy_poll ? " busy-poll" : "");
-	printf("%-4s %10s %10s\n", "op", "bytes", "MB/s");
-	for (pass = 0; pass < 2; pass++) {
-		r.put = pass == 0;
-		if ((r.put && !o->do_put) || (!r.put && !o->do_get))
-			continue;
-		for (s = 0; s < o->nr_sizes; s++) {
-			r.size = o->sizes[s];
-			if (run_phase(&r, WARMUP_SECONDS, &mbps) ||
-			    run_phase(&r, o->seconds, &mbps))
-				goto out;
-			printf("%-4s %10zu %10.1f\n", r.put ? "put" : "get",
-			       r.size, mbps);
-			fflush(stdout);
-		}
-	}
+	       ro->busy_poll ? " busy-poll" : "");
+	if (bench_table(o, run_phase, &r))
+		goto out;
 	rc = 0;
 out:
 	close(done_fd);
@@ -641,47 +522,13 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct bench_opts o;
+	struct rma_opts o;
 	struct lent_region lent;
-	const char *provider;
-	int to_parent[2], to_child[2], wstatus, rc;
-	pid_t child;
 
 	if (parse_args(argc, argv, &o))
 		return 2;
-	provider = o.provider ? o.provider : tpt_dm_provider_choose();
-	if (!provider || !tpt_dm_provider_usable(provider)) {
-		fprintf(stderr, PROG ": libfabric provider %s is not usable\n",
-			provider ? provider : "(none found)");
+	o.b.provider = bench_provider(PROG, o.b.provider);
+	if (!o.b.provider)
 		return 1;
-	}
-	if (pipe(to_parent) || pipe(to_child)) {
-		fprintf(stderr, PROG ": pipe: %s\n", strerror(errno));
-		return 1;
-	}
-	fflush(stdout);
-	child = fork();
-	if (child < 0) {
-		fprintf(stderr, PROG ": fork: %s\n", strerror(errno));
-		return 1;
-	}
-	if (child == 0) {
-		close(to_parent[0]);
-		close(to_child[1]);
-		_exit(serve(&o, provider, to_parent[1], to_child[0]));
-	}
-	close(to_parent[1]);
-	close(to_child[0]);
-	if (read(to_parent[0], &lent, sizeof(lent)) != sizeof(lent)) {
-		fprintf(stderr, PROG ": the passive side did not start\n");
-		waitpid(child, &wstatus, 0);
-		return 1;
-	}
-	rc = drive(&o, provider, &lent, to_child[1]);
-	if (waitpid(child, &wstatus, 0) == child &&
-	    (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus)) && !rc) {
-		fprintf(stderr, PROG ": the passive side failed\n");
-		rc = 1;
-	}
-	return rc;
+	return bench_fork(PROG, &lent, sizeof(lent), serve, drive, &o);
 }

@@ -20,6 +20,8 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
+#include "tool_iscsi.h"
+
 #define DEFAULT_INITIATOR "iqn.2026-11.org.tptraid:tpt-iscsi-io"
 #define DEFAULT_CHUNK (1u << 20)
 
@@ -78,49 +80,26 @@ static int task_failed(struct iscsi_context *iscsi, struct scsi_task *task,
 static int lun_open(struct lun_handle *h, const char *initiator,
 		    const char *url_text)
 {
-	struct iscsi_url *url;
+	const struct tool_iscsi_login how = {
+		.prog = "tpt-iscsi-io",
+		.initiator = initiator,
+		.digest = ISCSI_HEADER_DIGEST_NONE_CRC32C,
+		/* A lost session is an error to report, not a reason to
+		 * spin. */
+		.noautoreconnect = true,
+	};
 	struct scsi_task *task;
-	struct scsi_readcapacity16 *rc16;
 
-	h->iscsi = iscsi_create_context(initiator);
-	if (!h->iscsi) {
-		fprintf(stderr, "tpt-iscsi-io: out of memory\n");
+	if (tool_iscsi_login(&how, url_text, &h->iscsi, &h->lun))
 		return -1;
-	}
-	url = iscsi_parse_full_url(h->iscsi, url_text);
-	if (!url) {
-		fprintf(stderr, "tpt-iscsi-io: bad URL '%s': %s\n", url_text,
-			iscsi_get_error(h->iscsi));
-		return -1;
-	}
-	iscsi_set_targetname(h->iscsi, url->target);
-	iscsi_set_session_type(h->iscsi, ISCSI_SESSION_NORMAL);
-	iscsi_set_header_digest(h->iscsi, ISCSI_HEADER_DIGEST_NONE_CRC32C);
-	/* A lost session is an error to report, not a reason to spin. */
-	iscsi_set_noautoreconnect(h->iscsi, 1);
-	if (url->user[0])
-		iscsi_set_initiator_username_pwd(h->iscsi, url->user,
-						 url->passwd);
-	h->lun = url->lun;
-	if (iscsi_full_connect_sync(h->iscsi, url->portal, url->lun)) {
-		fprintf(stderr, "tpt-iscsi-io: login to %s failed: %s\n",
-			url->portal, iscsi_get_error(h->iscsi));
-		iscsi_destroy_url(url);
-		return -1;
-	}
-	iscsi_destroy_url(url);
-
 	task = iscsi_readcapacity16_sync(h->iscsi, h->lun);
 	if (task_failed(h->iscsi, task, "READ CAPACITY(16)"))
 		return -1;
-	rc16 = scsi_datain_unmarshall(task);
-	if (!rc16 || !rc16->block_length) {
+	if (tool_iscsi_capacity(task, &h->block_size, &h->nr_blocks)) {
 		fprintf(stderr, "tpt-iscsi-io: cannot decode READ CAPACITY(16)\n");
 		scsi_free_scsi_task(task);
 		return -1;
 	}
-	h->block_size = rc16->block_length;
-	h->nr_blocks = rc16->returned_lba + 1;
 	scsi_free_scsi_task(task);
 	return 0;
 }

@@ -28,6 +28,8 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
+#include "tool_iscsi.h"
+
 #define PROG "tpt-iscsi-load"
 #define DEFAULT_INITIATOR "iqn.2026-11.org.tptraid:tpt-iscsi-load"
 #define DEFAULT_QD 16
@@ -450,36 +452,20 @@ static struct scsi_task *readcapacity(struct load *l)
 
 static int lun_open(struct load *l)
 {
-	struct scsi_readcapacity16 *rc16;
-	struct iscsi_url *url;
+	const struct tool_iscsi_login how = {
+		.prog = PROG,
+		.initiator = l->o->initiator,
+		.digest = ISCSI_HEADER_DIGEST_NONE,
+	};
 	struct scsi_task *task;
+	uint64_t nr_blocks;
 
-	l->iscsi = iscsi_create_context(l->o->initiator);
-	if (!l->iscsi) {
-		fprintf(stderr, PROG ": out of memory\n");
+	if (tool_iscsi_login(&how, l->o->url, &l->iscsi, &l->lun))
 		return -1;
-	}
-	url = iscsi_parse_full_url(l->iscsi, l->o->url);
-	if (!url) {
-		fprintf(stderr, PROG ": bad URL '%s': %s\n", l->o->url,
-			iscsi_get_error(l->iscsi));
-		return -1;
-	}
-	iscsi_set_targetname(l->iscsi, url->target);
-	iscsi_set_session_type(l->iscsi, ISCSI_SESSION_NORMAL);
-	iscsi_set_header_digest(l->iscsi, ISCSI_HEADER_DIGEST_NONE);
-	if (url->user[0])
-		iscsi_set_initiator_username_pwd(l->iscsi, url->user,
-						 url->passwd);
-	l->lun = url->lun;
-	if (iscsi_full_connect_sync(l->iscsi, url->portal, url->lun)) {
-		fprintf(stderr, PROG ": login to %s failed: %s\n",
-			url->portal, iscsi_get_error(l->iscsi));
-		iscsi_destroy_url(url);
-		return -1;
-	}
-	iscsi_destroy_url(url);
-	/* A dropped connection is an error to report, not to paper over. */
+	/* A dropped connection is an error to report, not to paper over.
+	 * Set once logged in, as it always was, not through
+	 * how.noautoreconnect: a drop during iscsi_full_connect_sync's own
+	 * commands is still retried by libiscsi. */
 	iscsi_set_noautoreconnect(l->iscsi, 1);
 
 	task = readcapacity(l);
@@ -493,14 +479,12 @@ static int lun_open(struct load *l)
 		scsi_free_scsi_task(task);
 		return -1;
 	}
-	rc16 = scsi_datain_unmarshall(task);
-	if (!rc16 || !rc16->block_length) {
+	if (tool_iscsi_capacity(task, &l->block_size, &nr_blocks)) {
 		fprintf(stderr, PROG ": cannot decode READ CAPACITY(16)\n");
 		scsi_free_scsi_task(task);
 		return -1;
 	}
-	l->block_size = rc16->block_length;
-	l->lun_bytes = (rc16->returned_lba + 1) * (uint64_t)rc16->block_length;
+	l->lun_bytes = nr_blocks * l->block_size;
 	scsi_free_scsi_task(task);
 	return 0;
 }

@@ -22,6 +22,7 @@
 #include <iscsi/scsi-lowlevel.h>
 
 #include "scsi/tpt_parity.h"
+#include "tool_iscsi.h"
 
 #define MAX_MEMBERS 32
 #define CHUNK (1u << 20)
@@ -46,40 +47,27 @@ static void usage(FILE *out)
 
 static int member_open(struct member *m, const char *url_text)
 {
-	struct scsi_readcapacity16 *rc;
+	const struct tool_iscsi_login how = {
+		.prog = "tpt-scrub",
+		.initiator = "iqn.2026-11.org.tptraid:tpt-scrub",
+		/* libiscsi's default, which we have always used. */
+		.digest = ISCSI_HEADER_DIGEST_NONE_CRC32C,
+		/* Name the member that failed: several may share a portal. */
+		.name_url = true,
+	};
 	struct scsi_task *task;
-	struct iscsi_url *url;
 
-	m->iscsi = iscsi_create_context("iqn.2026-11.org.tptraid:tpt-scrub");
-	if (!m->iscsi)
+	if (tool_iscsi_login(&how, url_text, &m->iscsi, &m->lun))
 		return -1;
-	url = iscsi_parse_full_url(m->iscsi, url_text);
-	if (!url) {
-		fprintf(stderr, "tpt-scrub: bad URL '%s': %s\n", url_text,
-			iscsi_get_error(m->iscsi));
-		return -1;
-	}
-	iscsi_set_targetname(m->iscsi, url->target);
-	iscsi_set_session_type(m->iscsi, ISCSI_SESSION_NORMAL);
-	m->lun = url->lun;
-	if (iscsi_full_connect_sync(m->iscsi, url->portal, url->lun)) {
-		fprintf(stderr, "tpt-scrub: login to %s failed: %s\n",
-			url_text, iscsi_get_error(m->iscsi));
-		iscsi_destroy_url(url);
-		return -1;
-	}
-	iscsi_destroy_url(url);
 	task = iscsi_readcapacity16_sync(m->iscsi, m->lun);
 	if (!task || task->status != SCSI_STATUS_GOOD ||
-	    !(rc = scsi_datain_unmarshall(task))) {
+	    tool_iscsi_capacity(task, &m->block_size, &m->blocks)) {
 		fprintf(stderr, "tpt-scrub: READ CAPACITY of %s failed\n",
 			url_text);
 		if (task)
 			scsi_free_scsi_task(task);
 		return -1;
 	}
-	m->block_size = rc->block_length;
-	m->blocks = rc->returned_lba + 1;
 	scsi_free_scsi_task(task);
 	m->buf = aligned_alloc(TPT_PARITY_ALIGN, CHUNK);
 	return m->buf ? 0 : -1;
