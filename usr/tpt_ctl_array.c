@@ -40,24 +40,12 @@ struct tpt_array_entry {
 
 /* ---- members on the event loop ---- */
 
-static void member_event(int fd, int events, void *data);
-
+/* libiscsi wants other events after every submission and service; its
+ * socket never changes, since it does not reconnect on its own (see
+ * member_connect). */
 static void member_rearm(struct tpt_member *m)
 {
-	int fd = iscsi_get_fd(m->iscsi);
-	int events = iscsi_which_events(m->iscsi);
-
-	if (fd != m->fd) {
-		/* libiscsi reconnected on a new socket. */
-		if (m->fd >= 0)
-			tgt_event_del(m->fd);
-		m->fd = fd;
-		if (fd >= 0)
-			tgt_event_add(fd, events, member_event, m);
-		return;
-	}
-	if (fd >= 0)
-		tgt_event_modify(fd, events);
+	tgt_event_modify(m->fd, iscsi_which_events(m->iscsi));
 }
 
 static void member_down(struct tpt_member *m)
