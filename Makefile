@@ -53,6 +53,7 @@ TPT_EXT_LIBS := -lfabric -lisal
 
 UNIT_SRCS := $(wildcard test/unit/*/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:%.c=$(BUILD)/%)
+UNIT_HDRS := test/unit/unit.h $(wildcard test/unit/*/*.h)
 
 FUZZ_SRCS := $(wildcard test/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:%.c=$(BUILD)/%)
@@ -146,7 +147,7 @@ tgt: $(TGT)/.tpt-overlaid $(TPT_LIBS)
 .PHONY: unit-bins
 unit-bins: $(UNIT_BINS)
 
-$(BUILD)/test/unit/%: test/unit/%.c test/unit/unit.h $(TPT_LIBS)
+$(BUILD)/test/unit/%: test/unit/%.c $(UNIT_HDRS) $(TPT_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(OUR_CFLAGS) $< -o $@ $(OUR_LDFLAGS) $(TPT_LIBS) $(TPT_EXT_LIBS)
 

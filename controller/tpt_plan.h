@@ -1,8 +1,11 @@
 /*
- * The controller's planner: turns one host READ or WRITE into the TPT
- * commands of docs/protocol.md section 7 for the member targets.  Pure:
- * no I/O, and its only side effects are the slots it takes from the
- * caller's allocators and the calculator rotation.
+ * TPT plans: one host READ or WRITE as the TPT commands of
+ * docs/protocol.md section 7 for the member targets.  The RAID level
+ * (controller/raid_level.h) decides which commands; this file holds the
+ * plan itself, the builder levels make plans with, and what every plan
+ * shares: slots, FINAL marking, WRITE NEW DATA, release and counting.
+ * Pure: no I/O, and the only side effects are the slots plans take from
+ * the caller's allocators and the calculator rotation.
  *
  * A plan is a list of steps.  The commands of one step are sent together;
  * the next step starts when all of them have completed with GOOD.  The
@@ -24,7 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "controller/raid_layout.h"
+#include "controller/raid_level.h"
 #include "controller/slot_alloc.h"
 
 enum tpt_plan_op {			/* protocol.md opcodes */
@@ -73,29 +76,57 @@ struct tpt_plan {
 
 struct tpt_plan_ctx {
 	const struct raid_geometry *geo;
-	const struct raid_layout_ops *layout;
+	const struct raid_level_ops *level;
 	uint32_t block_size;		/* bytes per logical block */
 	struct slot_alloc *slots;	/* one per member, slot payload = unit_blocks * block_size */
-	unsigned int calculator_rr;	/* rotating calculator state, updated by plan_write */
+	unsigned int calculator_rr;	/* rotating calculator state, advanced by writes */
+};
+
+/* ---- building plans (for RAID levels) ---- */
+
+struct tpt_plan_builder {
+	struct tpt_plan_ctx *c;
+	struct tpt_plan *p;
+	unsigned int *cmd_step;		/* step of each command, until sorted */
+	unsigned int cap_cmds, cap_refs;
+	unsigned int last_step;
+	/* Result slots wanted per member, named by ordinals 0..n-1 until
+	 * tpt_plan_finish() takes real slots; ordinals stay below
+	 * TPT_SLOT_MAX, so they never collide with TPT_SLOT_NONE. */
+	unsigned int slots_wanted[RAID_MAX_MEMBERS];
 };
 
 /*
- * Plan a host READ of @blocks array blocks from @lba (protocol.md 7.1).
- * 0, or -EINVAL for an empty or out-of-range request or a context the
- * protocol cannot serve, -ENOMEM.  Takes no slots.
+ * Start an empty plan for a request of @blocks array blocks at @lba: 0,
+ * or -EINVAL when the request or the context is outside what the
+ * protocol can carry (48-bit member LBAs, 24-bit lengths, a slot payload
+ * of one stripe unit, the array's end).
  */
-int tpt_plan_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
-		  uint32_t group, struct tpt_plan *out);
-
-/*
- * Plan a host WRITE (protocol.md 7.2, 7.4).  0, or -EINVAL as for
- * reads, -EAGAIN when a member has too few free slots now (retry when a
- * request has returned some), -E2BIG when a member's whole slot table is
- * too small for the request (split it), -ENOMEM.  On any error nothing
- * is allocated and the calculator rotation is unchanged.
- */
-int tpt_plan_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
-		   uint32_t group, struct tpt_plan *out);
+int tpt_plan_begin(struct tpt_plan_builder *b, struct tpt_plan_ctx *c,
+		   uint64_t lba, uint32_t blocks, uint32_t group,
+		   struct tpt_plan *out);
+/* A command in @step, valid until the next add; its transfer descriptors
+ * are the tpt_plan_add_*_ref() calls that follow.  NULL without memory. */
+struct tpt_plan_cmd *tpt_plan_add_cmd(struct tpt_plan_builder *b,
+				      unsigned int step, enum tpt_plan_op op,
+				      unsigned int member, uint64_t lba,
+				      uint32_t blocks);
+int tpt_plan_add_host_ref(struct tpt_plan_builder *b, uint64_t host_offset,
+			  uint32_t length);
+/* A SLOT descriptor for the result slot @ordinal of @member. */
+int tpt_plan_add_slot_ref(struct tpt_plan_builder *b, unsigned int member,
+			  uint16_t ordinal, uint32_t length);
+/* A result slot on @member, named by the ordinal in @ordinal; -E2BIG when
+ * the member's whole table could never hold the plan's results. */
+int tpt_plan_want_slot(struct tpt_plan_builder *b, unsigned int member,
+		       uint16_t *ordinal);
+/* WRITE NEW DATA for everything staged so far, in a step after the last
+ * one used (protocol.md 4.11, 9.2). */
+int tpt_plan_add_write_new_data(struct tpt_plan_builder *b);
+/* Sort into steps, mark FINAL, take the slots: 0, or an error after
+ * which the plan is abandoned. */
+int tpt_plan_finish(struct tpt_plan_builder *b);
+void tpt_plan_abandon(struct tpt_plan_builder *b);
 
 /*
  * RELEASE to every member that got a command, for aborting a plan mid-way.

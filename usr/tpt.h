@@ -1,6 +1,7 @@
 /*
- * TPT-RAID hooks called from tgt's own files (patches/tgt/0003-*).
- * Everything else of the TPT target lives in tpt_*.c beside this header.
+ * TPT-RAID hooks called from tgt's own files (patches/tgt/0003-*, 0004-*).
+ * The TPT target lives in tpt_target/, the controller in tpt_controller/,
+ * the datamover they share in tpt_datamover.[ch].
  */
 #ifndef __TPT_H__
 #define __TPT_H__
@@ -23,5 +24,11 @@ void tpt_cmd_abort(struct scsi_cmd *cmd);
 
 /* Extra lines for the LU in tgtadm --op show: TPT mode, arrays. */
 void tpt_lu_show(struct scsi_lu *lu, struct concat_buf *b);
+/* ... made of each program's own lines (nothing for LUs not theirs). */
+void tpt_target_show(struct scsi_lu *lu, struct concat_buf *b);
+void tptraid_show(struct scsi_lu *lu, struct concat_buf *b);
+
+/* Indent of those lines, under tgt's own LU lines. */
+#define TPT_SHOW_INDENT "            "
 
 #endif

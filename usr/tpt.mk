@@ -4,9 +4,14 @@
 TPT_VERSION ?= 0.0.0
 EXTRAVERSION := +tpt$(TPT_VERSION)
 
-TPT_OBJS = tpt_lu.o tpt_session.o tpt_group.o tpt_xfer.o tpt_cmd.o \
-	tpt_cmd_setup.o tpt_cmd_read.o tpt_cmd_write.o tpt_cmd_parity.o \
-	tpt_io.o bs_tptraid.o tpt_ctl_array.o tpt_ctl_baseline.o tpt_ctl_tpt.o
+# Shared by both programs: the hooks tgt calls and the process's datamover.
+TPT_OBJS = tpt_hooks.o tpt_datamover.o
+# The TPT target: LUs in TPT mode execute the TPT command set.
+TPT_OBJS += $(addprefix tpt_target/, lu.o session.o peer_link.o group.o \
+	xfer.o cmd.o cmd_setup.o cmd_read.o cmd_write.o cmd_parity.o disk_io.o)
+# The controller: tptraid LUs are arrays over TPT targets.
+TPT_OBJS += $(addprefix tpt_controller/, bs_tptraid.o array.o member.o \
+	mode_tpt.o mode_baseline.o array_show.o)
 TGTD_OBJS += $(TPT_OBJS)
 INCLUDES += -I$(TPT_TOP)
 LIBS += $(TPT_LIBDIR)/libtptctl.a $(TPT_LIBDIR)/libtptiser.a \

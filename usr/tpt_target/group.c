@@ -303,7 +303,7 @@ int tpt_piece_get(struct tpt_range *r, unsigned int i)
 
 	if (p->dmb)
 		return 0;
-	return tpt_dm_buf_get(tpt_target_dm(), p->len, 0, &p->dmb);
+	return tpt_dm_buf_get(tpt_datamover(), p->len, 0, &p->dmb);
 }
 
 void tpt_piece_put(struct tpt_range *r, unsigned int i)

@@ -11,7 +11,7 @@
  * The SBC semantics of each opcode (COMPARE AND WRITE, WRITE SAME, VERIFY,
  * ...) are expressed here in terms of whole-array reads and writes, run on
  * tgt's worker threads, which block while the event loop drives the
- * members; tpt_ctl_*.c does the RAID work.
+ * members; array.c and the modes do the RAID work.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +28,7 @@
 #include "spc.h"
 #include "util.h"
 #include "bs_thread.h"
-#include "tpt_ctl.h"
+#include "tpt_controller.h"
 
 struct tptraid_bs {
 	struct bs_thread_info th;	/* first: BS_THREAD_I() finds it */
@@ -62,8 +62,8 @@ static int array_rw(struct scsi_cmd *cmd, bool write, uint64_t offset,
 {
 	struct scsi_lu *lu = cmd->dev;
 
-	return tpt_array_io(array_of(lu), write, offset >> lu->blk_shift,
-			    len >> lu->blk_shift, buf);
+	return tpt_array_io(array_of(lu), write ? TPT_REQ_WRITE : TPT_REQ_READ,
+			    offset >> lu->blk_shift, len >> lu->blk_shift, buf);
 }
 
 /* The first differing byte, for the sense INFORMATION of a miscompare. */
@@ -262,7 +262,7 @@ static void tptraid_request(struct scsi_cmd *cmd)
 					 ASC_INVALID_FIELD_IN_CDB);
 			scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
 		} else {
-			err = tpt_array_sync(a);
+			err = tpt_array_io(a, TPT_REQ_SYNC, 0, 0, NULL);
 		}
 		break;
 	case PRE_FETCH_10:
@@ -286,6 +286,7 @@ static void tptraid_request(struct scsi_cmd *cmd)
 
 static tgtadm_err tptraid_init(struct scsi_lu *lu, char *bsopts)
 {
+	pthread_rwlockattr_t rmw_lock_attr;
 	struct tptraid_bs *bs = (struct tptraid_bs *)BS_THREAD_I(lu);
 	struct tpt_array_spec *spec;
 	char err[256];
@@ -300,7 +301,12 @@ static tgtadm_err tptraid_init(struct scsi_lu *lu, char *bsopts)
 		free(spec);
 		return TGTADM_INVALID_REQUEST;
 	}
-	pthread_rwlock_init(&bs->rmw_lock, NULL);
+	/* glibc's default prefers readers: a stream of READs would starve
+	 * COMPARE AND WRITE and ORWRITE of their exclusive turn. */
+	pthread_rwlockattr_init(&rmw_lock_attr);
+	pthread_rwlockattr_setkind_np(&rmw_lock_attr,
+			PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&bs->rmw_lock, &rmw_lock_attr);
 	ret = tpt_array_create(lu, spec, &bs->array);
 	free(spec);
 	if (ret) {
@@ -350,9 +356,9 @@ static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
 	}
 	f = fdopen(dup(*fd), "w");
 	if (f) {
-		fprintf(f, "tptraid array %016" PRIx64 "\nmode %s\nraid 5\n"
+		fprintf(f, "tptraid array %016" PRIx64 "\nmode %s\nraid %u\n"
 			"unit %u\nmembers %u\nmember_blocks %" PRIu64 "\n",
-			a->array_id, tpt_array_mode_name(a->spec.mode),
+			a->array_id, a->mode->name, a->level->level,
 			a->spec.unit_bytes, a->nr_members,
 			a->geo.member_blocks);
 		for (i = 0; i < a->nr_members; i++)

@@ -28,24 +28,13 @@
 #include "scsi.h"
 #include "spc.h"
 #include "tpt.h"
-#include "tpt_io.h"
+#include "disk_io.h"
 #include "util.h"
 #include "tpt_target.h"
-#include "tpt_ctl.h"
 
-#define TPT_DEFAULT_POOL_MB 128
 #define TPT_DEFAULT_GROUP_TIMEOUT 30
 
 static LIST_HEAD(tpt_lus);
-
-static struct {
-	struct tpt_dm *dm;
-	char addr[64];
-	uint16_t port;
-	unsigned int pool_mb;
-} dm_conf = {
-	.pool_mb = TPT_DEFAULT_POOL_MB,
-};
 
 /* Vendor opcodes plus the SBC ones the TPT command set reuses. */
 static const uint8_t tpt_opcodes[] = {
@@ -90,51 +79,19 @@ int tpt_lu_fd(const struct tpt_lu *tlu)
 	return tlu->lu->fd;
 }
 
-struct tpt_dm *tpt_target_dm(void)
+/*
+ * The target's machinery starts with its first LU in TPT mode: the
+ * process's datamover, the disk workers and the hold-time sweep.  A tgtd
+ * that only controls arrays runs none of it but the datamover.
+ */
+static tgtadm_err tpt_target_start(void)
 {
-	return dm_conf.dm;
-}
-
-const char *tpt_target_dm_addr(void)
-{
-	return dm_conf.addr;
-}
-
-static void tpt_dm_log(void *arg, const char *msg)
-{
-	(void)arg;
-	eprintf("tpt datamover: %s\n", msg);
-}
-
-static void tpt_dm_event(int fd, int events, void *data)
-{
-	int ret;
-
-	(void)fd;
-	(void)events;
-	ret = tpt_dm_progress(data);
-	if (ret < 0)
-		eprintf("tpt datamover: progress failed: %s\n",
-			tpt_dm_strerror(data));
-}
-
-static tgtadm_err tpt_set_dm_portal(const char *value);
-
-static tgtadm_err tpt_dm_start(void)
-{
-	struct tpt_dm_config cfg = {
-		.listen_addr = dm_conf.addr,
-		.listen_port = dm_conf.port,
-		.pool_bytes = (size_t)dm_conf.pool_mb << 20,
-		.pool_buf_bytes = TPT_POOL_BUF_BYTES,
-		.accept = tpt_dm_accept_peer,
-		.log = tpt_dm_log,
-	};
+	static bool started;
 	int err;
 
-	if (dm_conf.dm)
+	if (started)
 		return TGTADM_SUCCESS;
-	if (!dm_conf.addr[0]) {
+	if (!tpt_datamover_addr()[0]) {
 		eprintf("tpt=on needs tpt_dm=ADDR:PORT first\n");
 		return TGTADM_INVALID_REQUEST;
 	}
@@ -143,33 +100,12 @@ static tgtadm_err tpt_dm_start(void)
 		eprintf("tpt: cannot start disk I/O workers: %s\n", strerror(-err));
 		return TGTADM_UNKNOWN_ERR;
 	}
-	err = tpt_dm_open(&cfg, &dm_conf.dm);
-	if (err) {
-		eprintf("tpt: cannot open the datamover on %s:%u: %s\n",
-			dm_conf.addr, dm_conf.port, strerror(-err));
+	tpt_datamover_register(&tpt_target_dm_user);
+	if (tpt_datamover_open())
 		return TGTADM_UNKNOWN_ERR;
-	}
-	if (tgt_event_add(tpt_dm_event_fd(dm_conf.dm), EPOLLIN, tpt_dm_event,
-			  dm_conf.dm)) {
-		tpt_dm_close(dm_conf.dm);
-		dm_conf.dm = NULL;
-		return TGTADM_UNKNOWN_ERR;
-	}
 	tpt_group_timeouts_start();
-	eprintf("tpt datamover (%s) listening on %s:%u\n",
-		tpt_dm_provider_name(dm_conf.dm), dm_conf.addr,
-		tpt_dm_listen_port(dm_conf.dm));
+	started = true;
 	return TGTADM_SUCCESS;
-}
-
-int tpt_target_dm_ensure(const char *addr, uint16_t port)
-{
-	char value[80];
-
-	snprintf(value, sizeof(value), "%s:%u", addr, port);
-	if (tpt_set_dm_portal(value) || tpt_dm_start())
-		return -EINVAL;
-	return 0;
 }
 
 static tgtadm_err tpt_lu_enable(struct scsi_lu *lu)
@@ -180,7 +116,7 @@ static tgtadm_err tpt_lu_enable(struct scsi_lu *lu)
 
 	if (tpt_lu_of(lu))
 		return TGTADM_SUCCESS;
-	err = tpt_dm_start();
+	err = tpt_target_start();
 	if (err)
 		return err;
 	tlu = calloc(1, sizeof(*tlu));
@@ -245,37 +181,6 @@ static int parse_uint(const char *s, unsigned int min, unsigned int max,
 	return 0;
 }
 
-static tgtadm_err tpt_set_dm_portal(const char *value)
-{
-	const char *colon = strrchr(value, ':');
-	unsigned int port;
-	size_t alen;
-
-	if (!colon || colon == value || parse_uint(colon + 1, 0, 65535, &port)) {
-		eprintf("tpt_dm=%s: expected ADDR:PORT\n", value);
-		return TGTADM_INVALID_REQUEST;
-	}
-	alen = colon - value;
-	if (alen >= sizeof(dm_conf.addr)) {
-		eprintf("tpt_dm=%s: address too long\n", value);
-		return TGTADM_INVALID_REQUEST;
-	}
-	if (dm_conf.dm) {
-		if (strncmp(dm_conf.addr, value, alen) || dm_conf.addr[alen] ||
-		    (port && port != tpt_dm_listen_port(dm_conf.dm))) {
-			eprintf("tpt_dm=%s: the datamover already listens on "
-				"%s:%u\n", value, dm_conf.addr,
-				tpt_dm_listen_port(dm_conf.dm));
-			return TGTADM_INVALID_REQUEST;
-		}
-		return TGTADM_SUCCESS;
-	}
-	memcpy(dm_conf.addr, value, alen);
-	dm_conf.addr[alen] = '\0';
-	dm_conf.port = port;
-	return TGTADM_SUCCESS;
-}
-
 /* One "key=value" of --params that spc did not know. */
 static tgtadm_err tpt_lu_param(struct scsi_lu *lu, char *p)
 {
@@ -303,19 +208,15 @@ static tgtadm_err tpt_lu_param(struct scsi_lu *lu, char *p)
 		return TGTADM_INVALID_REQUEST;
 	}
 	if (!strcmp(p, "tpt_dm"))
-		return tpt_set_dm_portal(value);
+		return tpt_datamover_set_portal(value) ?
+			TGTADM_INVALID_REQUEST : TGTADM_SUCCESS;
 	if (!strcmp(p, "tpt_pool_mb")) {
 		if (parse_uint(value, 8, 65536, &n)) {
 			eprintf("tpt_pool_mb=%s: expected 8..65536\n", value);
 			return TGTADM_INVALID_REQUEST;
 		}
-		if (dm_conf.dm && n != dm_conf.pool_mb) {
-			eprintf("tpt_pool_mb: the datamover is already running "
-				"with %u MiB\n", dm_conf.pool_mb);
-			return TGTADM_INVALID_REQUEST;
-		}
-		dm_conf.pool_mb = n;
-		return TGTADM_SUCCESS;
+		return tpt_datamover_set_pool_mb(n) ? TGTADM_INVALID_REQUEST :
+						      TGTADM_SUCCESS;
 	}
 	if (!strcmp(p, "tpt_group_timeout")) {
 		tlu = tpt_lu_of(lu);
@@ -330,28 +231,30 @@ static tgtadm_err tpt_lu_param(struct scsi_lu *lu, char *p)
 	return TGTADM_UNKNOWN_PARAM;
 }
 
-#define SHOW_TAB "            "
-
-static void tpt_target_show(struct tpt_lu *tlu, struct concat_buf *b)
+void tpt_target_show(struct scsi_lu *lu, struct concat_buf *b)
 {
-	const struct tpt_lu_stats *st = &tlu->stats;
+	struct tpt_lu *tlu = tpt_lu_of(lu);
+	const struct tpt_lu_stats *st;
 	uint64_t cmds = 0;
 	unsigned int i;
 
+	if (!tlu)
+		return;
+	st = &tlu->stats;
 	for (i = 0; i < 256; i++)
 		cmds += st->cmds[i];
-	concat_printf(b, SHOW_TAB "TPT mode: on\n");
-	concat_printf(b, SHOW_TAB "TPT datamover: %s %s:%u\n",
-		      tpt_dm_provider_name(dm_conf.dm), dm_conf.addr,
-		      tpt_dm_listen_port(dm_conf.dm));
-	concat_printf(b, SHOW_TAB "TPT group timeout: %u s\n",
+	concat_printf(b, TPT_SHOW_INDENT "TPT mode: on\n");
+	concat_printf(b, TPT_SHOW_INDENT "TPT datamover: %s %s:%u\n",
+		      tpt_dm_provider_name(tpt_datamover()),
+		      tpt_datamover_addr(), tpt_dm_listen_port(tpt_datamover()));
+	concat_printf(b, TPT_SHOW_INDENT "TPT group timeout: %u s\n",
 		      tlu->group_timeout);
-	concat_printf(b, SHOW_TAB "TPT counters: commands %" PRIu64
+	concat_printf(b, TPT_SHOW_INDENT "TPT counters: commands %" PRIu64
 		      " check_conditions %" PRIu64 " disk_read %" PRIu64
 		      " disk_written %" PRIu64 " xored %" PRIu64 "\n", cmds,
 		      st->check_conditions, st->bytes_read_disk,
 		      st->bytes_written_disk, st->bytes_xored);
-	concat_printf(b, SHOW_TAB "TPT requests released: done %" PRIu64
+	concat_printf(b, TPT_SHOW_INDENT "TPT requests released: done %" PRIu64
 		      " release %" PRIu64 " abort %" PRIu64 " timeout %" PRIu64
 		      " nexus_loss %" PRIu64 "\n",
 		      st->groups_released[TPT_RELEASE_DONE],
@@ -359,44 +262,6 @@ static void tpt_target_show(struct tpt_lu *tlu, struct concat_buf *b)
 		      st->groups_released[TPT_RELEASE_TASK_MGMT],
 		      st->groups_released[TPT_RELEASE_TIMEOUT],
 		      st->groups_released[TPT_RELEASE_NEXUS_LOSS]);
-}
-
-static void tpt_array_show(struct tpt_array *a, struct concat_buf *b)
-{
-	struct tpt_ctl_stats st;
-	unsigned int i;
-
-	tpt_array_get_stats(a, &st);
-	concat_printf(b, SHOW_TAB "TPT-RAID: raid5 mode %s unit %u members %u"
-		      " array_id %016" PRIx64 "\n",
-		      tpt_array_mode_name(a->spec.mode), a->spec.unit_bytes,
-		      a->nr_members, a->array_id);
-	for (i = 0; i < a->nr_members; i++) {
-		const struct tpt_member *m = &a->member[i];
-
-		concat_printf(b, SHOW_TAB "TPT-RAID member %u: %s %s commands %"
-			      PRIu64 " errors %" PRIu64 "\n", i, m->url,
-			      m->up ? "up" : "DOWN", m->stats.cmds,
-			      m->stats.errors);
-	}
-	concat_printf(b, SHOW_TAB "TPT-RAID counters: reads %" PRIu64
-		      " writes %" PRIu64 " host_in %" PRIu64 " host_out %" PRIu64
-		      " target_in %" PRIu64 " target_out %" PRIu64 " xored %"
-		      PRIu64 " pdus %" PRIu64 " rma_ops %" PRIu64 " failed %"
-		      PRIu64 "\n", st.reads, st.writes, st.host_bytes_in,
-		      st.host_bytes_out, st.target_bytes_in, st.target_bytes_out,
-		      st.bytes_xored, st.pdus, st.rma_ops, st.failed);
-}
-
-void tpt_lu_show(struct scsi_lu *lu, struct concat_buf *b)
-{
-	struct tpt_lu *tlu = tpt_lu_of(lu);
-	struct tpt_array *a = tptraid_array_of(lu);
-
-	if (tlu)
-		tpt_target_show(tlu, b);
-	if (a)
-		tpt_array_show(a, b);
 }
 
 tgtadm_err tpt_sbc_lu_config(struct scsi_lu *lu, char *params)

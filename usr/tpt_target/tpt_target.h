@@ -2,12 +2,16 @@
  * The TPT target: an sbc LU switched into TPT mode executes the TPT command
  * set of docs/protocol.md besides ordinary SBC commands.
  *
- *   tpt_lu.c       tgtadm parameters, switching a LU's opcode table
- *   tpt_session.c  per I_T nexus state: peer list, slots, peer links
- *   tpt_group.c    per (nexus, group number) buffers and their release
- *   tpt_xfer.c     moving byte ranges between peers' memory and ours
- *   tpt_cmd*.c     one handler per command
- *   tpt_io.c       disk I/O off the event loop
+ *   lu.c           tgtadm parameters, switching a LU's opcode table, show
+ *   session.c      per I_T nexus state: peer list, slots
+ *   peer_link.c    datamover links to peers, admission of incoming ones
+ *   group.c        per (nexus, group number) buffers and their release
+ *   xfer.c         moving byte ranges between peers' memory and ours
+ *   cmd.c          decoding, dispatch, completion; cmd_*.c the handlers
+ *   disk_io.c      disk I/O off the event loop
+ *
+ * The datamover itself is the process's (usr/tpt_datamover.h), shared
+ * with a controller in the same tgtd.
  */
 #ifndef __TPT_TARGET_H__
 #define __TPT_TARGET_H__
@@ -18,6 +22,7 @@
 #include "list.h"
 #include "scsi/tpt_cdb.h"
 #include "iser/tpt_dm.h"
+#include "tpt_datamover.h"
 
 struct scsi_lu;
 struct scsi_cmd;
@@ -25,10 +30,10 @@ struct tpt_cmd;
 
 /* Private buffers hold up to this many bytes each; slots their payload. */
 #define TPT_PRIVATE_PIECE	(1u << 20)
-/* Pool buffer size: a 1 MiB slot payload plus its header, page aligned. */
-#define TPT_POOL_BUF_BYTES	(TPT_PRIVATE_PIECE + 4096)
+_Static_assert(TPT_PRIVATE_PIECE + TPT_SLOT_HDR_LEN <= TPT_DATAMOVER_BUF_BYTES,
+	       "a pool buffer holds a private piece or a slot");
 
-/* ---- tpt_lu.c ---- */
+/* ---- lu.c ---- */
 
 struct tpt_lu_stats {
 	uint64_t cmds[256];		/* by opcode */
@@ -50,15 +55,7 @@ uint32_t tpt_lu_block_size(const struct tpt_lu *tlu);
 uint64_t tpt_lu_nr_blocks(const struct tpt_lu *tlu);
 int tpt_lu_fd(const struct tpt_lu *tlu);
 
-/* The process-wide datamover, opened by the first LU put in TPT mode, and
- * the address it listens on. */
-struct tpt_dm *tpt_target_dm(void);
-const char *tpt_target_dm_addr(void);
-/* Start the datamover on ADDR:PORT, or check it already listens there:
- * the controller needs it too.  0 or -EINVAL (logged). */
-int tpt_target_dm_ensure(const char *addr, uint16_t port);
-
-/* ---- tpt_session.c ---- */
+/* ---- session.c ---- */
 
 struct tpt_slot {
 	struct tpt_dm_buf *dmb;
@@ -97,16 +94,19 @@ enum tpt_sense_reason tpt_session_reserve_slots(struct tpt_session *s,
 void tpt_session_fill_slot_table(const struct tpt_session *s,
 				 struct tpt_slot_table *t);
 
+/* ---- peer_link.c ---- */
+
 /* A connected datamover peer for peer-list entry @peer_id, connecting if
  * need be: cb runs (maybe before this returns) with the peer or an error. */
 typedef void (*tpt_link_cb)(struct tpt_dm_peer *peer, int status, void *arg);
 void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 		  void *arg);
 
-int tpt_dm_accept_peer(void *arg, const struct tpt_dm_hello *hello,
-		       const struct sockaddr *src, socklen_t srclen);
+/* The target as a datamover user: admission by peer list, links dropped
+ * when their peer goes away. */
+extern struct tpt_datamover_user tpt_target_dm_user;
 
-/* ---- tpt_group.c ---- */
+/* ---- group.c ---- */
 
 enum tpt_release_why {
 	TPT_RELEASE_DONE,		/* the request completed */
@@ -208,7 +208,7 @@ void tpt_range_copy(struct tpt_range *dst, const struct tpt_range *src);
 /* Publish slot headers so peers may read the range. */
 void tpt_range_publish(struct tpt_range *r);
 
-/* ---- tpt_xfer.c ---- */
+/* ---- xfer.c ---- */
 
 /* Move the bytes of @xl (covering a byte stream of xl->total_length) to or
  * from @r's pieces; done(cmd, reason) runs once everything completed. */
@@ -226,7 +226,7 @@ void tpt_xfer_range(struct tpt_cmd *tc, struct tpt_range *r,
 		    const struct tpt_xfer_list *xl, const uint8_t *inline_data,
 		    enum tpt_xfer_dir dir, tpt_xfer_done done, void *ctx);
 
-/* ---- tpt_cmd.c ---- */
+/* ---- cmd.c ---- */
 
 /* A TPT command being executed. */
 struct tpt_cmd {

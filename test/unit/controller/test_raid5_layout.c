@@ -1,4 +1,4 @@
-#include "controller/raid_layout.h"
+#include "controller/raid_level.h"
 #include "test/unit/unit.h"
 
 #include <errno.h>
@@ -46,7 +46,7 @@ static const unsigned int md_n5[10][5] = {
 
 static void check_md_table(unsigned int n, const unsigned int *table)
 {
-	const struct raid_layout_ops *l = &raid5_left_symmetric;
+	const struct raid_level_ops *l = &raid5_level;
 	struct raid_geometry g = {
 		.members = n, .unit_blocks = 16, .member_blocks = 16 * 64,
 	};
@@ -80,7 +80,7 @@ static void md_left_symmetric_tables(void)
 
 static void map_and_unmap_agree(void)
 {
-	const struct raid_layout_ops *l = &raid5_left_symmetric;
+	const struct raid_level_ops *l = &raid5_level;
 	unsigned int n, i;
 
 	for (n = 3; n <= RAID_MAX_MEMBERS; n++) {
@@ -110,7 +110,7 @@ static void map_and_unmap_agree(void)
  * parity block per stripe row. */
 static void unmap_covers_the_array_once(void)
 {
-	const struct raid_layout_ops *l = &raid5_left_symmetric;
+	const struct raid_level_ops *l = &raid5_level;
 	struct raid_geometry g = {
 		.members = 5, .unit_blocks = 3, .member_blocks = 3 * 7,
 	};
@@ -144,14 +144,14 @@ static void unmap_covers_the_array_once(void)
 
 static void array_blocks_and_lookup(void)
 {
-	const struct raid_layout_ops *l = raid_layout_find("raid5");
+	const struct raid_level_ops *l = raid_level_find(5);
 	struct raid_geometry g = {
 		.members = 6, .unit_blocks = 128, .member_blocks = 128 * 1000,
 	};
 
-	CHECK(l == &raid5_left_symmetric);
-	CHECK(raid_layout_find("raid6") == NULL);
-	CHECK(raid_layout_find("") == NULL);
+	CHECK(l == &raid5_level);
+	CHECK(raid_level_find(6) == NULL);
+	CHECK(raid_level_find(0) == NULL);
 	if (!l)
 		return;
 	CHECK_EQ(l->nr_parity, 1);
@@ -164,7 +164,7 @@ static void array_blocks_and_lookup(void)
 
 static void geometry_checks(void)
 {
-	const struct raid_layout_ops *l = &raid5_left_symmetric;
+	const struct raid_level_ops *l = &raid5_level;
 	struct raid_geometry ok = {
 		.members = 3, .unit_blocks = 8, .member_blocks = 64,
 	}, g;

@@ -21,7 +21,7 @@
 #include "list.h"
 #include "tgtd.h"
 #include "log.h"
-#include "tpt_io.h"
+#include "disk_io.h"
 
 #define TPT_IO_THREADS 4
 

@@ -6,7 +6,6 @@
  * session) and TPT RELEASE.
  */
 #include <stdint.h>
-#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,14 +21,9 @@ int tpt_exec_report_endpoint(struct tpt_cmd *tc)
 	int len;
 
 	memset(&r, 0, sizeof(r));
-	if (inet_pton(AF_INET, tpt_target_dm_addr(), r.ep.addr) == 1)
-		r.ep.family = TPT_AF_IPV4;
-	else if (inet_pton(AF_INET6, tpt_target_dm_addr(), r.ep.addr) == 1)
-		r.ep.family = TPT_AF_IPV6;
-	else
+	if (tpt_datamover_endpoint(&r.ep))
 		return TPT_SENSE_INTERNAL_FAILURE;
-	r.ep.port = tpt_dm_listen_port(tpt_target_dm());
-	strncpy(r.provider, tpt_dm_provider_name(tpt_target_dm()),
+	strncpy(r.provider, tpt_dm_provider_name(tpt_datamover()),
 		TPT_PROVIDER_LEN);
 	len = tpt_endpoint_report_encode(&r, scsi_get_in_buffer(cmd),
 					 scsi_get_in_length(cmd));

@@ -15,7 +15,7 @@
 #include "spc.h"
 #include "target.h"
 #include "tpt.h"
-#include "tpt_io.h"
+#include "disk_io.h"
 #include "tpt_target.h"
 
 static LIST_HEAD(tpt_cmds);

@@ -1,0 +1,582 @@
+/*
+ * RAID-5 (controller/raid_level.h): md's left-symmetric layout, and how
+ * the controller plans requests on it in TPT mode (the targets move data
+ * and compute parity, paper III-C) and in Baseline mode (the controller
+ * does both itself, III-E).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller/bl_plan.h"
+#include "controller/raid_level.h"
+#include "controller/tpt_plan.h"
+#include "scsi/tpt_cdb.h"
+
+/* ---- layout ---- */
+
+/*
+ * Left-symmetric RAID-5 as md places it: parity of stripe s on member
+ * N-1 - (s mod N), walking backwards one member per stripe; data unit d
+ * on the member d+1 places after the parity.  Stripe s covers member LBAs
+ * [s * unit, (s + 1) * unit) on every member.
+ */
+
+static unsigned int r5_parity(const struct raid_geometry *g, uint64_t stripe)
+{
+	return g->members - 1 - (unsigned int)(stripe % g->members);
+}
+
+static uint64_t r5_array_blocks(const struct raid_geometry *g)
+{
+	return (uint64_t)(g->members - 1) * g->member_blocks;
+}
+
+static unsigned int r5_parity_member(const struct raid_geometry *g,
+				     uint64_t stripe, unsigned int i)
+{
+	(void)i;
+	return r5_parity(g, stripe);
+}
+
+static unsigned int r5_data_member(const struct raid_geometry *g,
+				   uint64_t stripe, unsigned int data_index)
+{
+	return (r5_parity(g, stripe) + 1 + data_index) % g->members;
+}
+
+static void r5_map(const struct raid_geometry *g, uint64_t array_lba,
+		   struct raid_chunk *out)
+{
+	uint64_t stripe_blocks = (uint64_t)(g->members - 1) * g->unit_blocks;
+	uint64_t in_stripe = array_lba % stripe_blocks;
+
+	out->stripe = array_lba / stripe_blocks;
+	out->data_index = (unsigned int)(in_stripe / g->unit_blocks);
+	out->member = r5_data_member(g, out->stripe, out->data_index);
+	out->member_lba = out->stripe * g->unit_blocks +
+			  in_stripe % g->unit_blocks;
+}
+
+static int r5_unmap(const struct raid_geometry *g, unsigned int member,
+		    uint64_t member_lba, uint64_t *array_lba)
+{
+	uint64_t stripe = member_lba / g->unit_blocks;
+	unsigned int parity, data_index;
+
+	if (member >= g->members || member_lba >= g->member_blocks)
+		return -EINVAL;
+	parity = r5_parity(g, stripe);
+	if (member == parity)
+		return -ENOENT;
+	data_index = (member + g->members - parity - 1) % g->members;
+	*array_lba = (stripe * (g->members - 1) + data_index) * g->unit_blocks +
+		     member_lba % g->unit_blocks;
+	return 0;
+}
+
+/* ---- TPT READ (paper III-C, protocol.md 7.1) ---- */
+
+static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
+		  uint32_t group, struct tpt_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint64_t pos, end = lba + blocks;
+	struct tpt_plan_builder b;
+	uint32_t n;
+	int err;
+
+	err = tpt_plan_begin(&b, c, lba, blocks, group, out);
+	if (err)
+		return err;
+	/* The host buffer is contiguous, member blocks are not: one PREP
+	 * READ per piece of a stripe unit, each naming where in the host
+	 * buffer its blocks go.  All in one step, FINAL last per member. */
+	for (pos = lba; pos < end; pos += n) {
+		struct raid_chunk ch;
+		uint32_t off;
+
+		c->level->map(g, pos, &ch);
+		off = (uint32_t)(ch.member_lba % g->unit_blocks);
+		n = g->unit_blocks - off;
+		if (n > end - pos)
+			n = (uint32_t)(end - pos);
+		if (!tpt_plan_add_cmd(&b, 0, TPT_PLAN_PREP_READ, ch.member,
+			     ch.member_lba, n) ||
+		    tpt_plan_add_host_ref(&b, (pos - lba) * c->block_size,
+				 n * c->block_size)) {
+			tpt_plan_abandon(&b);
+			return -ENOMEM;
+		}
+	}
+	return tpt_plan_finish(&b);
+}
+
+/* ---- TPT WRITE (paper III-C, protocol.md 7.2, 7.4) ---- */
+
+/* One data member's share of a partial stripe. */
+struct stripe_piece {
+	unsigned int member;
+	uint32_t first, end;		/* blocks within the unit */
+	uint64_t host_offset;		/* bytes, of block @first */
+};
+
+struct stripe_delta {
+	unsigned int member;
+	uint16_t ordinal;
+};
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Read-modify-write of array blocks [@first, @end) of @stripe (paper
+ * III-C, Fig. 4; protocol.md 7.2).  Each data member XDWRITEs its new
+ * data and exports the delta new XOR old; the parity member folds the
+ * deltas into its old parity, PRE-FETCHed while the XDWRITEs run.
+ *
+ * The pieces may sit at different offsets of the unit (a write covering
+ * the tail of one unit and the head of the next), so one parity block
+ * range can take deltas from some members and not others.  A SLOT
+ * descriptor takes a slot's whole payload and the reader checks the
+ * piece's LBA and length (protocol.md 5.1), so a delta can only be read
+ * over exactly the range it was produced for.  The unit's offsets are
+ * therefore cut at every piece boundary into elementary intervals, and
+ * each piece XDWRITEs one command, with a slot of its own, per interval
+ * it covers.  Pieces that do not overlap need no cut.
+ *
+ * Per interval with k deltas the parity member runs a chain, one command
+ * per step since a target does not order a group's commands: PART TMP
+ * with XOR MEDIUM on the first delta, PART TMP with XOR GROUP on each next
+ * one, accumulating in its private result, and PART BLOCK with XOR GROUP
+ * on the last, which stages the new parity; a single delta is one PART
+ * BLOCK with XOR MEDIUM (protocol.md 7.2, star).
+ */
+static int plan_partial_stripe(struct tpt_plan_builder *b, uint64_t req_lba,
+			       uint64_t stripe, uint64_t first, uint64_t end)
+{
+	const struct raid_geometry *g = b->c->geo;
+	const struct raid_level_ops *l = b->c->level;
+	uint32_t bs = b->c->block_size, unit = g->unit_blocks;
+	uint32_t bound[2 * RAID_MAX_MEMBERS], lo = unit, hi = 0, n;
+	struct stripe_piece piece[RAID_MAX_MEMBERS];
+	struct stripe_delta delta[RAID_MAX_MEMBERS];
+	unsigned int parity = l->parity_member(g, stripe, 0);
+	unsigned int nr_pieces = 0, nr_bounds = 0, i, j, k;
+	uint64_t base = stripe * unit, pos;
+	struct tpt_plan_cmd *cmd;
+	int err;
+
+	for (pos = first; pos < end; pos += n) {
+		struct raid_chunk ch;
+		struct stripe_piece *pc = &piece[nr_pieces++];
+
+		l->map(g, pos, &ch);
+		pc->member = ch.member;
+		pc->first = (uint32_t)(ch.member_lba - base);
+		n = unit - pc->first;
+		if (n > end - pos)
+			n = (uint32_t)(end - pos);
+		pc->end = pc->first + n;
+		pc->host_offset = (pos - req_lba) * bs;
+		bound[nr_bounds++] = pc->first;
+		bound[nr_bounds++] = pc->end;
+		if (pc->first < lo)
+			lo = pc->first;
+		if (pc->end > hi)
+			hi = pc->end;
+	}
+	qsort(bound, nr_bounds, sizeof(bound[0]), cmp_u32);
+	for (i = 1, j = 1; i < nr_bounds; i++)
+		if (bound[i] != bound[j - 1])
+			bound[j++] = bound[i];
+	nr_bounds = j;
+
+	for (i = 0; i + 1 < nr_bounds; i++) {
+		uint32_t x = bound[i], len = bound[i + 1] - bound[i];
+
+		k = 0;
+		for (j = 0; j < nr_pieces; j++) {
+			struct stripe_piece *pc = &piece[j];
+
+			if (pc->first > x || pc->end < x + len)
+				continue;
+			delta[k].member = pc->member;
+			err = tpt_plan_want_slot(b, pc->member, &delta[k].ordinal);
+			if (err)
+				return err;
+			cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_XDWRITE, pc->member,
+				      base + x, len);
+			if (!cmd)
+				return -ENOMEM;
+			cmd->result_slot = delta[k].ordinal;
+			if (tpt_plan_add_host_ref(b, pc->host_offset +
+					 (uint64_t)(x - pc->first) * bs,
+					 len * bs))
+				return -ENOMEM;
+			k++;
+		}
+		for (j = 0; j < k; j++) {
+			cmd = tpt_plan_add_cmd(b, 1 + j, j + 1 < k ? TPT_PLAN_PART_TMP :
+				      TPT_PLAN_PART_BLOCK, parity, base + x, len);
+			if (!cmd)
+				return -ENOMEM;
+			cmd->parity_mode = j ? TPT_PARITY_XOR_GROUP :
+					       TPT_PARITY_XOR_MEDIUM;
+			if (tpt_plan_add_slot_ref(b, delta[j].member, delta[j].ordinal,
+					 len * bs))
+				return -ENOMEM;
+		}
+	}
+	/* One cache hint over the whole parity range keeps Table II's single
+	 * PRE-FETCH; gaps between intervals cost a little extra reading. */
+	if (!tpt_plan_add_cmd(b, 0, TPT_PLAN_PRE_FETCH, parity, base + lo, hi - lo))
+		return -ENOMEM;
+	return 0;
+}
+
+/*
+ * Full stripes @first_stripe.. (@nr of them): star topology with a
+ * calculator per stripe (paper III-A, III-C; protocol.md 7.4).
+ *
+ * Step 1 PREP WRITEs every block to its data member, each but the
+ * calculator's exporting its block into a slot.  Then the calculator C
+ * folds the other data members' blocks into its own with COMP TMP, one
+ * per step, all naming one slot c of C so the target accumulates in place
+ * (4.9); C's own block stays private so that the chain never touches its
+ * staged data (8.2).  Stripes are independent, so the chains of all the
+ * stripes run side by side, step j of each in one plan step.  Finally the
+ * parity member reads the finished parity from slot c with COMP BLOCK.
+ *
+ * The calculator is the data member at data index calculator_rr mod
+ * (N-1) of each stripe, and calculator_rr advances once per request.
+ * Being a data member, it is never the stripe's parity member, so no
+ * stripe needs a fallback and each stripe costs the paper's 3N-1
+ * operations.  Left-symmetric puts a fixed data index on the next lower
+ * member from one stripe to the next, so a multi-stripe request spreads
+ * its calculators over all members, and repeated requests to one stripe
+ * rotate among its data members: the load balancing the paper wants from
+ * choosing the calculator ad hoc.
+ */
+static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
+			     uint64_t first_stripe, uint64_t nr)
+{
+	const struct raid_geometry *g = b->c->geo;
+	const struct raid_level_ops *l = b->c->level;
+	uint32_t bs = b->c->block_size, unit = g->unit_blocks;
+	unsigned int data = g->members - 1;
+	unsigned int calc_index = b->c->calculator_rr % data;
+	uint16_t ordinal[RAID_MAX_MEMBERS], acc;
+	struct tpt_plan_cmd *cmd;
+	uint64_t i, s, base;
+	unsigned int d, m, calc, step;
+	int err;
+
+	for (i = 0; i < nr; i++) {
+		s = first_stripe + i;
+		base = s * unit;
+		for (d = 0; d < data; d++) {
+			m = l->data_member(g, s, d);
+			if (d != calc_index) {
+				err = tpt_plan_want_slot(b, m, &ordinal[d]);
+				if (err)
+					return err;
+			}
+			cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_PREP_WRITE, m, base, unit);
+			if (!cmd)
+				return -ENOMEM;
+			if (d != calc_index)
+				cmd->result_slot = ordinal[d];
+			if (tpt_plan_add_host_ref(b, ((s * data + d) * unit - req_lba) * bs,
+					 unit * bs))
+				return -ENOMEM;
+		}
+		calc = l->data_member(g, s, calc_index);
+		err = tpt_plan_want_slot(b, calc, &acc);
+		if (err)
+			return err;
+		step = 1;
+		for (d = 0; d < data; d++) {
+			if (d == calc_index)
+				continue;
+			cmd = tpt_plan_add_cmd(b, step++, TPT_PLAN_COMP_TMP, calc, base,
+				      unit);
+			if (!cmd)
+				return -ENOMEM;
+			cmd->result_slot = acc;
+			if (tpt_plan_add_slot_ref(b, l->data_member(g, s, d), ordinal[d],
+					 unit * bs))
+				return -ENOMEM;
+		}
+		if (!tpt_plan_add_cmd(b, step, TPT_PLAN_COMP_BLOCK,
+			     l->parity_member(g, s, 0), base, unit) ||
+		    tpt_plan_add_slot_ref(b, calc, acc, unit * bs))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * A request is 0-2 partial stripes, at its head and tail, and at most one
+ * multiple-full-stripe part between them (paper III-C, protocol.md 7.4).
+ * The parts touch different stripes, hence different member ranges and
+ * slots, so they share steps: everything that reads the host in the first
+ * step, the parity chains side by side after it, WRITE NEW DATA last.
+ */
+static int r5_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
+		   uint32_t group, struct tpt_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint64_t stripe_blocks, pos, end = lba + blocks, s, seg, nr;
+	struct tpt_plan_builder b;
+	bool full = false;
+	int err;
+
+	err = tpt_plan_begin(&b, c, lba, blocks, group, out);
+	if (err)
+		return err;
+	if (!c->slots)
+		return -EINVAL;
+	stripe_blocks = (uint64_t)(g->members - 1) * g->unit_blocks;
+	for (pos = lba; pos < end && !err; pos = seg) {
+		s = pos / stripe_blocks;
+		nr = (end - pos) / stripe_blocks;
+		if (pos % stripe_blocks == 0 && nr) {
+			err = plan_full_stripes(&b, lba, s, nr);
+			seg = pos + nr * stripe_blocks;
+			full = true;
+		} else {
+			seg = (s + 1) * stripe_blocks;
+			if (seg > end)
+				seg = end;
+			err = plan_partial_stripe(&b, lba, s, pos, seg);
+		}
+	}
+	if (!err)
+		err = tpt_plan_add_write_new_data(&b);
+	if (err) {
+		tpt_plan_abandon(&b);
+		return err;
+	}
+	err = tpt_plan_finish(&b);
+	if (!err && full)
+		c->calculator_rr++;
+	return err;
+}
+
+
+/* ---- Baseline (paper III-C, III-E) ---- */
+
+/* One member's share of a stripe: a piece of one unit. */
+struct bl_piece {
+	unsigned int member;
+	uint64_t member_lba;
+	uint32_t bytes;
+	uint32_t unit_off;		/* bytes into the unit */
+	uint64_t host_offset;		/* bytes into the request's buffer */
+};
+
+/* The request's part of @stripe as unit pieces; returns how many, and the
+ * byte range within the unit that their parity covers. */
+static unsigned int bl_stripe_pieces(const struct bl_plan_ctx *c,
+				     uint64_t req_lba, uint64_t lo, uint64_t hi,
+				     struct bl_piece *piece, uint32_t *p_off,
+				     uint32_t *p_end)
+{
+	const struct raid_geometry *g = c->geo;
+	uint32_t unit = g->unit_blocks, bs = c->block_size;
+	unsigned int n = 0;
+	uint64_t lba, len;
+
+	*p_off = UINT32_MAX;
+	*p_end = 0;
+	for (lba = lo; lba < hi; lba += len) {
+		struct raid_chunk ch;
+		uint32_t in_unit;
+		struct bl_piece *p = &piece[n++];
+
+		c->level->map(g, lba, &ch);
+		in_unit = (uint32_t)(ch.member_lba % unit);
+		len = unit - in_unit;
+		if (len > hi - lba)
+			len = hi - lba;
+		p->member = ch.member;
+		p->member_lba = ch.member_lba;
+		p->bytes = (uint32_t)len * bs;
+		p->unit_off = in_unit * bs;
+		p->host_offset = (lba - req_lba) * bs;
+		if (p->unit_off < *p_off)
+			*p_off = p->unit_off;
+		if (p->unit_off + p->bytes > *p_end)
+			*p_end = p->unit_off + p->bytes;
+	}
+	return n;
+}
+
+static int r5_bl_read(const struct bl_plan_ctx *c, uint64_t lba,
+		      uint32_t blocks, struct bl_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint64_t pos, end = lba + blocks, n;
+	struct bl_plan_builder b;
+	int err;
+
+	err = bl_plan_begin(&b, c, lba, blocks, out);
+	if (err)
+		return err;
+	/* One READ per piece of a unit, straight into the host's buffer. */
+	for (pos = lba; pos < end && !err; pos += n) {
+		struct raid_chunk ch;
+		struct bl_cmd cmd = { .op = BL_READ };
+
+		c->level->map(g, pos, &ch);
+		n = g->unit_blocks - ch.member_lba % g->unit_blocks;
+		if (n > end - pos)
+			n = end - pos;
+		cmd.member = ch.member;
+		cmd.lba = ch.member_lba;
+		cmd.bytes = (uint32_t)n * c->block_size;
+		cmd.dst = bl_host((pos - lba) * c->block_size);
+		err = bl_plan_add(&b, 0, &cmd);
+	}
+	if (err) {
+		bl_plan_abandon(&b);
+		return err;
+	}
+	return bl_plan_finish(&b);
+}
+
+/*
+ * One stripe of a write.  Full: parity from the host's data, then WRITE
+ * of every unit.  Partial: READ the old data and old parity, fold
+ * old ^ new into the parity, then WRITE the new data and parity.  The
+ * parity covers the union of the pieces' places in the unit.
+ */
+static int bl_write_stripe(struct bl_plan_builder *b, uint64_t req_lba,
+			   uint64_t stripe, uint64_t lo, uint64_t hi)
+{
+	const struct bl_plan_ctx *c = b->c;
+	const struct raid_geometry *g = c->geo;
+	uint64_t first = stripe * raid_stripe_data_blocks(c->level, g);
+	bool full = lo == first && hi == first + raid_stripe_data_blocks(c->level, g);
+	struct bl_piece piece[RAID_MAX_MEMBERS];
+	uint32_t p_off, p_end, p_len;
+	unsigned int nr, i, parity = c->level->parity_member(g, stripe, 0);
+	int ptemp, old[RAID_MAX_MEMBERS], err = 0;
+	unsigned int local = full ? 0 : 1;	/* the step that computes */
+
+	nr = bl_stripe_pieces(c, req_lba, lo, hi, piece, &p_off, &p_end);
+	p_len = p_end - p_off;
+	ptemp = bl_plan_add_temp(b, p_len);
+	if (ptemp < 0)
+		return ptemp;
+	if (full) {
+		struct bl_cmd cp = { .op = BL_COPY, .bytes = p_len,
+				     .dst = bl_temp(ptemp, 0),
+				     .src = bl_host(piece[0].host_offset) };
+
+		err = bl_plan_add(b, 0, &cp);
+		for (i = 1; i < nr && !err; i++) {
+			struct bl_cmd x = { .op = BL_XOR, .bytes = p_len,
+					    .dst = bl_temp(ptemp, 0),
+					    .src = bl_host(piece[i].host_offset) };
+
+			err = bl_plan_add(b, 0, &x);
+		}
+	} else {
+		struct bl_cmd rp = { .op = BL_READ, .member = parity,
+				     .lba = stripe * g->unit_blocks +
+					    p_off / c->block_size,
+				     .bytes = p_len, .dst = bl_temp(ptemp, 0) };
+
+		err = bl_plan_add(b, 0, &rp);
+		for (i = 0; i < nr && !err; i++) {
+			struct bl_cmd rd = { .op = BL_READ };
+
+			old[i] = bl_plan_add_temp(b, piece[i].bytes);
+			if (old[i] < 0)
+				return old[i];
+			rd.member = piece[i].member;
+			rd.lba = piece[i].member_lba;
+			rd.bytes = piece[i].bytes;
+			rd.dst = bl_temp(old[i], 0);
+			err = bl_plan_add(b, 0, &rd);
+		}
+		/* New parity = old parity ^ old data ^ new data. */
+		for (i = 0; i < nr && !err; i++) {
+			struct bl_ref at = bl_temp(ptemp, piece[i].unit_off - p_off);
+			struct bl_cmd x1 = { .op = BL_XOR, .bytes = piece[i].bytes,
+					     .dst = at, .src = bl_temp(old[i], 0) };
+			struct bl_cmd x2 = { .op = BL_XOR, .bytes = piece[i].bytes,
+					     .dst = at,
+					     .src = bl_host(piece[i].host_offset) };
+
+			err = bl_plan_add(b, 1, &x1);
+			if (!err)
+				err = bl_plan_add(b, 1, &x2);
+		}
+	}
+	for (i = 0; i < nr && !err; i++) {
+		struct bl_cmd wr = { .op = BL_WRITE, .member = piece[i].member,
+				     .lba = piece[i].member_lba,
+				     .bytes = piece[i].bytes,
+				     .src = bl_host(piece[i].host_offset) };
+
+		err = bl_plan_add(b, local, &wr);
+	}
+	if (!err) {
+		struct bl_cmd wp = { .op = BL_WRITE, .member = parity,
+				     .lba = stripe * g->unit_blocks +
+					    p_off / c->block_size,
+				     .bytes = p_len, .src = bl_temp(ptemp, 0) };
+
+		err = bl_plan_add(b, local, &wp);
+	}
+	return err;
+}
+
+static int r5_bl_write(const struct bl_plan_ctx *c, uint64_t lba,
+		       uint32_t blocks, struct bl_plan *out)
+{
+	uint64_t per_stripe, pos, end = lba + blocks, seg;
+	struct bl_plan_builder b;
+	int err;
+
+	err = bl_plan_begin(&b, c, lba, blocks, out);
+	if (err)
+		return err;
+	per_stripe = raid_stripe_data_blocks(c->level, c->geo);
+	for (pos = lba; pos < end && !err; pos = seg) {
+		seg = (pos / per_stripe + 1) * per_stripe;
+		if (seg > end)
+			seg = end;
+		err = bl_write_stripe(&b, lba, pos / per_stripe, pos, seg);
+	}
+	if (err) {
+		bl_plan_abandon(&b);
+		return err;
+	}
+	return bl_plan_finish(&b);
+}
+
+const struct raid_level_ops raid5_level = {
+	.name = "raid5",
+	.level = 5,
+	.nr_parity = 1,
+	.min_members = 3,
+	.max_members = RAID_MAX_MEMBERS,
+	.array_blocks = r5_array_blocks,
+	.map = r5_map,
+	.parity_member = r5_parity_member,
+	.data_member = r5_data_member,
+	.unmap = r5_unmap,
+	.tpt_read = r5_tpt_read,
+	.tpt_write = r5_tpt_write,
+	.bl_read = r5_bl_read,
+	.bl_write = r5_bl_write,
+};

@@ -1,0 +1,117 @@
+/*
+ * RAID levels: where every array block lives on the members, and how a
+ * host request becomes member commands in each controller mode.
+ *
+ * One ops struct per level and one file per level (raid5.c), in the
+ * manner of SPDK's raid_bdev_module: the controller picks the level by the
+ * array spec's raid= and never asks more of it than this struct says.
+ * Every callback is pure and synchronous: no I/O, no allocation but the
+ * plan it returns (and, in TPT mode, the slots the plan takes).
+ *
+ * Every level keeps stripe unit n of a stripe at the same LBA on every
+ * member: the slot header check of docs/protocol.md 5.1 derives the LBA a
+ * reader expects from its own command, which only works that way (11,
+ * "Members with different layouts").
+ *
+ * Members are named by their position in the layout, 0..N-1; which box
+ * serves a position is the controller's business, not the level's.
+ */
+#ifndef TPT_CONTROLLER_RAID_LEVEL_H
+#define TPT_CONTROLLER_RAID_LEVEL_H
+
+#include <stdint.h>
+
+/* The most members any level accepts; sizes the planners' tables. */
+#define RAID_MAX_MEMBERS 32
+
+struct raid_geometry {
+	unsigned int members;		/* N */
+	uint32_t unit_blocks;		/* stripe unit, in logical blocks */
+	uint64_t member_blocks;		/* usable blocks per member, a multiple of unit_blocks */
+};
+
+struct raid_chunk {			/* where an array block lives */
+	uint64_t stripe;
+	unsigned int member;
+	uint64_t member_lba;
+	unsigned int data_index;	/* 0..N-1-nr_parity within the stripe */
+};
+
+struct tpt_plan_ctx;
+struct tpt_plan;
+struct bl_plan_ctx;
+struct bl_plan;
+
+struct raid_level_ops {
+	const char *name;		/* "raid5": logs, tgtadm show */
+	unsigned int level;		/* raid= of the array spec */
+	unsigned int nr_parity;		/* members' worth of redundancy */
+	unsigned int min_members, max_members;
+
+	/* ---- layout (all required) ---- */
+	uint64_t (*array_blocks)(const struct raid_geometry *g);
+	/* @array_lba must be below array_blocks(). */
+	void (*map)(const struct raid_geometry *g, uint64_t array_lba,
+		    struct raid_chunk *out);
+	/* Parity unit @i (0..nr_parity-1) of @stripe. */
+	unsigned int (*parity_member)(const struct raid_geometry *g,
+				      uint64_t stripe, unsigned int i);
+	unsigned int (*data_member)(const struct raid_geometry *g,
+				    uint64_t stripe, unsigned int data_index);
+	/*
+	 * The inverse of map(), for rebuild and scrub, which walk members
+	 * rather than the array: 0 and the array LBA of a data block,
+	 * -ENOENT for a parity block, -EINVAL outside the member.
+	 */
+	int (*unmap)(const struct raid_geometry *g, unsigned int member,
+		     uint64_t member_lba, uint64_t *array_lba);
+
+	/*
+	 * ---- TPT mode (required): controller/tpt_plan.h ----
+	 * Plan a host READ or WRITE of @blocks array blocks at @lba as TPT
+	 * commands for the members.  0, or -EINVAL for a request or context
+	 * the level cannot serve, -EAGAIN when a member has too few free
+	 * slots now (retry when a request has returned some), -E2BIG when a
+	 * member's whole slot table is too small (split the request),
+	 * -ENOMEM.  On error nothing is allocated.
+	 */
+	int (*tpt_read)(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
+			uint32_t group, struct tpt_plan *out);
+	int (*tpt_write)(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
+			 uint32_t group, struct tpt_plan *out);
+
+	/*
+	 * ---- Baseline mode (required): controller/bl_plan.h ----
+	 * The same requests for the in-band controller: member READs and
+	 * WRITEs and the XORs it computes itself.  0, -EINVAL, -ENOMEM.
+	 */
+	int (*bl_read)(const struct bl_plan_ctx *c, uint64_t lba,
+		       uint32_t blocks, struct bl_plan *out);
+	int (*bl_write)(const struct bl_plan_ctx *c, uint64_t lba,
+			uint32_t blocks, struct bl_plan *out);
+};
+
+/*
+ * RAID-5 in Linux md's default left-symmetric layout.  Data units follow
+ * the parity unit round the members, so any N-1 consecutive units of the
+ * array lie on N-1 different members and a sequential read keeps every
+ * member busy, parity members included.
+ */
+extern const struct raid_level_ops raid5_level;
+
+/* The level for raid=@level, or NULL. */
+const struct raid_level_ops *raid_level_find(unsigned int level);
+
+/*
+ * 0 if @g suits @level: a member count it supports, a non-zero unit, and
+ * members holding whole stripes with an array size that fits 64 bits.
+ * -EINVAL otherwise.  The ops themselves assume a checked geometry.
+ */
+int raid_geometry_check(const struct raid_level_ops *level,
+			const struct raid_geometry *g);
+
+/* Blocks of data in one stripe: (N - nr_parity) units. */
+uint64_t raid_stripe_data_blocks(const struct raid_level_ops *level,
+				 const struct raid_geometry *g);
+
+#endif

@@ -1,0 +1,352 @@
+/*
+ * The Baseline planner (controller/bl_plan.c, the RAID-5 plans of
+ * controller/raid5.c), checked by executing its plans on the simulated
+ * members of plan_sim.h, against the same byte model as the TPT planner:
+ * the paper's Table I and II counts, and random requests.
+ *
+ * The executor runs a step's local operations in order, then its member
+ * READs and WRITEs, and fails a plan whose I/O within one step depends on
+ * an order the engine does not keep (the commands of a step are in flight
+ * together).
+ */
+#include "controller/bl_plan.h"
+#include "test/unit/controller/plan_sim.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct bl_exec {
+	struct world *w;
+	const struct bl_plan *p;
+	unsigned char *host;
+	uint64_t host_len;
+	unsigned char **temp;
+	bool failed;
+};
+
+static void bl_fail(struct bl_exec *x, const struct bl_cmd *cmd,
+		    const char *why)
+{
+	if (x->failed)
+		return;
+	x->failed = true;
+	unit_failures++;
+	if (cmd)
+		fprintf(stderr, "baseline plan: op %d member %u lba %llu %u "
+			"bytes: %s\n", cmd->op, cmd->member,
+			(unsigned long long)cmd->lba, cmd->bytes, why);
+	else
+		fprintf(stderr, "baseline plan: %s\n", why);
+}
+
+/* The bytes @ref names, or NULL (and the plan failed) outside them. */
+static unsigned char *bl_mem(struct bl_exec *x, const struct bl_cmd *cmd,
+			     const struct bl_ref *ref)
+{
+	uint64_t size;
+	unsigned char *base;
+
+	if (ref->buf == BL_BUF_HOST) {
+		base = x->host;
+		size = x->host_len;
+	} else if (ref->temp < x->p->nr_temps) {
+		base = x->temp[ref->temp];
+		size = x->p->temp_bytes[ref->temp];
+	} else {
+		bl_fail(x, cmd, "no such temporary buffer");
+		return NULL;
+	}
+	if (ref->offset > size || cmd->bytes > size - ref->offset) {
+		bl_fail(x, cmd, "outside its buffer");
+		return NULL;
+	}
+	return base + ref->offset;
+}
+
+static unsigned char *bl_medium(struct bl_exec *x, const struct bl_cmd *cmd)
+{
+	const struct raid_geometry *g = &x->w->a.geo;
+	uint32_t bs = x->w->s.bs;
+
+	if (cmd->member >= g->members || cmd->bytes % bs ||
+	    cmd->lba >= g->member_blocks ||
+	    cmd->bytes / bs > g->member_blocks - cmd->lba) {
+		bl_fail(x, cmd, "outside the member");
+		return NULL;
+	}
+	return sim_medium(&x->w->s, cmd->member, cmd->lba);
+}
+
+static bool bytes_overlap(const unsigned char *a, uint32_t alen,
+			  const unsigned char *b, uint32_t blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+/* The member I/O of one step is in flight together: no two commands may
+ * touch one place where either writes it. */
+static void bl_check_step(struct bl_exec *x, const struct bl_step *st)
+{
+	unsigned int i, j;
+
+	for (i = 0; i < st->nr_cmds && !x->failed; i++) {
+		const struct bl_cmd *a = &x->p->cmds[st->first_cmd + i];
+
+		if (a->op != BL_READ && a->op != BL_WRITE)
+			continue;
+		for (j = i + 1; j < st->nr_cmds && !x->failed; j++) {
+			const struct bl_cmd *b = &x->p->cmds[st->first_cmd + j];
+			unsigned char *am, *bm, *ab, *bb;
+
+			if (b->op != BL_READ && b->op != BL_WRITE)
+				continue;
+			if (a->op == BL_READ && b->op == BL_READ)
+				continue;
+			am = bl_medium(x, a);
+			bm = bl_medium(x, b);
+			ab = bl_mem(x, a, a->op == BL_READ ? &a->dst : &a->src);
+			bb = bl_mem(x, b, b->op == BL_READ ? &b->dst : &b->src);
+			if (!am || !bm || !ab || !bb)
+				return;
+			if (bytes_overlap(am, a->bytes, bm, b->bytes))
+				bl_fail(x, b, "races another command of its "
+					"step on the medium");
+			else if (bytes_overlap(ab, a->bytes, bb, b->bytes))
+				bl_fail(x, b, "races another command of its "
+					"step in memory");
+		}
+	}
+}
+
+static void bl_exec_cmd(struct bl_exec *x, const struct bl_cmd *cmd)
+{
+	unsigned char *dst, *src, *med;
+
+	switch (cmd->op) {
+	case BL_READ:
+		med = bl_medium(x, cmd);
+		dst = bl_mem(x, cmd, &cmd->dst);
+		if (med && dst)
+			memcpy(dst, med, cmd->bytes);
+		break;
+	case BL_WRITE:
+		med = bl_medium(x, cmd);
+		src = bl_mem(x, cmd, &cmd->src);
+		if (med && src)
+			memcpy(med, src, cmd->bytes);
+		break;
+	case BL_COPY:
+	case BL_XOR:
+		dst = bl_mem(x, cmd, &cmd->dst);
+		src = bl_mem(x, cmd, &cmd->src);
+		if (!dst || !src)
+			break;
+		if (bytes_overlap(dst, cmd->bytes, src, cmd->bytes))
+			bl_fail(x, cmd, "source and destination overlap");
+		else if (cmd->op == BL_COPY)
+			memcpy(dst, src, cmd->bytes);
+		else
+			xor_into(dst, src, cmd->bytes);
+		break;
+	default:
+		bl_fail(x, cmd, "unknown operation");
+	}
+}
+
+/* Run @p with @host as the request's buffer; true when it ran through. */
+static bool bl_run(struct world *w, const struct bl_plan *p,
+		   unsigned char *host, uint64_t host_len)
+{
+	struct bl_exec x = { .w = w, .p = p, .host = host,
+			     .host_len = host_len };
+	unsigned int i, j;
+
+	x.temp = xcalloc(p->nr_temps, sizeof(*x.temp));
+	for (i = 0; i < p->nr_temps; i++) {
+		x.temp[i] = malloc(p->temp_bytes[i] ? p->temp_bytes[i] : 1);
+		/* Garbage, so that a plan relying on zeroed memory fails. */
+		rnd_fill(x.temp[i], p->temp_bytes[i]);
+	}
+	for (i = 0; i < p->nr_steps && !x.failed; i++) {
+		const struct bl_step *st = &p->steps[i];
+
+		if (!st->nr_cmds)
+			bl_fail(&x, NULL, "an empty step");
+		bl_check_step(&x, st);
+		for (j = 0; j < st->nr_cmds && !x.failed; j++) {
+			const struct bl_cmd *cmd = &p->cmds[st->first_cmd + j];
+
+			if (cmd->op == BL_COPY || cmd->op == BL_XOR)
+				bl_exec_cmd(&x, cmd);
+		}
+		for (j = 0; j < st->nr_cmds && !x.failed; j++) {
+			const struct bl_cmd *cmd = &p->cmds[st->first_cmd + j];
+
+			if (cmd->op == BL_READ || cmd->op == BL_WRITE)
+				bl_exec_cmd(&x, cmd);
+		}
+	}
+	for (i = 0; i < p->nr_temps; i++)
+		free(x.temp[i]);
+	free(x.temp);
+	return !x.failed;
+}
+
+static struct bl_plan_ctx bl_ctx(const struct world *w)
+{
+	return (struct bl_plan_ctx){ .geo = &w->a.geo, .level = &raid5_level,
+				     .block_size = w->s.bs };
+}
+
+static void bl_world_write(struct world *w, uint64_t lba, uint32_t blocks)
+{
+	struct bl_plan_ctx c = bl_ctx(w);
+	uint64_t len = (uint64_t)blocks * w->s.bs;
+	unsigned char *host = xcalloc(1, len);
+	struct bl_plan p;
+	int err;
+
+	rnd_fill(host, len);
+	err = raid5_level.bl_write(&c, lba, blocks, &p);
+	CHECK_EQ(err, 0);
+	if (!err) {
+		if (bl_run(w, &p, host, len))
+			memcpy(w->data + lba * w->s.bs, host, len);
+		bl_plan_free(&p);
+	}
+	CHECK(world_consistent(w));
+	free(host);
+}
+
+static void bl_world_read(struct world *w, uint64_t lba, uint32_t blocks)
+{
+	struct bl_plan_ctx c = bl_ctx(w);
+	uint64_t len = (uint64_t)blocks * w->s.bs;
+	unsigned char *host = xcalloc(1, len);
+	struct bl_plan p;
+	int err;
+
+	memset(host, 0xa5, len);
+	err = raid5_level.bl_read(&c, lba, blocks, &p);
+	CHECK_EQ(err, 0);
+	if (!err) {
+		CHECK_EQ(p.nr_temps, 0);
+		CHECK_EQ(p.nr_steps, 1);
+		if (bl_run(w, &p, host, len))
+			CHECK_MEM(host, w->data + lba * w->s.bs, len);
+		bl_plan_free(&p);
+	}
+	free(host);
+}
+
+/* ---- the paper's counts (Tables I, II; III-E) ---- */
+
+static void counts_of(struct world *w, bool write, uint64_t lba,
+		      uint32_t blocks, struct bl_plan_counts *out)
+{
+	struct bl_plan_ctx c = bl_ctx(w);
+	struct bl_plan p;
+
+	memset(out, 0, sizeof(*out));
+	if (write)
+		CHECK_EQ(raid5_level.bl_write(&c, lba, blocks, &p), 0);
+	else
+		CHECK_EQ(raid5_level.bl_read(&c, lba, blocks, &p), 0);
+	bl_plan_count(&p, out);
+	bl_plan_free(&p);
+}
+
+static void table_counts(void)
+{
+	unsigned int n;
+
+	for (n = 3; n <= MAX_MEMBERS; n++) {
+		struct world w;
+		struct bl_plan_counts k;
+		uint64_t unit = 16, ub = unit * 512;
+
+		world_init(&w, n, (uint32_t)unit, 4, 512, 16);
+		/* Single-block WRITE: old data and old parity in, new data
+		 * and new parity out, plus the host's block: 5 blocks, and
+		 * 4 commands to targets (Table II: 6 with the host's). */
+		counts_of(&w, true, unit, (uint32_t)unit, &k);
+		CHECK_EQ(k.commands, 4);
+		CHECK_EQ(k.member_in, 2 * ub);
+		CHECK_EQ(k.member_out, 2 * ub);
+		/* Full-stripe WRITE: N-1 units from the host, N out. */
+		counts_of(&w, true, 0, (uint32_t)((n - 1) * unit), &k);
+		CHECK_EQ(k.commands, n);
+		CHECK_EQ(k.member_in, 0);
+		CHECK_EQ(k.member_out, n * ub);
+		CHECK_EQ(k.xored, (n - 2) * ub);
+		/* Single-block and full-stripe READ. */
+		counts_of(&w, false, 0, (uint32_t)unit, &k);
+		CHECK_EQ(k.commands, 1);
+		CHECK_EQ(k.member_in, ub);
+		counts_of(&w, false, 0, (uint32_t)((n - 1) * unit), &k);
+		CHECK_EQ(k.commands, n - 1);
+		CHECK_EQ(k.member_in, (n - 1) * ub);
+		CHECK_EQ(k.member_out, 0);
+		world_destroy(&w);
+	}
+}
+
+static void bad_requests(void)
+{
+	struct world w;
+	struct bl_plan_ctx c;
+	struct bl_plan p;
+
+	world_init(&w, 4, 8, 4, 512, 16);
+	c = bl_ctx(&w);
+	CHECK_EQ(raid5_level.bl_read(&c, 0, 0, &p), -EINVAL);
+	CHECK_EQ(raid5_level.bl_write(&c, w.array_blocks, 1, &p), -EINVAL);
+	CHECK_EQ(raid5_level.bl_write(&c, w.array_blocks - 1, 2, &p), -EINVAL);
+	CHECK_EQ(raid5_level.bl_read(&c, UINT64_MAX, 2, &p), -EINVAL);
+	CHECK_EQ(p.nr_cmds, 0);
+	world_destroy(&w);
+}
+
+/* ---- random requests against the byte model ---- */
+
+static void random_requests_on(unsigned int members, uint32_t unit,
+			       uint32_t block_size, unsigned int rounds)
+{
+	struct world w;
+	unsigned int i;
+
+	world_init(&w, members, unit, 12, block_size, 16);
+	for (i = 0; i < rounds && !unit_failures; i++) {
+		uint64_t lba = rnd_below(w.array_blocks);
+		uint32_t max = (uint32_t)(w.array_blocks - lba), blocks;
+
+		/* Mostly small, sometimes several stripes. */
+		blocks = 1 + (uint32_t)rnd_below(rnd_below(4) ? unit * 2 : max);
+		if (blocks > max)
+			blocks = max;
+		if (rnd_below(3))
+			bl_world_write(&w, lba, blocks);
+		else
+			bl_world_read(&w, lba, blocks);
+	}
+	world_destroy(&w);
+}
+
+static void random_requests(void)
+{
+	random_requests_on(3, 8, 512, 400);
+	random_requests_on(4, 16, 512, 400);
+	random_requests_on(5, 8, 4096, 300);
+	random_requests_on(8, 4, 512, 300);
+}
+
+int main(void)
+{
+	RUN(table_counts);
+	RUN(bad_requests);
+	RUN(random_requests);
+	return unit_failures ? 1 : 0;
+}

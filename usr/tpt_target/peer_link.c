@@ -1,0 +1,206 @@
+/*
+ * Datamover links from this target to its peers, and admission of the
+ * peers' links to it (paper III-B, docs/protocol.md section 6.4).
+ *
+ * Links are outgoing datamover connections, one per (array, peer): a
+ * target only ever connects to entries of a list its controller
+ * delivered, and only admits incoming connections that present an
+ * entry's id, the array id and this target's own token from an address
+ * the entry names.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "list.h"
+#include "tgtd.h"
+#include "log.h"
+#include "tpt_target.h"
+
+struct tpt_link_waiter {
+	struct list_head link;
+	tpt_link_cb cb;
+	void *arg;
+};
+
+struct tpt_link {
+	struct list_head link;
+	uint64_t array_id;
+	uint16_t peer_id;
+	struct tpt_dm_peer *peer;
+	bool connected;
+	struct list_head waiters;
+};
+
+static LIST_HEAD(tpt_links);
+
+static struct tpt_link *tpt_link_find(uint64_t array_id, uint16_t peer_id)
+{
+	struct tpt_link *l;
+
+	list_for_each_entry(l, &tpt_links, link)
+		if (l->array_id == array_id && l->peer_id == peer_id)
+			return l;
+	return NULL;
+}
+
+static void tpt_link_finish(struct tpt_link *l, int status)
+{
+	struct tpt_link_waiter *w, *tmp;
+	LIST_HEAD(waiters);
+
+	list_splice_init(&l->waiters, &waiters);
+	if (status) {
+		list_del(&l->link);
+		if (l->peer)
+			tpt_dm_disconnect(l->peer);
+		free(l);
+		l = NULL;
+	}
+	list_for_each_entry_safe(w, tmp, &waiters, link) {
+		list_del(&w->link);
+		w->cb(l ? l->peer : NULL, status, w->arg);
+		free(w);
+	}
+}
+
+static void tpt_link_connected(struct tpt_dm_peer *peer, int status, void *arg)
+{
+	struct tpt_link *l = arg;
+
+	(void)peer;
+	if (status)
+		eprintf("tpt: connecting to peer %u of array %" PRIx64
+			" failed: %s\n", l->peer_id, l->array_id,
+			strerror(-status));
+	else
+		l->connected = true;
+	tpt_link_finish(l, status);
+}
+
+static void tpt_peer_down(struct tpt_dm_peer *peer)
+{
+	struct tpt_link *l;
+
+	list_for_each_entry(l, &tpt_links, link) {
+		if (l->peer == peer) {
+			eprintf("tpt: link to peer %u of array %" PRIx64
+				" went down\n", l->peer_id, l->array_id);
+			/* Next use reconnects. */
+			tpt_link_finish(l, -ECONNRESET);
+			return;
+		}
+	}
+}
+
+static int tpt_endpoint_text(const struct tpt_endpoint *ep, char *buf,
+			     size_t len)
+{
+	int af = ep->family == TPT_AF_IPV4 ? AF_INET : AF_INET6;
+
+	return inet_ntop(af, ep->addr, buf, len) ? 0 : -EINVAL;
+}
+
+void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
+		  void *arg)
+{
+	const struct tpt_peer *entry = tpt_peer_list_find(s->peers, peer_id);
+	struct tpt_link_waiter *w;
+	struct tpt_dm_hello hello;
+	struct tpt_link *l;
+	char addr[INET6_ADDRSTRLEN];
+	int err;
+
+	if (!entry) {
+		cb(NULL, -ENOENT, arg);
+		return;
+	}
+	l = tpt_link_find(s->peers->array_id, peer_id);
+	if (l && l->connected) {
+		cb(l->peer, 0, arg);
+		return;
+	}
+	w = malloc(sizeof(*w));
+	if (!w) {
+		cb(NULL, -ENOMEM, arg);
+		return;
+	}
+	w->cb = cb;
+	w->arg = arg;
+	if (l) {
+		list_add_tail(&w->link, &l->waiters);
+		return;
+	}
+	err = tpt_endpoint_text(&entry->ep, addr, sizeof(addr));
+	l = err ? NULL : calloc(1, sizeof(*l));
+	if (!l) {
+		free(w);
+		cb(NULL, err ? err : -ENOMEM, arg);
+		return;
+	}
+	l->array_id = s->peers->array_id;
+	l->peer_id = peer_id;
+	INIT_LIST_HEAD(&l->waiters);
+	list_add_tail(&w->link, &l->waiters);
+	list_add_tail(&l->link, &tpt_links);
+
+	memset(&hello, 0, sizeof(hello));
+	hello.role = TPT_DM_ROLE_TARGET;
+	hello.peer_id = s->peers->self_id;
+	hello.array_id = s->peers->array_id;
+	memcpy(hello.token, entry->token, sizeof(hello.token));
+	err = tpt_dm_connect(tpt_datamover(), addr, entry->ep.port, &hello,
+			     tpt_link_connected, l, &l->peer);
+	if (err) {
+		l->peer = NULL;
+		tpt_link_finish(l, err);
+	}
+}
+
+/* ---- admission of incoming datamover connections ---- */
+
+static bool tpt_addr_matches(const struct tpt_endpoint *ep,
+			     const struct sockaddr *src, socklen_t srclen)
+{
+	if (src->sa_family == AF_INET && srclen >= sizeof(struct sockaddr_in))
+		return ep->family == TPT_AF_IPV4 &&
+		       !memcmp(ep->addr,
+			       &((const struct sockaddr_in *)src)->sin_addr, 4);
+	if (src->sa_family == AF_INET6 && srclen >= sizeof(struct sockaddr_in6))
+		return ep->family == TPT_AF_IPV6 &&
+		       !memcmp(ep->addr,
+			       &((const struct sockaddr_in6 *)src)->sin6_addr, 16);
+	return false;
+}
+
+static int tpt_accept_peer(const struct tpt_dm_hello *hello,
+			   const struct sockaddr *src, socklen_t srclen)
+{
+	struct tpt_session *s;
+
+	for (s = tpt_session_first(); s; s = tpt_session_next(s)) {
+		const struct tpt_peer *self, *them;
+
+		if (!s->peers || s->peers->array_id != hello->array_id)
+			continue;
+		self = tpt_peer_list_find(s->peers, s->peers->self_id);
+		them = tpt_peer_list_find(s->peers, hello->peer_id);
+		if (!self || !them || them->role != hello->role ||
+		    memcmp(self->token, hello->token, sizeof(self->token)))
+			continue;
+		if (!tpt_addr_matches(&them->ep, src, srclen))
+			continue;
+		return 0;
+	}
+	return -EPERM;
+}
+
+struct tpt_datamover_user tpt_target_dm_user = {
+	.name = "target",
+	.accept = tpt_accept_peer,
+	.peer_down = tpt_peer_down,
+};

@@ -1,0 +1,209 @@
+/*
+ * Per I_T nexus TPT state: the peer list the controller delivered and the
+ * slots this target exported to it.  A session exists from the first TPT
+ * command of a nexus until the nexus goes away.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "list.h"
+#include "tgtd.h"
+#include "log.h"
+#include "tpt.h"
+#include "tpt_target.h"
+
+static LIST_HEAD(tpt_sessions);
+
+struct tpt_session *tpt_session_find(int tid, uint64_t itn_id)
+{
+	struct tpt_session *s;
+
+	list_for_each_entry(s, &tpt_sessions, link)
+		if (s->tid == tid && s->itn_id == itn_id)
+			return s;
+	return NULL;
+}
+
+struct tpt_session *tpt_session_first(void)
+{
+	return list_empty(&tpt_sessions) ? NULL :
+		list_first_entry(&tpt_sessions, struct tpt_session, link);
+}
+
+struct tpt_session *tpt_session_next(struct tpt_session *s)
+{
+	return s->link.next == &tpt_sessions ? NULL :
+		list_entry(s->link.next, struct tpt_session, link);
+}
+
+struct tpt_session *tpt_session_get(int tid, uint64_t itn_id)
+{
+	struct tpt_session *s = tpt_session_find(tid, itn_id);
+
+	if (s)
+		return s;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->tid = tid;
+	s->itn_id = itn_id;
+	INIT_LIST_HEAD(&s->groups);
+	list_add_tail(&s->link, &tpt_sessions);
+	return s;
+}
+
+enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
+					    const struct tpt_peer_list *pl)
+{
+	const struct tpt_peer *self = tpt_peer_list_find(pl, pl->self_id);
+
+	if (!self || self->role != TPT_ROLE_TARGET)
+		return TPT_SENSE_INVALID_PARAM_FIELD;
+	if (s->peers) {
+		/* One nexus serves one array, and a list only moves on. */
+		if (s->peers->array_id != pl->array_id ||
+		    pl->generation <= s->peers->generation)
+			return TPT_SENSE_PEER_LIST_CONFLICT;
+	} else {
+		s->peers = malloc(sizeof(*s->peers));
+		if (!s->peers)
+			return TPT_SENSE_POOL_EXHAUSTED;
+	}
+	*s->peers = *pl;
+	eprintf("tpt: nexus %" PRIu64 " delivered peer list of array %" PRIx64
+		" generation %u: %u peers, this target is peer %u\n",
+		s->itn_id, pl->array_id, pl->generation, pl->count, pl->self_id);
+	return TPT_SENSE_NONE;
+}
+
+/*
+ * Slots are registered memory of their own rather than pool buffers: the
+ * pool's buffers are sized for the largest stripe unit, slots for the one
+ * the controller asked for.  All sessions' slots together stay under
+ * slot_bytes_max, so a controller cannot make tgtd pin unbounded memory.
+ */
+static uint64_t slot_bytes_used;
+static const uint64_t slot_bytes_max = 1ULL << 30;
+
+static size_t tpt_slot_bytes(uint32_t payload)
+{
+	return (TPT_SLOT_HDR_LEN + payload + 4095) & ~(size_t)4095;
+}
+
+static void tpt_slot_free(struct tpt_slot *slot, uint32_t payload)
+{
+	void *mem = tpt_dm_buf_addr(slot->dmb);
+
+	tpt_dm_buf_release(slot->dmb);
+	free(mem);
+	slot_bytes_used -= tpt_slot_bytes(payload);
+}
+
+static int tpt_slot_alloc(struct tpt_slot *slot, uint32_t payload)
+{
+	size_t bytes = tpt_slot_bytes(payload);
+	void *mem;
+	int err;
+
+	if (slot_bytes_used + bytes > slot_bytes_max)
+		return -EAGAIN;
+	mem = aligned_alloc(4096, bytes);
+	if (!mem)
+		return -EAGAIN;
+	/* A fresh slot reads as free to anyone who looks. */
+	memset(mem, 0, TPT_SLOT_HDR_LEN);
+	err = tpt_dm_register(tpt_datamover(), mem, bytes,
+			      TPT_DM_ACCESS_REMOTE_READ, &slot->dmb);
+	if (err) {
+		free(mem);
+		return err;
+	}
+	slot_bytes_used += bytes;
+	return 0;
+}
+
+static void tpt_session_free_slots(struct tpt_session *s)
+{
+	uint16_t i;
+
+	for (i = 0; i < s->nr_slots; i++)
+		tpt_slot_free(&s->slots[i], s->slot_payload);
+	free(s->slots);
+	s->slots = NULL;
+	s->nr_slots = 0;
+	s->slot_payload = 0;
+}
+
+enum tpt_sense_reason tpt_session_reserve_slots(struct tpt_session *s,
+						uint32_t payload,
+						uint16_t count)
+{
+	struct tpt_slot *slots;
+	uint16_t i;
+
+	if (s->nr_slots == count && s->slot_payload == payload)
+		return TPT_SENSE_NONE;
+	if (payload > TPT_PRIVATE_PIECE)
+		return TPT_SENSE_INVALID_CDB_FIELD;
+	for (i = 0; i < s->nr_slots; i++)
+		if (s->slots[i].owner)
+			return TPT_SENSE_SLOT_IN_USE;
+
+	slots = calloc(count, sizeof(*slots));
+	if (!slots)
+		return TPT_SENSE_POOL_EXHAUSTED;
+	for (i = 0; i < count; i++) {
+		int err = tpt_slot_alloc(&slots[i], payload);
+
+		if (err) {
+			while (i--)
+				tpt_slot_free(&slots[i], payload);
+			free(slots);
+			return err == -EAGAIN ? TPT_SENSE_POOL_EXHAUSTED :
+						TPT_SENSE_INTERNAL_FAILURE;
+		}
+	}
+	tpt_session_free_slots(s);
+	s->slots = slots;
+	s->nr_slots = count;
+	s->slot_payload = payload;
+	return TPT_SENSE_NONE;
+}
+
+void tpt_session_fill_slot_table(const struct tpt_session *s,
+				 struct tpt_slot_table *t)
+{
+	uint16_t i;
+
+	t->count = s->nr_slots;
+	t->payload_size = s->slot_payload;
+	t->flags = 0;
+	for (i = 0; i < s->nr_slots; i++) {
+		t->slot[i].stag = tpt_dm_buf_stag(s->slots[i].dmb);
+		t->slot[i].offset = tpt_dm_buf_rma_base(s->slots[i].dmb);
+		if (t->slot[i].offset)
+			t->flags |= TPT_XFER_VIRT_ADDR;
+	}
+}
+
+static void tpt_session_free(struct tpt_session *s)
+{
+	tpt_session_release_groups(s, NULL, TPT_RELEASE_NEXUS_LOSS);
+	tpt_session_free_slots(s);
+	list_del(&s->link);
+	free(s->peers);
+	free(s);
+}
+
+void tpt_it_nexus_destroy(int tid, uint64_t itn_id)
+{
+	struct tpt_session *s = tpt_session_find(tid, itn_id);
+
+	if (s)
+		tpt_session_free(s);
+}
