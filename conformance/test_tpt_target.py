@@ -143,6 +143,28 @@ def test_full_stripe_write_star_parity(tpt):
     assert pt.read_backing(row * UNIT, UNIT) == xor_fast(*new)
 
 
+def test_prep_after_final_is_refused(tpt):
+    """A PREP WRITE or PREP READ naming a group whose FINAL this target has
+    seen is TPT GROUP NUMBER IN USE (protocol.md 8.1): the FINAL's transfer
+    covers the records it found, so a later one would be written with a
+    buffer that was never filled."""
+    tpt.start(3)
+    t = tpt.targets[0]
+    row, group = 4, 0x3003
+    lba = row * UBLK
+    old = t.read_backing(row * UNIT, UNIT)
+    host = tpt.host_buffer("h", os.urandom(2 * UNIT))
+    r = tpt.cmd(t, proto.vendor_cdb(proto.PREP_WRITE, lba, UBLK // 2, group, proto.FINAL),
+                out=proto.xfer_list([host.desc(0, UNIT // 2)]))
+    assert r.good, r
+    r = tpt.cmd(t, proto.vendor_cdb(proto.PREP_WRITE, lba + UBLK // 2, UBLK // 2, group),
+                out=proto.xfer_list([host.desc(UNIT // 2, UNIT // 2)]))
+    assert_sense(r, "GROUP_IN_USE")
+    r = tpt.cmd(t, proto.vendor_cdb(proto.WRITE_NEW_DATA, lba, UBLK // 2, group))
+    assert r.good, r
+    assert t.read_backing(row * UNIT, UNIT) == host.read(0, UNIT // 2) + old[UNIT // 2:]
+
+
 def xdwrite(tpt, t, row, group, host, slot=0, host_off=0):
     return tpt.send(t, proto.vendor_cdb(proto.XDWRITE_16, row * UBLK, UBLK, group, proto.DISABLE_WRITE),
                     out=proto.xfer_list([host.desc(host_off, UNIT)], result_slot=slot))

@@ -2,6 +2,7 @@
  * Baseline plans and their builder (controller/bl_plan.h).
  */
 #include "controller/bl_plan.h"
+#include "controller/plan_steps.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -33,18 +34,10 @@ int bl_plan_add_temp(struct bl_plan_builder *b, uint32_t bytes)
 {
 	struct bl_plan *p = b->p;
 
-	if (p->nr_temps == b->cap_temps) {
-		unsigned int cap = b->cap_temps ? 2 * b->cap_temps : 8;
-		uint32_t *t;
-
-		if (b->cap_temps > INT_MAX / 2)
-			return -ENOMEM;
-		t = realloc(p->temp_bytes, cap * sizeof(*t));
-		if (!t)
-			return -ENOMEM;
-		p->temp_bytes = t;
-		b->cap_temps = cap;
-	}
+	if (p->nr_temps >= INT_MAX ||
+	    plan_grow((void **)&p->temp_bytes, p->nr_temps, &b->cap_temps,
+		      sizeof(*p->temp_bytes)))
+		return -ENOMEM;
 	p->temp_bytes[p->nr_temps] = bytes;
 	return (int)p->nr_temps++;
 }
@@ -54,23 +47,15 @@ int bl_plan_add(struct bl_plan_builder *b, unsigned int step,
 {
 	struct bl_plan *p = b->p;
 
-	if (p->nr_cmds == b->cap_cmds) {
-		unsigned int cap = b->cap_cmds ? 2 * b->cap_cmds : 16;
-		struct bl_cmd *cmds;
-		unsigned int *steps;
+	/* Two arrays of one length: grow the second first, so that a
+	 * failure leaves them the same size. */
+	unsigned int cap = b->cap_cmds;
 
-		if (b->cap_cmds > UINT_MAX / 2)
-			return -ENOMEM;
-		cmds = realloc(p->cmds, cap * sizeof(*cmds));
-		if (!cmds)
-			return -ENOMEM;
-		p->cmds = cmds;
-		steps = realloc(b->cmd_step, cap * sizeof(*steps));
-		if (!steps)
-			return -ENOMEM;
-		b->cmd_step = steps;
-		b->cap_cmds = cap;
-	}
+	if (plan_grow((void **)&b->cmd_step, p->nr_cmds, &cap,
+		      sizeof(*b->cmd_step)) ||
+	    plan_grow((void **)&p->cmds, p->nr_cmds, &b->cap_cmds,
+		      sizeof(*p->cmds)))
+		return -ENOMEM;
 	if (step > b->last_step)
 		b->last_step = step;
 	b->cmd_step[p->nr_cmds] = step;
@@ -90,31 +75,15 @@ void bl_plan_abandon(struct bl_plan_builder *b)
 int bl_plan_finish(struct bl_plan_builder *b)
 {
 	struct bl_plan *p = b->p;
-	unsigned int nr_steps = b->last_step + 1, i;
-	struct bl_cmd *sorted;
+	int err;
 
-	p->steps = calloc(nr_steps, sizeof(*p->steps));
-	sorted = malloc((p->nr_cmds ? p->nr_cmds : 1) * sizeof(*sorted));
-	if (!p->steps || !sorted) {
-		free(sorted);
+	err = plan_sort_steps((void **)&p->cmds, p->nr_cmds, sizeof(*p->cmds),
+			      b->cmd_step, b->last_step + 1, &p->steps);
+	if (err) {
 		bl_plan_abandon(b);
-		return -ENOMEM;
+		return err;
 	}
-	p->nr_steps = nr_steps;
-	for (i = 0; i < p->nr_cmds; i++)
-		p->steps[b->cmd_step[i]].nr_cmds++;
-	for (i = 1; i < nr_steps; i++)
-		p->steps[i].first_cmd = p->steps[i - 1].first_cmd +
-					p->steps[i - 1].nr_cmds;
-	for (i = 0; i < nr_steps; i++)
-		p->steps[i].nr_cmds = 0;
-	for (i = 0; i < p->nr_cmds; i++) {
-		struct bl_step *st = &p->steps[b->cmd_step[i]];
-
-		sorted[st->first_cmd + st->nr_cmds++] = p->cmds[i];
-	}
-	free(p->cmds);
-	p->cmds = sorted;
+	p->nr_steps = b->last_step + 1;
 	free(b->cmd_step);
 	b->cmd_step = NULL;
 	return 0;

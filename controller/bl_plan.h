@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "controller/plan_steps.h"
 #include "controller/raid_level.h"
 
 enum bl_op {
@@ -44,11 +45,10 @@ struct bl_cmd {
 	struct bl_ref src;		/* WRITE, COPY, XOR */
 };
 
-struct bl_step { unsigned int first_cmd, nr_cmds; };
 
 struct bl_plan {
 	struct bl_cmd *cmds; unsigned int nr_cmds;
-	struct bl_step *steps; unsigned int nr_steps;
+	struct plan_step *steps; unsigned int nr_steps;
 	uint32_t *temp_bytes; unsigned int nr_temps;
 };
 

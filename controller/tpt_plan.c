@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/plan_steps.h"
 #include "scsi/tpt_cdb.h"
 
 static const struct {
@@ -66,23 +67,15 @@ struct tpt_plan_cmd *tpt_plan_add_cmd(struct tpt_plan_builder *b, unsigned int s
 	struct tpt_plan *p = b->p;
 	struct tpt_plan_cmd *cmd;
 
-	if (p->nr_cmds == b->cap_cmds) {
-		unsigned int cap = b->cap_cmds ? 2 * b->cap_cmds : 16;
-		struct tpt_plan_cmd *cmds;
-		unsigned int *steps;
+	/* Two arrays of one length: grow the second first, so that a
+	 * failure leaves them the same size. */
+	unsigned int cap = b->cap_cmds;
 
-		if (b->cap_cmds > UINT_MAX / 2)
-			return NULL;
-		cmds = realloc(p->cmds, cap * sizeof(*cmds));
-		if (!cmds)
-			return NULL;
-		p->cmds = cmds;
-		steps = realloc(b->cmd_step, cap * sizeof(*steps));
-		if (!steps)
-			return NULL;
-		b->cmd_step = steps;
-		b->cap_cmds = cap;
-	}
+	if (plan_grow((void **)&b->cmd_step, p->nr_cmds, &cap,
+		      sizeof(*b->cmd_step)) ||
+	    plan_grow((void **)&p->cmds, p->nr_cmds, &b->cap_cmds,
+		      sizeof(*p->cmds)))
+		return NULL;
 	if (step > b->last_step)
 		b->last_step = step;
 	b->cmd_step[p->nr_cmds] = step;
@@ -104,18 +97,9 @@ static int add_ref(struct tpt_plan_builder *b, enum tpt_plan_ref_kind kind,
 	struct tpt_plan *p = b->p;
 	struct tpt_plan_ref *ref;
 
-	if (p->nr_refs == b->cap_refs) {
-		unsigned int cap = b->cap_refs ? 2 * b->cap_refs : 16;
-		struct tpt_plan_ref *refs;
-
-		if (b->cap_refs > UINT_MAX / 2)
-			return -ENOMEM;
-		refs = realloc(p->refs, cap * sizeof(*refs));
-		if (!refs)
-			return -ENOMEM;
-		p->refs = refs;
-		b->cap_refs = cap;
-	}
+	if (plan_grow((void **)&p->refs, p->nr_refs, &b->cap_refs,
+		      sizeof(*p->refs)))
+		return -ENOMEM;
 	ref = &p->refs[p->nr_refs++];
 	memset(ref, 0, sizeof(*ref));
 	ref->kind = kind;
@@ -183,32 +167,13 @@ static int plan_check(const struct tpt_plan_ctx *c, uint64_t lba,
 static int sort_into_steps(struct tpt_plan_builder *b)
 {
 	struct tpt_plan *p = b->p;
-	unsigned int nr_steps = b->last_step + 1, i;
-	struct tpt_plan_cmd *sorted;
+	int err;
 
-	p->steps = calloc(nr_steps, sizeof(*p->steps));
-	sorted = malloc(p->nr_cmds * sizeof(*sorted));
-	if (!p->steps || !sorted) {
-		free(sorted);
-		return -ENOMEM;
-	}
-	p->nr_steps = nr_steps;
-	for (i = 0; i < p->nr_cmds; i++)
-		p->steps[b->cmd_step[i]].nr_cmds++;
-	for (i = 1; i < nr_steps; i++)
-		p->steps[i].first_cmd = p->steps[i - 1].first_cmd +
-					p->steps[i - 1].nr_cmds;
-	/* nr_cmds doubles as the fill count while placing. */
-	for (i = 0; i < nr_steps; i++)
-		p->steps[i].nr_cmds = 0;
-	for (i = 0; i < p->nr_cmds; i++) {
-		struct tpt_plan_step *st = &p->steps[b->cmd_step[i]];
-
-		sorted[st->first_cmd + st->nr_cmds++] = p->cmds[i];
-	}
-	free(p->cmds);
-	p->cmds = sorted;
-	return 0;
+	err = plan_sort_steps((void **)&p->cmds, p->nr_cmds, sizeof(*p->cmds),
+			      b->cmd_step, b->last_step + 1, &p->steps);
+	if (!err)
+		p->nr_steps = b->last_step + 1;
+	return err;
 }
 
 /* FINAL on each member's last PREP READ and last PREP WRITE, which all

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "controller/plan_steps.h"
 #include "controller/raid_level.h"
 #include "controller/slot_alloc.h"
 
@@ -57,7 +58,6 @@ struct tpt_plan_cmd {
 	unsigned int nr_refs, first_ref;	/* into plan->refs */
 };
 
-struct tpt_plan_step { unsigned int first_cmd, nr_cmds; };
 
 /* Slots first..first+n-1 of @member, taken for one plan. */
 struct tpt_plan_slot_run {
@@ -68,7 +68,7 @@ struct tpt_plan_slot_run {
 struct tpt_plan {
 	struct tpt_plan_cmd *cmds; unsigned int nr_cmds;
 	struct tpt_plan_ref *refs; unsigned int nr_refs;
-	struct tpt_plan_step *steps; unsigned int nr_steps;
+	struct plan_step *steps; unsigned int nr_steps;
 	/* slots this plan took, to return when the request ends */
 	struct tpt_plan_slot_run *slots; unsigned int nr_slots;
 	uint32_t group;

@@ -161,7 +161,7 @@ static int bl_send(struct bl_run *run, const struct bl_cmd *cmd)
 /* Runs when the current step's commands have all completed. */
 static void bl_step(struct bl_run *run)
 {
-	const struct bl_step *st;
+	const struct plan_step *st;
 	unsigned int i;
 	int err = 0;
 

@@ -492,7 +492,7 @@ static int tp_send(struct tp_run *run, const struct tpt_plan *p,
 static void tp_send_step(struct tp_run *run, const struct tpt_plan *p,
 			 unsigned int step)
 {
-	const struct tpt_plan_step *s = &p->steps[step];
+	const struct plan_step *s = &p->steps[step];
 	unsigned int i;
 	int err;
 

@@ -401,3 +401,43 @@ void tpt_disk_range(struct tpt_cmd *tc, struct tpt_range *r, bool write,
 {
 	tpt_disk_pieces(tc, r, 0, r->nr_pieces, write, sync, done, ctx);
 }
+
+int tpt_cmd_alloc_ranges(struct tpt_cmd *tc, uint16_t slot_a,
+			 struct tpt_range **a, uint16_t slot_b,
+			 struct tpt_range **b)
+{
+	int r;
+
+	r = tpt_range_alloc(tc->group, tc->cdb.lba, tc->cdb.transfer_length,
+			    slot_a, false, a);
+	if (r || !b)
+		return r;
+	r = tpt_range_alloc(tc->group, tc->cdb.lba, tc->cdb.transfer_length,
+			    slot_b, false, b);
+	if (r) {
+		tpt_range_free(*a);
+		*a = NULL;
+	}
+	return r;
+}
+
+static void fetch_and_read_step(struct tpt_cmd *tc, void *ctx,
+				enum tpt_sense_reason r)
+{
+	(void)ctx;
+	if (tpt_cmd_step_done(tc, r))
+		tc->stage_finish(tc);
+}
+
+void tpt_cmd_fetch_and_read(struct tpt_cmd *tc, struct tpt_range *fetched,
+			    struct tpt_range *medium,
+			    void (*finish)(struct tpt_cmd *tc))
+{
+	tc->stage_finish = finish;
+	tc->pending = medium ? 2 : 1;
+	tpt_xfer_range(tc, fetched, tc->xl, tc->inline_data, TPT_XFER_FETCH,
+		       fetch_and_read_step, NULL);
+	if (medium)
+		tpt_disk_range(tc, medium, false, false, fetch_and_read_step,
+			       NULL);
+}

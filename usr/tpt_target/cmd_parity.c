@@ -90,13 +90,6 @@ static void parity_finish(struct tpt_cmd *tc)
 	tpt_cmd_complete(tc, TPT_SENSE_NONE);
 }
 
-static void parity_step(struct tpt_cmd *tc, void *ctx, enum tpt_sense_reason r)
-{
-	(void)ctx;
-	if (tpt_cmd_step_done(tc, r))
-		parity_finish(tc);
-}
-
 /* Pick the local operand; a sense reason if the group lacks it. */
 static int parity_operand(struct tpt_cmd *tc, struct parity_run *run)
 {
@@ -154,23 +147,11 @@ int tpt_exec_read_parity(struct tpt_cmd *tc)
 				  tc->cdb.transfer_length, TPT_RANGE_STAGED))
 		return TPT_SENSE_GROUP_IN_USE;
 
-	r = tpt_range_alloc(tc->group, tc->cdb.lba, tc->cdb.transfer_length,
-			    TPT_SLOT_NONE, false, &run->fetched);
+	r = tpt_cmd_alloc_ranges(tc, TPT_SLOT_NONE, &run->fetched, slot,
+				 run->in_place ? NULL : &run->dest);
 	if (r)
 		return r;
-	if (!run->in_place) {
-		r = tpt_range_alloc(tc->group, tc->cdb.lba,
-				    tc->cdb.transfer_length, slot, false,
-				    &run->dest);
-		if (r) {
-			tpt_range_free(run->fetched);
-			return r;
-		}
-	}
-	tc->pending = run->medium ? 2 : 1;
-	tpt_xfer_range(tc, run->fetched, tc->xl, tc->inline_data,
-		       TPT_XFER_FETCH, parity_step, NULL);
-	if (run->medium)
-		tpt_disk_range(tc, run->dest, false, false, parity_step, NULL);
+	tpt_cmd_fetch_and_read(tc, run->fetched,
+			       run->medium ? run->dest : NULL, parity_finish);
 	return TPT_EXEC_ASYNC;
 }

@@ -151,6 +151,9 @@ int tpt_exec_prep_read(struct tpt_cmd *tc)
 	r = tpt_cmd_use_group(tc, TPT_GROUP_READ, true);
 	if (r)
 		return r;
+	/* The FINAL's reads cover the records it found (protocol.md 8.1). */
+	if (tc->group->final_seen)
+		return TPT_SENSE_GROUP_IN_USE;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return TPT_SENSE_POOL_EXHAUSTED;
@@ -167,6 +170,7 @@ int tpt_exec_prep_read(struct tpt_cmd *tc)
 	prep_insert_sorted(tc->group, p);
 	if (!(tc->cdb.flags & TPT_CDB_FINAL))
 		return TPT_SENSE_NONE;
+	tc->group->final_seen = true;
 
 	run = calloc(1, sizeof(*run));
 	if (!run)

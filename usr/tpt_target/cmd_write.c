@@ -60,20 +60,18 @@ static void new_data_finish(struct tpt_cmd *tc)
 	tpt_cmd_complete(tc, TPT_SENSE_NONE);
 }
 
-static void new_data_step(struct tpt_cmd *tc, void *ctx,
-			  enum tpt_sense_reason r)
+/* The command's write group, which must not buffer its blocks yet: a
+ * second command bringing data for them would make WRITE NEW DATA
+ * ambiguous. */
+static int use_fresh_group(struct tpt_cmd *tc)
 {
-	(void)ctx;
-	if (tpt_cmd_step_done(tc, r))
-		new_data_finish(tc);
-}
+	int r = tpt_cmd_use_group(tc, TPT_GROUP_WRITE, true);
 
-/* A second command bringing data for blocks the group already buffers
- * would make WRITE NEW DATA ambiguous. */
-static int check_fresh(struct tpt_cmd *tc, unsigned int flags)
-{
+	if (r)
+		return r;
 	return tpt_range_overlapping(tc->group, tc->cdb.lba,
-				     tc->cdb.transfer_length, flags) ?
+				     tc->cdb.transfer_length,
+				     TPT_RANGE_STAGED) ?
 		TPT_SENSE_GROUP_IN_USE : TPT_SENSE_NONE;
 }
 
@@ -83,37 +81,21 @@ int tpt_exec_new_data(struct tpt_cmd *tc)
 	struct new_data_run *run;
 	int r;
 
-	r = tpt_cmd_use_group(tc, TPT_GROUP_WRITE, true);
-	if (!r)
-		r = check_fresh(tc, TPT_RANGE_STAGED);
+	r = use_fresh_group(tc);
 	if (r)
 		return r;
 	run = calloc(1, sizeof(*run));
 	if (!run)
 		return TPT_SENSE_POOL_EXHAUSTED;
 	tc->priv = run;
-	r = tpt_range_alloc(tc->group, tc->cdb.lba, tc->cdb.transfer_length,
-			    is_xdwrite(tc) ? TPT_SLOT_NONE : slot, false,
-			    &run->staged);
+	/* XDWRITE's new data stays private; its result, new ^ old, is what
+	 * the RESULT SLOT names.  READ NEW BLOCK's data is both. */
+	r = tpt_cmd_alloc_ranges(tc, is_xdwrite(tc) ? TPT_SLOT_NONE : slot,
+				 &run->staged, slot,
+				 is_xdwrite(tc) ? &run->result : NULL);
 	if (r)
 		return r;
-	if (is_xdwrite(tc)) {
-		r = tpt_range_alloc(tc->group, tc->cdb.lba,
-				    tc->cdb.transfer_length, slot, false,
-				    &run->result);
-		if (r) {
-			tpt_range_free(run->staged);
-			return r;
-		}
-	}
-	/* Both halves of XDWRITE run at once: Get_Data of the new block and
-	 * the disk read of the old one. */
-	tc->pending = run->result ? 2 : 1;
-	tpt_xfer_range(tc, run->staged, tc->xl, tc->inline_data,
-		       TPT_XFER_FETCH, new_data_step, NULL);
-	if (run->result)
-		tpt_disk_range(tc, run->result, false, false, new_data_step,
-			       NULL);
+	tpt_cmd_fetch_and_read(tc, run->staged, run->result, new_data_finish);
 	return TPT_EXEC_ASYNC;
 }
 
@@ -154,11 +136,13 @@ int tpt_exec_prep_write(struct tpt_cmd *tc)
 	unsigned int n = 0;
 	int r;
 
-	r = tpt_cmd_use_group(tc, TPT_GROUP_WRITE, true);
-	if (!r)
-		r = check_fresh(tc, TPT_RANGE_STAGED);
+	r = use_fresh_group(tc);
 	if (r)
 		return r;
+	/* The FINAL's fetch covers the records it found; a PREP after it
+	 * would be swept in with its buffer unfilled (protocol.md 8.1). */
+	if (tc->group->final_seen)
+		return TPT_SENSE_GROUP_IN_USE;
 	list_for_each_entry(q, &tc->group->preps, link)
 		if (q->lba < tc->cdb.lba + tc->cdb.transfer_length &&
 		    tc->cdb.lba < q->lba + q->nr_blocks)
@@ -191,6 +175,7 @@ int tpt_exec_prep_write(struct tpt_cmd *tc)
 	list_add_tail(&p->link, &tc->group->preps);
 	if (!(tc->cdb.flags & TPT_CDB_FINAL))
 		return TPT_SENSE_NONE;
+	tc->group->final_seen = true;
 
 	list_for_each_entry(q, &tc->group->preps, link)
 		n++;

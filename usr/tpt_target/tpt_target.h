@@ -168,6 +168,7 @@ struct tpt_group {
 	unsigned int inflight;		/* commands executing on it */
 	uint64_t last_used;		/* monotonic seconds */
 	bool doomed;			/* release when inflight drops to 0 */
+	bool final_seen;		/* a FINAL PREP arrived: no more PREPs */
 	enum tpt_release_why doom_why;
 };
 
@@ -250,6 +251,8 @@ struct tpt_cmd {
 	bool completed;
 	int sync_result;
 	enum tpt_sense_reason abort_reason;
+	/* What runs when tpt_cmd_fetch_and_read() has ended. */
+	void (*stage_finish)(struct tpt_cmd *tc);
 	/* Handler-specific state, freed with the command. */
 	void *priv;
 };
@@ -274,6 +277,23 @@ void tpt_disk_range(struct tpt_cmd *tc, struct tpt_range *r, bool write,
 void tpt_disk_pieces(struct tpt_cmd *tc, struct tpt_range *r,
 		     unsigned int first, unsigned int count, bool write,
 		     bool sync, tpt_disk_done done, void *ctx);
+
+/* Ranges for the command's LBA range, all or nothing: *@a in the slots
+ * from @slot_a (TPT_SLOT_NONE: private) and, when @b is not NULL, *@b in
+ * those from @slot_b.  A sense reason on failure. */
+int tpt_cmd_alloc_ranges(struct tpt_cmd *tc, uint16_t slot_a,
+			 struct tpt_range **a, uint16_t slot_b,
+			 struct tpt_range **b);
+/*
+ * The inputs of a command that brings data in, side by side: Get_Data of
+ * its transfer list into @fetched and, when @medium is not NULL, a read
+ * of its LBA range from the medium into @medium (XDWRITE's old data, XOR
+ * MEDIUM's operand).  @finish runs once both have ended, with the first
+ * failure in tc->failure.
+ */
+void tpt_cmd_fetch_and_read(struct tpt_cmd *tc, struct tpt_range *fetched,
+			    struct tpt_range *medium,
+			    void (*finish)(struct tpt_cmd *tc));
 
 /* Take the command's group (held until completion); a sense reason when it
  * does not exist (and !create) or was released. */

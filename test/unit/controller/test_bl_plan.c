@@ -88,7 +88,7 @@ static bool bytes_overlap(const unsigned char *a, uint32_t alen,
 
 /* The member I/O of one step is in flight together: no two commands may
  * touch one place where either writes it. */
-static void bl_check_step(struct bl_exec *x, const struct bl_step *st)
+static void bl_check_step(struct bl_exec *x, const struct plan_step *st)
 {
 	unsigned int i, j;
 
@@ -171,7 +171,7 @@ static bool bl_run(struct world *w, const struct bl_plan *p,
 		rnd_fill(x.temp[i], p->temp_bytes[i]);
 	}
 	for (i = 0; i < p->nr_steps && !x.failed; i++) {
-		const struct bl_step *st = &p->steps[i];
+		const struct plan_step *st = &p->steps[i];
 
 		if (!st->nr_cmds)
 			bl_fail(&x, NULL, "an empty step");
