@@ -56,6 +56,8 @@ struct bl_plan_ctx {
 	const struct raid_geometry *geo;
 	const struct raid_level_ops *level;
 	uint32_t block_size;		/* bytes per logical block */
+	/* Members whose blocks cannot be used (struct tpt_plan_ctx). */
+	uint32_t missing;
 };
 
 /* ---- building plans (for RAID levels) ---- */

@@ -76,24 +76,122 @@ static int r5_unmap(const struct raid_geometry *g, unsigned int member,
 	return 0;
 }
 
-/* ---- TPT READ (paper III-C, protocol.md 7.1) ---- */
+/* ---- TPT: members out of use ---- */
+
+/*
+ * The one member of the array whose blocks cannot be used in @c, or -1.
+ * RAID-5 rebuilds one member's blocks from the others; with two gone a
+ * stripe's lost block cannot be known, and the request fails rather than
+ * return or write anything wrong (-ENODATA).
+ */
+static int r5_missing(uint32_t missing, const struct raid_geometry *g, int *F)
+{
+	uint32_t m = missing & (g->members < 32 ? (1u << g->members) - 1 :
+				UINT32_MAX);
+
+	*F = -1;
+	if (!m)
+		return 0;
+	if (m & (m - 1))
+		return -ENODATA;
+	*F = __builtin_ctz(m);
+	return 0;
+}
+
+/* The member that accumulates a reconstruction: any but @F, rotating with
+ * the calculator so that degraded requests spread the work. */
+static unsigned int r5_calculator(struct tpt_plan_ctx *c, unsigned int F)
+{
+	unsigned int n = c->geo->members;
+
+	return (F + 1 + c->calculator_rr % (n - 1)) % n;
+}
+
+/*
+ * The blocks [@lba, @lba + @n) of member @target, rebuilt from every other
+ * member's same blocks into a result at @target, in group @group
+ * (protocol.md 7.5): a READ MEDIUM at each source, exporting into slots,
+ * in @step; then one READ PARITY PART per source at @target, one per step,
+ * each a slot run naming the sources' slots piece by piece.  @first_mode
+ * is the first link's PARITY MODE: XOR MEDIUM when @target's own blocks
+ * take part (a degraded read's calculator), COPY when they are what is
+ * rebuilt.  With @stage the last link is PART BLOCK: the result becomes
+ * staged data for WRITE NEW DATA.  Returns the last step used, or an
+ * error.
+ */
+static int plan_rebuild_chain(struct tpt_plan_builder *b, uint32_t skip,
+			      unsigned int target, uint64_t lba, uint32_t n,
+			      unsigned int step, uint8_t group,
+			      uint8_t first_mode, bool stage)
+{
+	const struct raid_geometry *g = b->c->geo;
+	uint32_t bs = b->c->block_size, unit = g->unit_blocks;
+	uint32_t pieces = (n + unit - 1) / unit, len, i;
+	uint16_t ordinal[RAID_MAX_MEMBERS];
+	unsigned int src[RAID_MAX_MEMBERS], nr_src = 0, m, k;
+	struct tpt_plan_cmd *cmd;
+	int err;
+
+	for (m = 0; m < g->members; m++) {
+		if (m == target || (skip & (1u << m)))
+			continue;
+		err = tpt_plan_want_slots(b, m, (uint16_t)pieces, &ordinal[nr_src]);
+		if (err)
+			return err;
+		cmd = tpt_plan_add_cmd(b, step, TPT_PLAN_READ_MEDIUM, m, lba, n);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->result_slot = ordinal[nr_src];
+		cmd->group_offset = group;
+		src[nr_src++] = m;
+	}
+	for (k = 0; k < nr_src; k++) {
+		bool last = k + 1 == nr_src;
+
+		cmd = tpt_plan_add_cmd(b, step + 1 + k, last && stage ?
+				       TPT_PLAN_PART_BLOCK : TPT_PLAN_PART_TMP,
+				       target, lba, n);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->parity_mode = k ? TPT_PARITY_XOR_GROUP : first_mode;
+		cmd->group_offset = group;
+		for (i = 0; i < pieces; i++) {
+			len = n - i * unit < unit ? n - i * unit : unit;
+			if (tpt_plan_add_slot_ref(b, src[k],
+						  (uint16_t)(ordinal[k] + i),
+						  len * bs))
+				return -ENOMEM;
+		}
+	}
+	return (int)(step + nr_src);
+}
+
+/* ---- TPT READ (paper III-C, III-D 5; protocol.md 7.1, 7.5) ---- */
 
 static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
-		  uint32_t group, struct tpt_plan *out)
+		       uint32_t group, struct tpt_plan *out)
 {
 	const struct raid_geometry *g = c->geo;
 	uint64_t pos, end = lba + blocks;
 	struct tpt_plan_builder b;
+	struct tpt_plan_cmd *cmd;
+	unsigned int calc = 0;
 	uint32_t n;
-	int err;
+	int err, F, last;
 
-	err = tpt_plan_begin(&b, c, lba, blocks, group, out);
+	err = r5_missing(c->missing, g, &F);
+	if (!err)
+		err = tpt_plan_begin(&b, c, lba, blocks, group, out);
 	if (err)
 		return err;
+	if (F >= 0)
+		calc = r5_calculator(c, (unsigned int)F);
 	/* The host buffer is contiguous, member blocks are not: one PREP
 	 * READ per piece of a stripe unit, each naming where in the host
-	 * buffer its blocks go.  All in one step, FINAL last per member. */
-	for (pos = lba; pos < end; pos += n) {
+	 * buffer its blocks go, all in one step, FINAL last per member.  A
+	 * piece of the missing member is rebuilt at the calculator and sent
+	 * to the host from there, in a group of its own. */
+	for (pos = lba; pos < end && !err; pos += n) {
 		struct raid_chunk ch;
 		uint32_t off;
 
@@ -102,18 +200,46 @@ static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 		n = g->unit_blocks - off;
 		if (n > end - pos)
 			n = (uint32_t)(end - pos);
-		if (!tpt_plan_add_cmd(&b, 0, TPT_PLAN_PREP_READ, ch.member,
-			     ch.member_lba, n) ||
-		    tpt_plan_add_host_ref(&b, (pos - lba) * c->block_size,
-				 n * c->block_size)) {
-			tpt_plan_abandon(&b);
-			return -ENOMEM;
+		if ((int)ch.member != F) {
+			if (!tpt_plan_add_cmd(&b, 0, TPT_PLAN_PREP_READ,
+					      ch.member, ch.member_lba, n) ||
+			    tpt_plan_add_host_ref(&b, (pos - lba) * c->block_size,
+						  n * c->block_size))
+				err = -ENOMEM;
+			continue;
 		}
+		out->nr_groups = 2;
+		last = plan_rebuild_chain(&b, c->missing | (1u << calc), calc,
+					  ch.member_lba, n, 0, 1,
+					  TPT_PARITY_XOR_MEDIUM, false);
+		if (last < 0) {
+			err = last;
+			break;
+		}
+		cmd = tpt_plan_add_cmd(&b, (unsigned int)last + 1,
+				       TPT_PLAN_SEND_RESULT, calc,
+				       ch.member_lba, n);
+		if (!cmd) {
+			err = -ENOMEM;
+			break;
+		}
+		cmd->group_offset = 1;
+		err = tpt_plan_add_host_ref(&b, (pos - lba) * c->block_size,
+					    n * c->block_size);
 	}
-	return tpt_plan_finish(&b);
+	if (!err && out->nr_groups > 1)
+		err = tpt_plan_add_end_steps(&b);
+	if (err) {
+		tpt_plan_abandon(&b);
+		return err;
+	}
+	err = tpt_plan_finish(&b);
+	if (!err && F >= 0)
+		c->calculator_rr++;
+	return err;
 }
 
-/* ---- TPT WRITE (paper III-C, protocol.md 7.2, 7.4) ---- */
+/* ---- TPT WRITE (paper III-C, protocol.md 7.2-7.4) ---- */
 
 /* One data member's share of a partial stripe. */
 struct stripe_piece {
@@ -134,43 +260,179 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The piece of @member covering [x, x + len) of the unit, or NULL. */
+static const struct stripe_piece *piece_over(const struct stripe_piece *piece,
+					     unsigned int nr, unsigned int member,
+					     uint32_t x, uint32_t len)
+{
+	unsigned int j;
+
+	for (j = 0; j < nr; j++)
+		if (piece[j].member == member && piece[j].first <= x &&
+		    piece[j].end >= x + len)
+			return &piece[j];
+	return NULL;
+}
+
 /*
- * Read-modify-write of array blocks [@first, @end) of @stripe (paper
- * III-C, Fig. 4; protocol.md 7.2).  Each data member XDWRITEs its new
- * data and exports the delta new XOR old; the parity member folds the
- * deltas into its old parity, PRE-FETCHed while the XDWRITEs run.
+ * Read-modify-write of the interval [x, x + len) of a stripe's units
+ * (paper III-C, Fig. 4; protocol.md 7.2): each data member writing there
+ * XDWRITEs its new data and exports the delta new XOR old; the parity
+ * member folds the deltas into its old parity.  Per interval with k deltas
+ * the parity member runs a chain, one command per step since a target
+ * does not order a group's commands: PART TMP with XOR MEDIUM on the
+ * first delta, PART TMP with XOR GROUP on each next one, accumulating in
+ * its private result, and PART BLOCK with XOR GROUP on the last, which
+ * stages the new parity; a single delta is one PART BLOCK with XOR
+ * MEDIUM (star).
+ */
+static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
+			     unsigned int parity,
+			     const struct stripe_piece *piece, unsigned int nr,
+			     uint32_t x, uint32_t len)
+{
+	uint32_t bs = b->c->block_size;
+	struct stripe_delta delta[RAID_MAX_MEMBERS];
+	struct tpt_plan_cmd *cmd;
+	unsigned int j, k = 0;
+	int err;
+
+	for (j = 0; j < nr; j++) {
+		const struct stripe_piece *pc = &piece[j];
+
+		if (pc->first > x || pc->end < x + len)
+			continue;
+		delta[k].member = pc->member;
+		err = tpt_plan_want_slot(b, pc->member, &delta[k].ordinal);
+		if (err)
+			return err;
+		cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_XDWRITE, pc->member,
+				       base + x, len);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->result_slot = delta[k].ordinal;
+		if (tpt_plan_add_host_ref(b, pc->host_offset +
+					  (uint64_t)(x - pc->first) * bs,
+					  len * bs))
+			return -ENOMEM;
+		k++;
+	}
+	for (j = 0; j < k; j++) {
+		cmd = tpt_plan_add_cmd(b, 1 + j, j + 1 < k ? TPT_PLAN_PART_TMP :
+				       TPT_PLAN_PART_BLOCK, parity, base + x,
+				       len);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->parity_mode = j ? TPT_PARITY_XOR_GROUP :
+				       TPT_PARITY_XOR_MEDIUM;
+		if (tpt_plan_add_slot_ref(b, delta[j].member, delta[j].ordinal,
+					  len * bs))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * Reconstruct-write of the interval [x, x + len) where the missing data
+ * member @F is written (protocol.md 7.3, 7.5): its old blocks are gone, so
+ * the new parity is the XOR of the new data where the request writes and
+ * of the medium elsewhere.  Every other data member exports its part of
+ * that sum into a slot - READ NEW BLOCK of its new data (also staged) or
+ * READ MEDIUM of its blocks - and the parity member starts from @F's new
+ * data, fetched from the host with PART TMP COPY, and folds the others in
+ * with XOR GROUP, PART BLOCK on the last.  All in group 1, apart from the
+ * read-modify-write intervals of the same stripe.
+ */
+static int plan_rcw_interval(struct tpt_plan_builder *b, uint64_t stripe,
+			     unsigned int parity, unsigned int F,
+			     const struct stripe_piece *piece, unsigned int nr,
+			     uint32_t x, uint32_t len)
+{
+	const struct raid_geometry *g = b->c->geo;
+	uint32_t bs = b->c->block_size;
+	uint64_t base = stripe * g->unit_blocks;
+	struct stripe_delta part[RAID_MAX_MEMBERS];
+	const struct stripe_piece *pc;
+	struct tpt_plan_cmd *cmd;
+	unsigned int d, j, k = 0, m;
+	int err;
+
+	b->p->nr_groups = 2;
+	for (d = 0; d < g->members - 1; d++) {
+		m = b->c->level->data_member(g, stripe, d);
+		if (m == F)
+			continue;
+		pc = piece_over(piece, nr, m, x, len);
+		part[k].member = m;
+		err = tpt_plan_want_slot(b, m, &part[k].ordinal);
+		if (err)
+			return err;
+		cmd = tpt_plan_add_cmd(b, 0, pc ? TPT_PLAN_READ_NEW_BLOCK :
+				       TPT_PLAN_READ_MEDIUM, m, base + x, len);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->result_slot = part[k].ordinal;
+		cmd->group_offset = 1;
+		if (pc && tpt_plan_add_host_ref(b, pc->host_offset +
+						(uint64_t)(x - pc->first) * bs,
+						len * bs))
+			return -ENOMEM;
+		k++;
+	}
+	pc = piece_over(piece, nr, F, x, len);
+	cmd = tpt_plan_add_cmd(b, 1, TPT_PLAN_PART_TMP, parity, base + x, len);
+	if (!cmd)
+		return -ENOMEM;
+	cmd->parity_mode = TPT_PARITY_COPY;
+	cmd->group_offset = 1;
+	if (tpt_plan_add_host_ref(b, pc->host_offset +
+				  (uint64_t)(x - pc->first) * bs, len * bs))
+		return -ENOMEM;
+	for (j = 0; j < k; j++) {
+		cmd = tpt_plan_add_cmd(b, 2 + j, j + 1 < k ? TPT_PLAN_PART_TMP :
+				       TPT_PLAN_PART_BLOCK, parity, base + x,
+				       len);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->parity_mode = TPT_PARITY_XOR_GROUP;
+		cmd->group_offset = 1;
+		if (tpt_plan_add_slot_ref(b, part[j].member, part[j].ordinal,
+					  len * bs))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * A write of array blocks [@first, @end) of @stripe, less than the whole
+ * stripe or with member @F missing (-1: none).
  *
  * The pieces may sit at different offsets of the unit (a write covering
  * the tail of one unit and the head of the next), so one parity block
  * range can take deltas from some members and not others.  A SLOT
  * descriptor takes a slot's whole payload and the reader checks the
- * piece's LBA and length (protocol.md 5.1), so a delta can only be read
+ * piece's LBA and length (protocol.md 5.1), so a result can only be read
  * over exactly the range it was produced for.  The unit's offsets are
- * therefore cut at every piece boundary into elementary intervals, and
- * each piece XDWRITEs one command, with a slot of its own, per interval
- * it covers.  Pieces that do not overlap need no cut.
- *
- * Per interval with k deltas the parity member runs a chain, one command
- * per step since a target does not order a group's commands: PART TMP
- * with XOR MEDIUM on the first delta, PART TMP with XOR GROUP on each next
- * one, accumulating in its private result, and PART BLOCK with XOR GROUP
- * on the last, which stages the new parity; a single delta is one PART
- * BLOCK with XOR MEDIUM (protocol.md 7.2, star).
+ * therefore cut at every piece boundary into elementary intervals, each
+ * planned on its own: read-modify-write, or reconstruct-write where the
+ * missing member is written.  Pieces that do not overlap need no cut.
+ * With the parity member missing there is no parity to keep: the new data
+ * is only staged, with READ NEW BLOCK.
  */
-static int plan_partial_stripe(struct tpt_plan_builder *b, uint64_t req_lba,
-			       uint64_t stripe, uint64_t first, uint64_t end)
+static int plan_stripe_write(struct tpt_plan_builder *b, uint64_t req_lba,
+			     uint64_t stripe, uint64_t first, uint64_t end,
+			     int F)
 {
 	const struct raid_geometry *g = b->c->geo;
 	const struct raid_level_ops *l = b->c->level;
 	uint32_t bs = b->c->block_size, unit = g->unit_blocks;
 	uint32_t bound[2 * RAID_MAX_MEMBERS], lo = unit, hi = 0, n;
 	struct stripe_piece piece[RAID_MAX_MEMBERS];
-	struct stripe_delta delta[RAID_MAX_MEMBERS];
 	unsigned int parity = l->parity_member(g, stripe, 0);
-	unsigned int nr_pieces = 0, nr_bounds = 0, i, j, k;
+	unsigned int nr_pieces = 0, nr_bounds = 0, i, j;
 	uint64_t base = stripe * unit, pos;
 	struct tpt_plan_cmd *cmd;
-	int err;
+	int err = 0;
 
 	for (pos = first; pos < end; pos += n) {
 		struct raid_chunk ch;
@@ -186,10 +448,19 @@ static int plan_partial_stripe(struct tpt_plan_builder *b, uint64_t req_lba,
 		pc->host_offset = (pos - req_lba) * bs;
 		bound[nr_bounds++] = pc->first;
 		bound[nr_bounds++] = pc->end;
-		if (pc->first < lo)
-			lo = pc->first;
-		if (pc->end > hi)
-			hi = pc->end;
+	}
+	if (F == (int)parity) {
+		for (j = 0; j < nr_pieces; j++) {
+			const struct stripe_piece *pc = &piece[j];
+
+			if (!tpt_plan_add_cmd(b, 0, TPT_PLAN_READ_NEW_BLOCK,
+					      pc->member, base + pc->first,
+					      pc->end - pc->first) ||
+			    tpt_plan_add_host_ref(b, pc->host_offset,
+						  (pc->end - pc->first) * bs))
+				return -ENOMEM;
+		}
+		return 0;
 	}
 	qsort(bound, nr_bounds, sizeof(bound[0]), cmp_u32);
 	for (i = 1, j = 1; i < nr_bounds; i++)
@@ -197,47 +468,31 @@ static int plan_partial_stripe(struct tpt_plan_builder *b, uint64_t req_lba,
 			bound[j++] = bound[i];
 	nr_bounds = j;
 
-	for (i = 0; i + 1 < nr_bounds; i++) {
+	for (i = 0; i + 1 < nr_bounds && !err; i++) {
 		uint32_t x = bound[i], len = bound[i + 1] - bound[i];
 
-		k = 0;
-		for (j = 0; j < nr_pieces; j++) {
-			struct stripe_piece *pc = &piece[j];
-
-			if (pc->first > x || pc->end < x + len)
-				continue;
-			delta[k].member = pc->member;
-			err = tpt_plan_want_slot(b, pc->member, &delta[k].ordinal);
-			if (err)
-				return err;
-			cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_XDWRITE, pc->member,
-				      base + x, len);
-			if (!cmd)
-				return -ENOMEM;
-			cmd->result_slot = delta[k].ordinal;
-			if (tpt_plan_add_host_ref(b, pc->host_offset +
-					 (uint64_t)(x - pc->first) * bs,
-					 len * bs))
-				return -ENOMEM;
-			k++;
+		if (F >= 0 &&
+		    piece_over(piece, nr_pieces, (unsigned int)F, x, len)) {
+			err = plan_rcw_interval(b, stripe, parity,
+						(unsigned int)F, piece,
+						nr_pieces, x, len);
+			continue;
 		}
-		for (j = 0; j < k; j++) {
-			cmd = tpt_plan_add_cmd(b, 1 + j, j + 1 < k ? TPT_PLAN_PART_TMP :
-				      TPT_PLAN_PART_BLOCK, parity, base + x, len);
-			if (!cmd)
-				return -ENOMEM;
-			cmd->parity_mode = j ? TPT_PARITY_XOR_GROUP :
-					       TPT_PARITY_XOR_MEDIUM;
-			if (tpt_plan_add_slot_ref(b, delta[j].member, delta[j].ordinal,
-					 len * bs))
-				return -ENOMEM;
-		}
+		err = plan_rmw_interval(b, base, parity, piece, nr_pieces, x,
+					len);
+		if (x < lo)
+			lo = x;
+		if (x + len > hi)
+			hi = x + len;
 	}
-	/* One cache hint over the whole parity range keeps Table II's single
-	 * PRE-FETCH; gaps between intervals cost a little extra reading. */
-	if (!tpt_plan_add_cmd(b, 0, TPT_PLAN_PRE_FETCH, parity, base + lo, hi - lo))
-		return -ENOMEM;
-	return 0;
+	if (err || lo >= hi)
+		return err;
+	/* One cache hint over the read-modify-write range keeps Table II's
+	 * single PRE-FETCH; gaps between intervals cost a little extra
+	 * reading. */
+	cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_PRE_FETCH, parity, base + lo,
+			       hi - lo);
+	return cmd ? 0 : -ENOMEM;
 }
 
 /*
@@ -287,13 +542,14 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 				if (err)
 					return err;
 			}
-			cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_PREP_WRITE, m, base, unit);
+			cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_PREP_WRITE, m,
+					       base, unit);
 			if (!cmd)
 				return -ENOMEM;
 			if (d != calc_index)
 				cmd->result_slot = ordinal[d];
-			if (tpt_plan_add_host_ref(b, ((s * data + d) * unit - req_lba) * bs,
-					 unit * bs))
+			if (tpt_plan_add_host_ref(b, ((s * data + d) * unit -
+						      req_lba) * bs, unit * bs))
 				return -ENOMEM;
 		}
 		calc = l->data_member(g, s, calc_index);
@@ -304,17 +560,17 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 		for (d = 0; d < data; d++) {
 			if (d == calc_index)
 				continue;
-			cmd = tpt_plan_add_cmd(b, step++, TPT_PLAN_COMP_TMP, calc, base,
-				      unit);
+			cmd = tpt_plan_add_cmd(b, step++, TPT_PLAN_COMP_TMP,
+					       calc, base, unit);
 			if (!cmd)
 				return -ENOMEM;
 			cmd->result_slot = acc;
-			if (tpt_plan_add_slot_ref(b, l->data_member(g, s, d), ordinal[d],
-					 unit * bs))
+			if (tpt_plan_add_slot_ref(b, l->data_member(g, s, d),
+						  ordinal[d], unit * bs))
 				return -ENOMEM;
 		}
 		if (!tpt_plan_add_cmd(b, step, TPT_PLAN_COMP_BLOCK,
-			     l->parity_member(g, s, 0), base, unit) ||
+				      l->parity_member(g, s, 0), base, unit) ||
 		    tpt_plan_add_slot_ref(b, calc, acc, unit * bs))
 			return -ENOMEM;
 	}
@@ -327,26 +583,30 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
  * The parts touch different stripes, hence different member ranges and
  * slots, so they share steps: everything that reads the host in the first
  * step, the parity chains side by side after it, WRITE NEW DATA last.
+ * With a member missing every stripe is planned on its own
+ * (plan_stripe_write), full ones included.
  */
 static int r5_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
-		   uint32_t group, struct tpt_plan *out)
+			uint32_t group, struct tpt_plan *out)
 {
 	const struct raid_geometry *g = c->geo;
 	uint64_t stripe_blocks, pos, end = lba + blocks, s, seg, nr;
 	struct tpt_plan_builder b;
 	bool full = false;
-	int err;
+	int err, F;
 
-	err = tpt_plan_begin(&b, c, lba, blocks, group, out);
+	err = r5_missing(c->missing, g, &F);
+	if (!err && !c->slots)
+		err = -EINVAL;
+	if (!err)
+		err = tpt_plan_begin(&b, c, lba, blocks, group, out);
 	if (err)
 		return err;
-	if (!c->slots)
-		return -EINVAL;
-	stripe_blocks = (uint64_t)(g->members - 1) * g->unit_blocks;
+	stripe_blocks = raid_stripe_data_blocks(c->level, g);
 	for (pos = lba; pos < end && !err; pos = seg) {
 		s = pos / stripe_blocks;
 		nr = (end - pos) / stripe_blocks;
-		if (pos % stripe_blocks == 0 && nr) {
+		if (pos % stripe_blocks == 0 && nr && F < 0) {
 			err = plan_full_stripes(&b, lba, s, nr);
 			seg = pos + nr * stripe_blocks;
 			full = true;
@@ -354,11 +614,11 @@ static int r5_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 			seg = (s + 1) * stripe_blocks;
 			if (seg > end)
 				seg = end;
-			err = plan_partial_stripe(&b, lba, s, pos, seg);
+			err = plan_stripe_write(&b, lba, s, pos, seg, F);
 		}
 	}
 	if (!err)
-		err = tpt_plan_add_write_new_data(&b);
+		err = tpt_plan_add_end_steps(&b);
 	if (err) {
 		tpt_plan_abandon(&b);
 		return err;
@@ -367,6 +627,57 @@ static int r5_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 	if (!err && full)
 		c->calculator_rr++;
 	return err;
+}
+
+/* ---- TPT rebuild and resync (protocol.md 7.5) ---- */
+
+/*
+ * The units of @member in stripes [@first, @first + @nr), rebuilt from
+ * the other members and written to @member - a spare taking over, or a
+ * returning member catching up - or, for RAID_PARITY_MEMBER, each
+ * stripe's parity recomputed from its data (resync after a crash).
+ * Stripes whose rebuilt unit lies on one member are one chain: a READ
+ * MEDIUM of all their units at each source, one PART command per source
+ * at the member, each naming the sources' slots stripe by stripe.
+ */
+static int r5_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
+			  unsigned int member, uint32_t group,
+			  struct tpt_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint64_t per_stripe = raid_stripe_data_blocks(c->level, g), s, run;
+	uint32_t unit = g->unit_blocks;
+	struct tpt_plan_builder b;
+	unsigned int target;
+	int err, last;
+
+	if (!nr || first > UINT64_MAX / per_stripe ||
+	    (member != RAID_PARITY_MEMBER && member >= g->members) ||
+	    (c->missing & ~(member < 32 ? 1u << member : 0)))
+		return -EINVAL;
+	err = tpt_plan_begin(&b, c, first * per_stripe,
+			     (uint32_t)((uint64_t)nr * per_stripe < UINT32_MAX ?
+					(uint64_t)nr * per_stripe : 0),
+			     group, out);
+	if (err)
+		return err;
+	for (s = first; s < first + nr && !err; s += run) {
+		target = member == RAID_PARITY_MEMBER ?
+			 c->level->parity_member(g, s, 0) : member;
+		run = member == RAID_PARITY_MEMBER ? 1 : first + nr - s;
+		last = plan_rebuild_chain(&b, 0, target, s * unit,
+					  (uint32_t)(run * unit), 0, 0,
+					  TPT_PARITY_COPY, true);
+		if (last < 0)
+			err = last;
+	}
+	if (!err)
+		err = tpt_plan_add_end_steps(&b);
+	if (err) {
+		tpt_plan_abandon(&b);
+		return err;
+	}
+	return tpt_plan_finish(&b);
 }
 
 
@@ -418,18 +729,67 @@ static unsigned int bl_stripe_pieces(const struct bl_plan_ctx *c,
 	return n;
 }
 
+/* @dst (@bytes) = XOR of the temporaries @t[0..n), in @step, in order. */
+static int bl_xor_of(struct bl_plan_builder *b, unsigned int step,
+		     struct bl_ref dst, const int *t, unsigned int n,
+		     uint32_t bytes)
+{
+	struct bl_cmd cmd = { .op = BL_COPY, .bytes = bytes, .dst = dst,
+			      .src = bl_temp((unsigned int)t[0], 0) };
+	unsigned int i;
+	int err = bl_plan_add(b, step, &cmd);
+
+	cmd.op = BL_XOR;
+	for (i = 1; i < n && !err; i++) {
+		cmd.src = bl_temp((unsigned int)t[i], 0);
+		err = bl_plan_add(b, step, &cmd);
+	}
+	return err;
+}
+
+/*
+ * The blocks [@lba, @lba + @n) of member @target rebuilt into @dst from
+ * the same blocks of every other member: READs into temporaries in step
+ * 0, their XOR in step 1.
+ */
+static int bl_rebuild_into(struct bl_plan_builder *b, unsigned int target,
+			   uint64_t lba, uint32_t n, struct bl_ref dst)
+{
+	const struct bl_plan_ctx *c = b->c;
+	uint32_t bytes = n * c->block_size;
+	int t[RAID_MAX_MEMBERS], err = 0;
+	unsigned int m, k = 0;
+
+	for (m = 0; m < c->geo->members && !err; m++) {
+		struct bl_cmd rd = { .op = BL_READ, .member = m, .lba = lba,
+				     .bytes = bytes };
+
+		if (m == target)
+			continue;
+		t[k] = bl_plan_add_temp(b, bytes);
+		if (t[k] < 0)
+			return t[k];
+		rd.dst = bl_temp((unsigned int)t[k++], 0);
+		err = bl_plan_add(b, 0, &rd);
+	}
+	return err ? err : bl_xor_of(b, 1, dst, t, k, bytes);
+}
+
 static int r5_bl_read(const struct bl_plan_ctx *c, uint64_t lba,
 		      uint32_t blocks, struct bl_plan *out)
 {
 	const struct raid_geometry *g = c->geo;
 	uint64_t pos, end = lba + blocks, n;
 	struct bl_plan_builder b;
-	int err;
+	int err, F;
 
-	err = bl_plan_begin(&b, c, lba, blocks, out);
+	err = r5_missing(c->missing, g, &F);
+	if (!err)
+		err = bl_plan_begin(&b, c, lba, blocks, out);
 	if (err)
 		return err;
-	/* One READ per piece of a unit, straight into the host's buffer. */
+	/* One READ per piece of a unit, straight into the host's buffer; a
+	 * piece of the missing member is the XOR of the others' blocks. */
 	for (pos = lba; pos < end && !err; pos += n) {
 		struct raid_chunk ch;
 		struct bl_cmd cmd = { .op = BL_READ };
@@ -438,6 +798,13 @@ static int r5_bl_read(const struct bl_plan_ctx *c, uint64_t lba,
 		n = g->unit_blocks - ch.member_lba % g->unit_blocks;
 		if (n > end - pos)
 			n = end - pos;
+		if ((int)ch.member == F) {
+			err = bl_rebuild_into(&b, ch.member, ch.member_lba,
+					      (uint32_t)n,
+					      bl_host((pos - lba) *
+						      c->block_size));
+			continue;
+		}
 		cmd.member = ch.member;
 		cmd.lba = ch.member_lba;
 		cmd.bytes = (uint32_t)n * c->block_size;
@@ -451,6 +818,96 @@ static int r5_bl_read(const struct bl_plan_ctx *c, uint64_t lba,
 	return bl_plan_finish(&b);
 }
 
+static const struct bl_piece *bl_piece_of(const struct bl_piece *piece,
+					   unsigned int nr, int member)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr; i++)
+		if ((int)piece[i].member == member)
+			return &piece[i];
+	return NULL;
+}
+
+/*
+ * A stripe write with member @F missing.  Without the parity member the
+ * new data is just written.  Without a data member the write touches,
+ * its old blocks are first rebuilt over the parity's range - the XOR of
+ * every other member's - and then the read-modify-write goes on as if it
+ * were there: new parity = old parity ^ old ^ new for every piece, @F's
+ * included; everything is written but @F's piece.
+ */
+static int bl_write_degraded(struct bl_plan_builder *b, uint64_t stripe,
+			     const struct bl_piece *piece, unsigned int nr,
+			     uint32_t p_off, uint32_t p_len, int F)
+{
+	const struct bl_plan_ctx *c = b->c;
+	const struct raid_geometry *g = c->geo;
+	unsigned int parity = c->level->parity_member(g, stripe, 0), m, i, k = 0;
+	uint64_t lba = stripe * g->unit_blocks + p_off / c->block_size;
+	int t[RAID_MAX_MEMBERS], by_member[RAID_MAX_MEMBERS], tf, err = 0;
+
+	if (F == (int)parity) {
+		for (i = 0; i < nr && !err; i++) {
+			struct bl_cmd wr = { .op = BL_WRITE,
+					     .member = piece[i].member,
+					     .lba = piece[i].member_lba,
+					     .bytes = piece[i].bytes,
+					     .src = bl_host(piece[i].host_offset) };
+
+			err = bl_plan_add(b, 0, &wr);
+		}
+		return err;
+	}
+	for (m = 0; m < g->members && !err; m++) {
+		struct bl_cmd rd = { .op = BL_READ, .member = m, .lba = lba,
+				     .bytes = p_len };
+
+		if ((int)m == F)
+			continue;
+		t[k] = bl_plan_add_temp(b, p_len);
+		if (t[k] < 0)
+			return t[k];
+		by_member[m] = t[k];
+		rd.dst = bl_temp((unsigned int)t[k++], 0);
+		err = bl_plan_add(b, 0, &rd);
+	}
+	tf = bl_plan_add_temp(b, p_len);
+	if (tf < 0)
+		return tf;
+	by_member[F] = tf;
+	if (!err)
+		err = bl_xor_of(b, 1, bl_temp((unsigned int)tf, 0), t, k, p_len);
+	for (i = 0; i < nr && !err; i++) {
+		uint32_t at = piece[i].unit_off - p_off;
+		struct bl_cmd x = { .op = BL_XOR, .bytes = piece[i].bytes,
+				    .dst = bl_temp((unsigned int)by_member[parity], at),
+				    .src = bl_temp((unsigned int)by_member[piece[i].member], at) };
+
+		err = bl_plan_add(b, 1, &x);
+		x.src = bl_host(piece[i].host_offset);
+		if (!err)
+			err = bl_plan_add(b, 1, &x);
+	}
+	for (i = 0; i < nr && !err; i++) {
+		struct bl_cmd wr = { .op = BL_WRITE, .member = piece[i].member,
+				     .lba = piece[i].member_lba,
+				     .bytes = piece[i].bytes,
+				     .src = bl_host(piece[i].host_offset) };
+
+		if ((int)piece[i].member != F)
+			err = bl_plan_add(b, 1, &wr);
+	}
+	if (!err) {
+		struct bl_cmd wp = { .op = BL_WRITE, .member = parity,
+				     .lba = lba, .bytes = p_len,
+				     .src = bl_temp((unsigned int)by_member[parity], 0) };
+
+		err = bl_plan_add(b, 1, &wp);
+	}
+	return err;
+}
+
 /*
  * One stripe of a write.  Full: parity from the host's data, then WRITE
  * of every unit.  Partial: READ the old data and old parity, fold
@@ -458,7 +915,7 @@ static int r5_bl_read(const struct bl_plan_ctx *c, uint64_t lba,
  * parity covers the union of the pieces' places in the unit.
  */
 static int bl_write_stripe(struct bl_plan_builder *b, uint64_t req_lba,
-			   uint64_t stripe, uint64_t lo, uint64_t hi)
+			   uint64_t stripe, uint64_t lo, uint64_t hi, int F)
 {
 	const struct bl_plan_ctx *c = b->c;
 	const struct raid_geometry *g = c->geo;
@@ -472,6 +929,8 @@ static int bl_write_stripe(struct bl_plan_builder *b, uint64_t req_lba,
 
 	nr = bl_stripe_pieces(c, req_lba, lo, hi, piece, &p_off, &p_end);
 	p_len = p_end - p_off;
+	if (F == (int)parity || (F >= 0 && bl_piece_of(piece, nr, F)))
+		return bl_write_degraded(b, stripe, piece, nr, p_off, p_len, F);
 	ptemp = bl_plan_add_temp(b, p_len);
 	if (ptemp < 0)
 		return ptemp;
@@ -545,9 +1004,11 @@ static int r5_bl_write(const struct bl_plan_ctx *c, uint64_t lba,
 {
 	uint64_t per_stripe, pos, end = lba + blocks, seg;
 	struct bl_plan_builder b;
-	int err;
+	int err, F;
 
-	err = bl_plan_begin(&b, c, lba, blocks, out);
+	err = r5_missing(c->missing, c->geo, &F);
+	if (!err)
+		err = bl_plan_begin(&b, c, lba, blocks, out);
 	if (err)
 		return err;
 	per_stripe = raid_stripe_data_blocks(c->level, c->geo);
@@ -555,7 +1016,57 @@ static int r5_bl_write(const struct bl_plan_ctx *c, uint64_t lba,
 		seg = (pos / per_stripe + 1) * per_stripe;
 		if (seg > end)
 			seg = end;
-		err = bl_write_stripe(&b, lba, pos / per_stripe, pos, seg);
+		err = bl_write_stripe(&b, lba, pos / per_stripe, pos, seg, F);
+	}
+	if (err) {
+		bl_plan_abandon(&b);
+		return err;
+	}
+	return bl_plan_finish(&b);
+}
+
+/*
+ * Baseline rebuild: each run of stripes whose rebuilt unit lies on one
+ * member is read from every other member, XORed here and written.
+ */
+static int r5_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first,
+			 uint32_t nr, unsigned int member, struct bl_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint64_t per_stripe = raid_stripe_data_blocks(c->level, g), s, run;
+	uint32_t unit = g->unit_blocks;
+	struct bl_plan_builder b;
+	unsigned int target;
+	int err, t;
+
+	if (!nr || first > UINT64_MAX / per_stripe ||
+	    (member != RAID_PARITY_MEMBER && member >= g->members) ||
+	    (c->missing & ~(member < 32 ? 1u << member : 0)) ||
+	    (uint64_t)nr * unit * c->block_size > UINT32_MAX)
+		return -EINVAL;
+	err = bl_plan_begin(&b, c, first * per_stripe,
+			    (uint32_t)((uint64_t)nr * per_stripe), out);
+	if (err)
+		return err;
+	for (s = first; s < first + nr && !err; s += run) {
+		struct bl_cmd wr = { .op = BL_WRITE };
+
+		target = member == RAID_PARITY_MEMBER ?
+			 c->level->parity_member(g, s, 0) : member;
+		run = member == RAID_PARITY_MEMBER ? 1 : first + nr - s;
+		wr.member = target;
+		wr.lba = s * unit;
+		wr.bytes = (uint32_t)(run * unit * c->block_size);
+		t = bl_plan_add_temp(&b, wr.bytes);
+		if (t < 0) {
+			err = t;
+			break;
+		}
+		wr.src = bl_temp((unsigned int)t, 0);
+		err = bl_rebuild_into(&b, target, s * unit,
+				      (uint32_t)(run * unit), wr.src);
+		if (!err)
+			err = bl_plan_add(&b, 1, &wr);
 	}
 	if (err) {
 		bl_plan_abandon(&b);
@@ -577,6 +1088,8 @@ const struct raid_level_ops raid5_level = {
 	.unmap = r5_unmap,
 	.tpt_read = r5_tpt_read,
 	.tpt_write = r5_tpt_write,
+	.tpt_rebuild = r5_tpt_rebuild,
 	.bl_read = r5_bl_read,
 	.bl_write = r5_bl_write,
+	.bl_rebuild = r5_bl_rebuild,
 };

@@ -19,6 +19,7 @@
 #ifndef TPT_CONTROLLER_RAID_LEVEL_H
 #define TPT_CONTROLLER_RAID_LEVEL_H
 
+#include <limits.h>
 #include <stdint.h>
 
 /* The most members any level accepts; sizes the planners' tables. */
@@ -36,6 +37,9 @@ struct raid_chunk {			/* where an array block lives */
 	uint64_t member_lba;
 	unsigned int data_index;	/* 0..N-1-nr_parity within the stripe */
 };
+
+/* Rebuild: each stripe's parity unit rather than one member's units. */
+#define RAID_PARITY_MEMBER UINT_MAX
 
 struct tpt_plan_ctx;
 struct tpt_plan;
@@ -69,26 +73,40 @@ struct raid_level_ops {
 	/*
 	 * ---- TPT mode (required): controller/tpt_plan.h ----
 	 * Plan a host READ or WRITE of @blocks array blocks at @lba as TPT
-	 * commands for the members.  0, or -EINVAL for a request or context
-	 * the level cannot serve, -EAGAIN when a member has too few free
-	 * slots now (retry when a request has returned some), -E2BIG when a
-	 * member's whole slot table is too small (split the request),
-	 * -ENOMEM.  On error nothing is allocated.
+	 * commands for the members, none to the members in c->missing, whose
+	 * blocks are reconstructed from the others'.  0, or -EINVAL for a
+	 * request or context the level cannot serve, -ENODATA when more
+	 * members are missing than the level can rebuild, -EAGAIN when a
+	 * member has too few free slots now (retry when a request has
+	 * returned some), -E2BIG when a member's whole slot table is too
+	 * small (split the request), -ENOMEM.  On error nothing is allocated.
 	 */
 	int (*tpt_read)(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 			uint32_t group, struct tpt_plan *out);
 	int (*tpt_write)(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 			 uint32_t group, struct tpt_plan *out);
+	/*
+	 * Rebuild @member's units of stripes [@first, @first + @nr) from the
+	 * other members and write them to @member (which c->missing may
+	 * name: its blocks are not read), or recompute every stripe's parity
+	 * for RAID_PARITY_MEMBER.  Errors as above.
+	 */
+	int (*tpt_rebuild)(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
+			   unsigned int member, uint32_t group,
+			   struct tpt_plan *out);
 
 	/*
 	 * ---- Baseline mode (required): controller/bl_plan.h ----
-	 * The same requests for the in-band controller: member READs and
-	 * WRITEs and the XORs it computes itself.  0, -EINVAL, -ENOMEM.
+	 * The same for the in-band controller: member READs and WRITEs and
+	 * the XORs it computes itself.  0, -EINVAL, -ENODATA, -ENOMEM.
 	 */
 	int (*bl_read)(const struct bl_plan_ctx *c, uint64_t lba,
 		       uint32_t blocks, struct bl_plan *out);
 	int (*bl_write)(const struct bl_plan_ctx *c, uint64_t lba,
 			uint32_t blocks, struct bl_plan *out);
+	int (*bl_rebuild)(const struct bl_plan_ctx *c, uint64_t first,
+			  uint32_t nr, unsigned int member,
+			  struct bl_plan *out);
 };
 
 /*

@@ -38,6 +38,8 @@ static const struct {
 				  "READ PARITY COMP BLOCK" },
 	[TPT_PLAN_WRITE_NEW_DATA] = { TPT_OP_WRITE_NEW_DATA, "WRITE NEW DATA" },
 	[TPT_PLAN_RELEASE] = { TPT_OP_RELEASE, "TPT RELEASE" },
+	[TPT_PLAN_READ_MEDIUM] = { TPT_OP_READ_MEDIUM, "READ MEDIUM" },
+	[TPT_PLAN_SEND_RESULT] = { TPT_OP_SEND_RESULT, "SEND RESULT" },
 };
 
 uint8_t tpt_plan_opcode(enum tpt_plan_op op)
@@ -125,13 +127,29 @@ int tpt_plan_add_slot_ref(struct tpt_plan_builder *b, unsigned int member,
 
 /* A request that needs more than the member's whole table could never be
  * served, however long it waited. */
+int tpt_plan_want_slots(struct tpt_plan_builder *b, unsigned int member,
+			uint16_t n, uint16_t *first)
+{
+	struct tpt_plan_slot_run *run;
+
+	if (!n || b->slots_wanted[member] + n > b->c->slots[member].count)
+		return -E2BIG;
+	if (plan_grow((void **)&b->runs, b->nr_runs, &b->cap_runs,
+		      sizeof(*b->runs)))
+		return -ENOMEM;
+	run = &b->runs[b->nr_runs++];
+	run->member = member;
+	run->first = (uint16_t)b->slots_wanted[member];
+	run->n = n;
+	*first = run->first;
+	b->slots_wanted[member] += n;
+	return 0;
+}
+
 int tpt_plan_want_slot(struct tpt_plan_builder *b, unsigned int member,
 		       uint16_t *ordinal)
 {
-	if (b->slots_wanted[member] >= b->c->slots[member].count)
-		return -E2BIG;
-	*ordinal = (uint16_t)b->slots_wanted[member]++;
-	return 0;
+	return tpt_plan_want_slots(b, member, 1, ordinal);
 }
 
 static int plan_check(const struct tpt_plan_ctx *c, uint64_t lba,
@@ -196,15 +214,14 @@ static void mark_final(struct tpt_plan *p)
 				p->cmds[last[kind][m]].final = true;
 }
 
-/* Replace slot ordinals by slots taken from the members' allocators;
- * all or nothing. */
+/* Replace slot ordinals by slots taken from the members' allocators, a
+ * run of consecutive slots per run of ordinals; all or nothing. */
 static int take_slots(struct tpt_plan_builder *b)
 {
 	struct tpt_plan *p = b->p;
 	struct tpt_plan_ctx *c = b->c;
-	unsigned int base[RAID_MAX_MEMBERS], total = 0, m, o, i;
-	unsigned int *owner;
-	uint16_t *slot;
+	unsigned int base[RAID_MAX_MEMBERS], total = 0, m, i, k;
+	uint16_t *slot, first;
 	int err = 0;
 
 	for (m = 0; m < c->geo->members; m++) {
@@ -214,23 +231,30 @@ static int take_slots(struct tpt_plan_builder *b)
 	if (!total)
 		return 0;
 	slot = malloc(total * sizeof(*slot));
-	owner = malloc(total * sizeof(*owner));
-	p->slots = malloc(total * sizeof(*p->slots));
-	if (!slot || !owner || !p->slots) {
-		err = -ENOMEM;
-		goto out;
+	p->slots = malloc(b->nr_runs * sizeof(*p->slots));
+	if (!slot || !p->slots) {
+		free(slot);
+		return -ENOMEM;
 	}
-	for (m = 0; m < c->geo->members; m++)
-		for (o = 0; o < b->slots_wanted[m]; o++)
-			owner[base[m] + o] = m;
-	for (i = 0; i < total; i++) {
-		err = slot_alloc_get(&c->slots[owner[i]], 1, &slot[i]);
+	for (i = 0; i < b->nr_runs; i++) {
+		const struct tpt_plan_slot_run *run = &b->runs[i];
+
+		err = slot_alloc_get(&c->slots[run->member], run->n, &first);
 		if (err) {
 			while (i--)
-				slot_alloc_put(&c->slots[owner[i]], slot[i], 1);
-			goto out;
+				slot_alloc_put(&c->slots[p->slots[i].member],
+					       p->slots[i].first,
+					       p->slots[i].n);
+			free(slot);
+			return err;
 		}
+		for (k = 0; k < run->n; k++)
+			slot[base[run->member] + run->first + k] = first + k;
+		p->slots[i].member = run->member;
+		p->slots[i].first = first;
+		p->slots[i].n = run->n;
 	}
+	p->nr_slots = b->nr_runs;
 
 	for (i = 0; i < p->nr_cmds; i++) {
 		struct tpt_plan_cmd *cmd = &p->cmds[i];
@@ -245,28 +269,16 @@ static int take_slots(struct tpt_plan_builder *b)
 		if (ref->kind == TPT_REF_SLOT)
 			ref->slot = slot[base[ref->member] + ref->slot];
 	}
-	for (i = 0; i < total; i++) {
-		struct tpt_plan_slot_run *run = p->slots + p->nr_slots;
-
-		if (p->nr_slots && run[-1].member == owner[i] &&
-		    run[-1].first + run[-1].n == slot[i]) {
-			run[-1].n++;
-			continue;
-		}
-		run->member = owner[i];
-		run->first = slot[i];
-		run->n = 1;
-		p->nr_slots++;
-	}
-out:
-	free(owner);
 	free(slot);
-	return err;
+	return 0;
 }
 
 void tpt_plan_abandon(struct tpt_plan_builder *b)
 {
 	free(b->cmd_step);
+	free(b->runs);
+	b->cmd_step = NULL;
+	b->runs = NULL;
 	tpt_plan_free(b->p);
 }
 
@@ -283,6 +295,7 @@ int tpt_plan_begin(struct tpt_plan_builder *b, struct tpt_plan_ctx *c,
 	b->c = c;
 	b->p = out;
 	out->group = group;
+	out->nr_groups = 1;
 	return 0;
 }
 
@@ -299,85 +312,188 @@ int tpt_plan_finish(struct tpt_plan_builder *b)
 		return err;
 	}
 	free(b->cmd_step);
+	free(b->runs);
+	b->cmd_step = NULL;
+	b->runs = NULL;
 	return 0;
 }
 
-struct staged_range {
-	unsigned int member;
+/* A range a command leaves in its group on its member. */
+struct group_range {
+	unsigned int member, group;
 	uint64_t lba, end;
 };
 
-static int cmp_staged(const void *a, const void *b)
+static int cmp_group_range(const void *a, const void *b)
 {
-	const struct staged_range *x = a, *y = b;
+	const struct group_range *x = a, *y = b;
 
 	if (x->member != y->member)
 		return x->member < y->member ? -1 : 1;
+	if (x->group != y->group)
+		return x->group < y->group ? -1 : 1;
 	return x->lba < y->lba ? -1 : x->lba > y->lba;
 }
 
-/*
- * WRITE NEW DATA to every member with staged data, all in one last step:
- * the targets write simultaneously and the host is answered when all are
- * done (paper III-D 4; protocol.md 4.11, 9.2).  A WRITE NEW DATA must
- * cover every staged range it touches in full and its own range is
- * contiguous, so each member gets one per contiguous run of staged
- * ranges; a run longer than a CDB can say is cut at unit boundaries,
- * which no staged range crosses.
- */
-int tpt_plan_add_write_new_data(struct tpt_plan_builder *b)
+/* Commands that leave a result for their range (protocol.md 8.2). */
+static bool op_results(enum tpt_plan_op op)
 {
-	struct tpt_plan *p = b->p;
+	return op_stages(op) || op == TPT_PLAN_PART_TMP ||
+	       op == TPT_PLAN_COMP_TMP || op == TPT_PLAN_READ_MEDIUM;
+}
+
+/* Whether [lba, end) lies within the union of the sorted ranges @r[0..n)
+ * of one member and group. */
+static bool covered(const struct group_range *r, unsigned int n,
+		    uint64_t lba, uint64_t end)
+{
+	unsigned int i;
+
+	for (i = 0; i < n && lba < end; i++) {
+		if (r[i].lba > lba)
+			return false;
+		if (r[i].end > lba)
+			lba = r[i].end;
+	}
+	return lba >= end;
+}
+
+/* WRITE NEW DATA of the staged runs of member @m, group @g, in @step; a
+ * run longer than a CDB can say is cut at unit boundaries, which no staged
+ * range crosses. */
+static int add_wnd_runs(struct tpt_plan_builder *b, const struct group_range *r,
+			unsigned int n, unsigned int step)
+{
 	uint32_t unit = b->c->geo->unit_blocks;
 	uint64_t longest = TPT_VENDOR_LENGTH_MAX / unit * unit, lba, end, next;
-	unsigned int step = b->last_step + 1, n = 0, i, j;
-	struct staged_range *r;
+	struct tpt_plan_cmd *cmd;
+	unsigned int i, j;
 
-	r = malloc(p->nr_cmds * sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	for (i = 0; i < p->nr_cmds; i++) {
-		if (!op_stages(p->cmds[i].op))
-			continue;
-		r[n].member = p->cmds[i].member;
-		r[n].lba = p->cmds[i].lba;
-		r[n].end = p->cmds[i].lba + p->cmds[i].blocks;
-		n++;
-	}
-	qsort(r, n, sizeof(*r), cmp_staged);
 	for (i = 0; i < n; i = j) {
 		end = r[i].end;
-		for (j = i + 1; j < n && r[j].member == r[i].member &&
-		     r[j].lba == end; j++)
+		for (j = i + 1; j < n && r[j].lba == end; j++)
 			end = r[j].end;
 		for (lba = r[i].lba; lba < end; lba = next) {
 			next = end;
 			if (next - lba > longest)
 				next = (lba + longest) / unit * unit;
-			if (!tpt_plan_add_cmd(b, step, TPT_PLAN_WRITE_NEW_DATA,
-				     r[i].member, lba, (uint32_t)(next - lba))) {
-				free(r);
+			cmd = tpt_plan_add_cmd(b, step, TPT_PLAN_WRITE_NEW_DATA,
+					       r[i].member, lba,
+					       (uint32_t)(next - lba));
+			if (!cmd)
 				return -ENOMEM;
-			}
+			cmd->group_offset = (uint8_t)r[i].group;
 		}
 	}
-	free(r);
 	return 0;
+}
+
+int tpt_plan_add_end_steps(struct tpt_plan_builder *b)
+{
+	struct tpt_plan *p = b->p;
+	unsigned int nr = p->nr_cmds, ns = 0, nc = 0, i, j, k, r, step, m, g;
+	struct group_range *staged, *cover, *res;
+	bool any_staged = false, busy;
+	int err = 0;
+
+	staged = malloc((nr ? nr : 1) * sizeof(*staged));
+	cover = malloc((nr ? nr : 1) * sizeof(*cover));
+	res = malloc((nr ? nr : 1) * sizeof(*res));
+	if (!staged || !cover || !res) {
+		err = -ENOMEM;
+		goto out;
+	}
+	/* What each member and group will hold, and what releases it. */
+	for (i = 0; i < nr; i++) {
+		const struct tpt_plan_cmd *c = &p->cmds[i];
+		struct group_range gr = { c->member, c->group_offset, c->lba,
+					  c->lba + c->blocks };
+
+		if (op_stages(c->op)) {
+			staged[ns++] = gr;
+			cover[nc++] = gr;
+			any_staged = true;
+		} else if (c->op == TPT_PLAN_SEND_RESULT) {
+			cover[nc++] = gr;
+		}
+	}
+	qsort(staged, ns, sizeof(*staged), cmp_group_range);
+	qsort(cover, nc, sizeof(*cover), cmp_group_range);
+	step = any_staged ? b->last_step + 1 : b->last_step;
+	for (i = 0; i < ns && !err; i = j) {
+		for (j = i + 1; j < ns && staged[j].member == staged[i].member &&
+		     staged[j].group == staged[i].group; j++)
+			;
+		err = add_wnd_runs(b, &staged[i], j - i, step);
+	}
+
+	/* Results nothing of the plan releases: TPT RELEASE of that group. */
+	for (i = 0, k = 0; i < nr; i++) {
+		const struct tpt_plan_cmd *c = &p->cmds[i];
+
+		if (op_results(c->op))
+			res[k++] = (struct group_range){ c->member,
+				c->group_offset, c->lba, c->lba + c->blocks };
+	}
+	qsort(res, k, sizeof(*res), cmp_group_range);
+	for (i = 0; i < k && !err; i = j) {
+		unsigned int first = 0, n = 0;
+		bool leftover = false;
+
+		m = res[i].member;
+		g = res[i].group;
+		for (j = i; j < k && res[j].member == m && res[j].group == g; j++)
+			;
+		while (first < nc && (cover[first].member < m ||
+				      (cover[first].member == m &&
+				       cover[first].group < g)))
+			first++;
+		while (first + n < nc && cover[first + n].member == m &&
+		       cover[first + n].group == g)
+			n++;
+		for (r = i; r < j; r++)
+			if (!covered(&cover[first], n, res[r].lba, res[r].end))
+				leftover = true;
+		if (!leftover)
+			continue;
+		busy = false;
+		for (r = 0; r < p->nr_cmds; r++)
+			if (b->cmd_step[r] == step && p->cmds[r].member == m &&
+			    p->cmds[r].group_offset == g)
+				busy = true;
+		if (!tpt_plan_add_cmd(b, busy ? step + 1 : step,
+				      TPT_PLAN_RELEASE, m, 0, 0)) {
+			err = -ENOMEM;
+			break;
+		}
+		p->cmds[p->nr_cmds - 1].group_offset = (uint8_t)g;
+	}
+out:
+	free(staged);
+	free(cover);
+	free(res);
+	return err;
 }
 
 /* ---- abort, teardown, counting ---- */
 
 int tpt_plan_release(const struct tpt_plan *p, struct tpt_plan *out)
 {
-	bool got[RAID_MAX_MEMBERS] = { false };
-	unsigned int i, m, n = 0;
+	bool got[RAID_MAX_MEMBERS][TPT_PLAN_MAX_GROUPS] = { { false } };
+	unsigned int i, m, g, n = 0;
 
 	memset(out, 0, sizeof(*out));
 	out->group = p->group;
+	out->nr_groups = p->nr_groups;
 	for (i = 0; i < p->nr_cmds; i++) {
-		if (!got[p->cmds[i].member])
+		const struct tpt_plan_cmd *c = &p->cmds[i];
+
+		/* A cache hint leaves nothing to release. */
+		if (c->op == TPT_PLAN_PRE_FETCH)
+			continue;
+		if (!got[c->member][c->group_offset])
 			n++;
-		got[p->cmds[i].member] = true;
+		got[c->member][c->group_offset] = true;
 	}
 	if (!n)
 		return 0;
@@ -388,14 +504,17 @@ int tpt_plan_release(const struct tpt_plan *p, struct tpt_plan *out)
 		return -ENOMEM;
 	}
 	for (m = 0; m < RAID_MAX_MEMBERS; m++) {
-		struct tpt_plan_cmd *cmd;
+		for (g = 0; g < TPT_PLAN_MAX_GROUPS; g++) {
+			struct tpt_plan_cmd *cmd;
 
-		if (!got[m])
-			continue;
-		cmd = &out->cmds[out->nr_cmds++];
-		cmd->op = TPT_PLAN_RELEASE;
-		cmd->member = m;
-		cmd->result_slot = TPT_SLOT_NONE;
+			if (!got[m][g])
+				continue;
+			cmd = &out->cmds[out->nr_cmds++];
+			cmd->op = TPT_PLAN_RELEASE;
+			cmd->member = m;
+			cmd->group_offset = (uint8_t)g;
+			cmd->result_slot = TPT_SLOT_NONE;
+		}
 	}
 	out->steps[0].nr_cmds = n;
 	out->nr_steps = 1;
@@ -442,9 +561,10 @@ void tpt_plan_count(const struct tpt_plan *p, struct tpt_plan_counts *out)
 				out->peer_bytes += ref->length;
 				continue;
 			}
-			/* PREP READ is the only command that writes to its
-			 * passive side. */
-			if (cmd->op == TPT_PLAN_PREP_READ)
+			/* PREP READ and SEND RESULT write to their passive
+			 * side, every other command reads it. */
+			if (cmd->op == TPT_PLAN_PREP_READ ||
+			    cmd->op == TPT_PLAN_SEND_RESULT)
 				mc->host_out += ref->length;
 			else
 				mc->host_in += ref->length;

@@ -35,7 +35,17 @@ enum tpt_plan_op {			/* protocol.md opcodes */
 	TPT_PLAN_PREP_READ, TPT_PLAN_PREP_WRITE, TPT_PLAN_READ_NEW_BLOCK,
 	TPT_PLAN_XDWRITE, TPT_PLAN_PRE_FETCH, TPT_PLAN_PART_TMP, TPT_PLAN_PART_BLOCK,
 	TPT_PLAN_COMP_TMP, TPT_PLAN_COMP_BLOCK, TPT_PLAN_WRITE_NEW_DATA, TPT_PLAN_RELEASE,
+	TPT_PLAN_READ_MEDIUM, TPT_PLAN_SEND_RESULT,
 };
+
+/*
+ * A plan's commands belong to up to TPT_PLAN_MAX_GROUPS groups, numbered
+ * from the plan's group number on.  The second keeps a reconstruction
+ * apart from the request's ordinary flow on the same target: a PREP READ
+ * and a READ MEDIUM of one block cannot share a group (protocol.md 8.1),
+ * and what a reconstruction leaves behind is released on its own.
+ */
+#define TPT_PLAN_MAX_GROUPS 2
 
 enum tpt_plan_ref_kind { TPT_REF_HOST, TPT_REF_SLOT };
 
@@ -55,6 +65,7 @@ struct tpt_plan_cmd {
 	bool final;			/* PREP READ / PREP WRITE */
 	uint8_t parity_mode;		/* TPT_PARITY_* of scsi/tpt_cdb.h */
 	uint16_t result_slot;		/* TPT_SLOT_NONE or first slot */
+	uint8_t group_offset;		/* its group: plan->group + this */
 	unsigned int nr_refs, first_ref;	/* into plan->refs */
 };
 
@@ -71,7 +82,8 @@ struct tpt_plan {
 	struct plan_step *steps; unsigned int nr_steps;
 	/* slots this plan took, to return when the request ends */
 	struct tpt_plan_slot_run *slots; unsigned int nr_slots;
-	uint32_t group;
+	uint32_t group;			/* the first of its group numbers */
+	unsigned int nr_groups;
 };
 
 struct tpt_plan_ctx {
@@ -80,6 +92,9 @@ struct tpt_plan_ctx {
 	uint32_t block_size;		/* bytes per logical block */
 	struct slot_alloc *slots;	/* one per member, slot payload = unit_blocks * block_size */
 	unsigned int calculator_rr;	/* rotating calculator state, advanced by writes */
+	/* Members (positions) whose blocks cannot be used: no command goes
+	 * to them, and their blocks are reconstructed from the others. */
+	uint32_t missing;
 };
 
 /* ---- building plans (for RAID levels) ---- */
@@ -92,8 +107,11 @@ struct tpt_plan_builder {
 	unsigned int last_step;
 	/* Result slots wanted per member, named by ordinals 0..n-1 until
 	 * tpt_plan_finish() takes real slots; ordinals stay below
-	 * TPT_SLOT_MAX, so they never collide with TPT_SLOT_NONE. */
+	 * TPT_SLOT_MAX, so they never collide with TPT_SLOT_NONE.  Each run
+	 * of ordinals becomes a run of consecutive slots. */
 	unsigned int slots_wanted[RAID_MAX_MEMBERS];
+	struct tpt_plan_slot_run *runs;
+	unsigned int nr_runs, cap_runs;
 };
 
 /*
@@ -120,18 +138,30 @@ int tpt_plan_add_slot_ref(struct tpt_plan_builder *b, unsigned int member,
  * the member's whole table could never hold the plan's results. */
 int tpt_plan_want_slot(struct tpt_plan_builder *b, unsigned int member,
 		       uint16_t *ordinal);
-/* WRITE NEW DATA for everything staged so far, in a step after the last
- * one used (protocol.md 4.11, 9.2). */
-int tpt_plan_add_write_new_data(struct tpt_plan_builder *b);
+/* @n consecutive slots on @member for a result of @n slot payloads,
+ * named by the ordinals from *@first on. */
+int tpt_plan_want_slots(struct tpt_plan_builder *b, unsigned int member,
+			uint16_t n, uint16_t *first);
+/*
+ * The steps that end a plan (protocol.md 4.11, 8.3, 9.2): WRITE NEW DATA
+ * of every run of staged data, in a step after the last one used, and TPT
+ * RELEASE of every group that would still hold results on a member
+ * afterwards (READ MEDIUM exports, chains that stage nothing).  A RELEASE
+ * goes beside the WRITE NEW DATA commands, or in the next step where its
+ * group has a WRITE NEW DATA or SEND RESULT on the same member: a release
+ * must not race a command of its own group.
+ */
+int tpt_plan_add_end_steps(struct tpt_plan_builder *b);
 /* Sort into steps, mark FINAL, take the slots: 0, or an error after
  * which the plan is abandoned. */
 int tpt_plan_finish(struct tpt_plan_builder *b);
 void tpt_plan_abandon(struct tpt_plan_builder *b);
 
 /*
- * RELEASE to every member that got a command, for aborting a plan mid-way.
- * When its commands have completed, no slot of @p is live on any member
- * and its slots can be returned (protocol.md 9.2).  Takes no slots.
+ * RELEASE of every group on every member that got a command, for aborting
+ * a plan mid-way.  When its commands have completed, no slot of @p is live
+ * on any member and its slots can be returned (protocol.md 9.2).  Takes
+ * no slots.
  */
 int tpt_plan_release(const struct tpt_plan *p, struct tpt_plan *out);
 

@@ -34,6 +34,8 @@ enum tpt_opcode {
 	TPT_OP_READ_PARITY_COMP_BLOCK = 0xcb,
 	TPT_OP_WRITE_NEW_DATA = 0xcc,
 	TPT_OP_REPORT_ENDPOINT = 0xcd,
+	TPT_OP_READ_MEDIUM = 0xce,
+	TPT_OP_SEND_RESULT = 0xcf,
 };
 
 #define TPT_CDB_MAX_LEN 16

@@ -116,6 +116,7 @@ enum { SIM_STAGED = 1, SIM_RESULT = 2 };
 
 struct sim_range {			/* one buffer of a group (8.2) */
 	struct sim_range *next;
+	unsigned int gofs;		/* its group: plan->group + gofs */
 	uint64_t lba;
 	uint32_t blocks;
 	unsigned int flags;		/* SIM_STAGED, SIM_RESULT */
@@ -142,12 +143,16 @@ struct sim_slot {
 
 enum sim_group { SIM_NO_GROUP, SIM_READ_GROUP, SIM_WRITE_GROUP };
 
-struct sim_target {
-	unsigned char *disk;
-	enum sim_group group;
+struct sim_grp {			/* one group on one target (8.1) */
+	enum sim_group kind;
 	bool final_seen;		/* a FINAL PREP arrived for the group */
 	struct sim_range *ranges;
 	struct sim_prep *preps;		/* in arrival order */
+};
+
+struct sim_target {
+	unsigned char *disk;
+	struct sim_grp grp[TPT_PLAN_MAX_GROUPS];
 	struct sim_slot slot[TPT_SLOT_MAX];
 };
 
@@ -157,6 +162,7 @@ enum sim_domain { SIM_DOM_STATE, SIM_DOM_DISK, SIM_DOM_SLOT };
 struct sim_access {
 	unsigned int cmd;
 	unsigned int member;
+	unsigned int gofs;		/* SIM_DOM_STATE: whose group */
 	enum sim_domain domain;
 	bool write;
 	uint64_t first, end;		/* blocks, or slot numbers */
@@ -173,6 +179,7 @@ struct sim {
 	unsigned int step;
 	struct sim_access *acc;
 	unsigned int nr_acc, cap_acc;
+	uint32_t dead;			/* members no command may reach */
 	bool failed;
 };
 
@@ -230,6 +237,7 @@ static void sim_touch(struct sim *s, const struct tpt_plan_cmd *cmd,
 	x = &s->acc[s->nr_acc++];
 	x->cmd = (unsigned int)(cmd - s->plan->cmds);
 	x->member = member;
+	x->gofs = cmd->group_offset;
 	x->domain = domain;
 	x->write = write;
 	x->first = first;
@@ -248,6 +256,7 @@ static void sim_check_step_accesses(struct sim *s)
 
 			if (x->cmd == y->cmd || x->member != y->member ||
 			    x->domain != y->domain || !(x->write || y->write) ||
+			    (x->domain == SIM_DOM_STATE && x->gofs != y->gofs) ||
 			    x->end <= y->first || y->end <= x->first)
 				continue;
 			fprintf(stderr, "sim: commands %u and %u conflict\n",
@@ -275,7 +284,7 @@ static void sim_range_free(struct sim *s, struct sim_target *t,
 	struct sim_range **pp;
 	unsigned int i;
 
-	for (pp = &t->ranges; *pp != r; pp = &(*pp)->next)
+	for (pp = &t->grp[r->gofs].ranges; *pp != r; pp = &(*pp)->next)
 		;
 	*pp = r->next;
 	for (i = 0; r->slot >= 0 && i < sim_pieces(s, r->blocks); i++) {
@@ -286,25 +295,25 @@ static void sim_range_free(struct sim *s, struct sim_target *t,
 	free(r);
 }
 
-static struct sim_range *sim_find(struct sim_target *t, uint64_t lba,
+static struct sim_range *sim_find(struct sim_grp *G, uint64_t lba,
 				  uint32_t blocks, unsigned int flag,
 				  const struct sim_range *except)
 {
 	struct sim_range *r;
 
-	for (r = t->ranges; r; r = r->next)
+	for (r = G->ranges; r; r = r->next)
 		if (r != except && r->lba == lba && r->blocks == blocks &&
 		    (r->flags & flag))
 			return r;
 	return NULL;
 }
 
-static bool sim_overlaps(const struct sim_target *t, uint64_t lba,
+static bool sim_overlaps(const struct sim_grp *G, uint64_t lba,
 			 uint32_t blocks, unsigned int flag)
 {
 	const struct sim_range *r;
 
-	for (r = t->ranges; r; r = r->next)
+	for (r = G->ranges; r; r = r->next)
 		if ((r->flags & flag) && r->lba < lba + blocks &&
 		    lba < r->lba + r->blocks)
 			return true;
@@ -334,6 +343,7 @@ static struct sim_range *sim_range_new(struct sim *s,
 		}
 	}
 	r = xcalloc(1, sizeof(*r));
+	r->gofs = cmd->group_offset;
 	r->lba = cmd->lba;
 	r->blocks = cmd->blocks;
 	r->flags = flags;
@@ -345,8 +355,8 @@ static struct sim_range *sim_range_new(struct sim *s,
 		sim_touch(s, cmd, cmd->member, SIM_DOM_SLOT, true, slot + i,
 			  slot + i + 1);
 	}
-	r->next = t->ranges;
-	t->ranges = r;
+	r->next = t->grp[r->gofs].ranges;
+	t->grp[r->gofs].ranges = r;
 	return r;
 }
 
@@ -362,7 +372,7 @@ static void sim_publish(struct sim *s, struct sim_target *t,
 		uint64_t at = (uint64_t)i * s->payload;
 
 		sl->valid = true;
-		sl->group = s->plan->group;
+		sl->group = s->plan->group + r->gofs;
 		sl->lba = r->lba + at / s->bs;
 		sl->length = (uint32_t)(bytes - at < s->payload ? bytes - at :
 					s->payload);
@@ -371,32 +381,38 @@ static void sim_publish(struct sim *s, struct sim_target *t,
 	}
 }
 
+static struct sim_grp *sim_grp_of(struct sim *s,
+				  const struct tpt_plan_cmd *cmd)
+{
+	return &s->t[cmd->member].grp[cmd->group_offset];
+}
+
 static bool sim_use_group(struct sim *s, const struct tpt_plan_cmd *cmd,
 			  enum sim_group kind, bool opens)
 {
-	struct sim_target *t = &s->t[cmd->member];
+	struct sim_grp *G = sim_grp_of(s, cmd);
 
-	if (t->group == SIM_NO_GROUP) {
+	if (G->kind == SIM_NO_GROUP) {
 		if (!opens) {
 			sim_fail(s, cmd, "TPT UNKNOWN GROUP NUMBER");
 			return false;
 		}
-		t->group = kind;
-		t->final_seen = false;
+		G->kind = kind;
+		G->final_seen = false;
 		return true;
 	}
-	if (t->group != kind) {
+	if (G->kind != kind) {
 		sim_fail(s, cmd, "TPT GROUP NUMBER IN USE: read and write group");
 		return false;
 	}
 	return true;
 }
 
-static void sim_end_group_if_empty(struct sim_target *t)
+static void sim_end_group_if_empty(struct sim_grp *G)
 {
-	if (!t->ranges && !t->preps) {
-		t->group = SIM_NO_GROUP;
-		t->final_seen = false;
+	if (!G->ranges && !G->preps) {
+		G->kind = SIM_NO_GROUP;
+		G->final_seen = false;
 	}
 }
 
@@ -425,7 +441,7 @@ static bool sim_read_slot(struct sim *s, const struct tpt_plan_cmd *cmd,
 		return false;
 	}
 	sl = &s->t[ref->member].slot[ref->slot];
-	if (!sl->valid || sl->group != s->plan->group ||
+	if (!sl->valid || sl->group != s->plan->group + cmd->group_offset ||
 	    sl->lba != cmd->lba + pos / s->bs || sl->length != ref->length) {
 		sim_fail(s, cmd, "TPT SLOT STALE");
 		return false;
@@ -490,23 +506,36 @@ static unsigned char *sim_medium(struct sim *s, unsigned int member,
 	return s->t[member].disk + lba * s->bs;
 }
 
-/* Field rules of sections 3 and 5.1, and what this planner promises on
- * top: PREP and XDWRITE read the host, READ PARITY reads other targets'
- * slots. */
+/* Field rules of sections 3 and 5.1, and what the planners promise on
+ * top: PREP, XDWRITE, READ NEW BLOCK and SEND RESULT move host data,
+ * COMP reads other targets' slots, PART either (a reconstruct-write
+ * starts from the host's data), READ MEDIUM nothing; no command goes to
+ * a member that is gone. */
 static bool sim_check_cmd(struct sim *s, const struct tpt_plan_cmd *cmd)
 {
 	const struct raid_geometry *g = &s->a->geo;
 	enum tpt_plan_op op = cmd->op;
 	bool part = op == TPT_PLAN_PART_TMP || op == TPT_PLAN_PART_BLOCK;
 	bool prep = op == TPT_PLAN_PREP_READ || op == TPT_PLAN_PREP_WRITE;
-	bool host_src = prep || op == TPT_PLAN_XDWRITE ||
-			op == TPT_PLAN_READ_NEW_BLOCK;
+	bool host_only = prep || op == TPT_PLAN_XDWRITE ||
+			 op == TPT_PLAN_READ_NEW_BLOCK ||
+			 op == TPT_PLAN_SEND_RESULT;
 	bool has_list = op != TPT_PLAN_PRE_FETCH &&
-			op != TPT_PLAN_WRITE_NEW_DATA && op != TPT_PLAN_RELEASE;
+			op != TPT_PLAN_WRITE_NEW_DATA &&
+			op != TPT_PLAN_RELEASE && op != TPT_PLAN_READ_MEDIUM;
 	unsigned int j;
 
 	if (cmd->member >= g->members) {
 		sim_fail(s, cmd, "no such member");
+		return false;
+	}
+	if (s->dead & (1u << cmd->member)) {
+		sim_fail(s, cmd, "a command to a member that is gone");
+		return false;
+	}
+	if (cmd->group_offset >= s->plan->nr_groups ||
+	    cmd->group_offset >= TPT_PLAN_MAX_GROUPS) {
+		sim_fail(s, cmd, "a group the plan does not have");
 		return false;
 	}
 	if (op == TPT_PLAN_RELEASE) {
@@ -524,20 +553,24 @@ static bool sim_check_cmd(struct sim *s, const struct tpt_plan_cmd *cmd)
 	else if ((cmd->parity_mode && !part) ||
 		 cmd->parity_mode > TPT_PARITY_COPY)
 		sim_fail(s, cmd, "bad PARITY MODE");
-	else if (!has_list && (cmd->nr_refs ||
-			       cmd->result_slot != TPT_SLOT_NONE))
-		sim_fail(s, cmd, "transfer list on a command without one");
+	else if (!has_list && cmd->nr_refs)
+		sim_fail(s, cmd, "descriptors on a command without any");
+	else if (op != TPT_PLAN_READ_MEDIUM && !has_list &&
+		 cmd->result_slot != TPT_SLOT_NONE)
+		sim_fail(s, cmd, "RESULT SLOT on a command without a list");
 	else if (has_list && (!cmd->nr_refs ||
 			      cmd->nr_refs > TPT_XFER_DESC_MAX))
 		sim_fail(s, cmd, "DESCRIPTOR COUNT out of range");
-	else if (op == TPT_PLAN_PREP_READ && cmd->result_slot != TPT_SLOT_NONE)
-		sim_fail(s, cmd, "RESULT SLOT in PREP READ");
+	else if ((op == TPT_PLAN_PREP_READ || op == TPT_PLAN_SEND_RESULT) &&
+		 cmd->result_slot != TPT_SLOT_NONE)
+		sim_fail(s, cmd, "RESULT SLOT in a command that pushes");
 	else if (cmd->first_ref + cmd->nr_refs > s->plan->nr_refs)
 		sim_fail(s, cmd, "descriptors beyond the plan's");
 	for (j = 0; !s->failed && j < cmd->nr_refs; j++) {
 		const struct tpt_plan_ref *ref = &s->plan->refs[cmd->first_ref + j];
 
-		if ((ref->kind == TPT_REF_HOST) != host_src)
+		if (host_only ? ref->kind != TPT_REF_HOST :
+		    !part && ref->kind == TPT_REF_HOST)
 			sim_fail(s, cmd, "descriptor of the wrong kind");
 	}
 	return !s->failed;
@@ -547,17 +580,17 @@ static bool sim_check_cmd(struct sim *s, const struct tpt_plan_cmd *cmd)
  * RMA-write it to the host. */
 static void sim_prep_read(struct sim *s, const struct tpt_plan_cmd *cmd)
 {
-	struct sim_target *t = &s->t[cmd->member];
+	struct sim_grp *G = sim_grp_of(s, cmd);
 	struct sim_prep *p, **tail;
 	unsigned int j;
 
 	if (!sim_use_group(s, cmd, SIM_READ_GROUP, true))
 		return;
-	if (t->final_seen) {
+	if (G->final_seen) {
 		sim_fail(s, cmd, "PREP READ after its group's FINAL");
 		return;
 	}
-	for (tail = &t->preps; *tail; tail = &(*tail)->next)
+	for (tail = &G->preps; *tail; tail = &(*tail)->next)
 		;
 	p = xcalloc(1, sizeof(*p));
 	p->cmd = cmd;
@@ -566,8 +599,8 @@ static void sim_prep_read(struct sim *s, const struct tpt_plan_cmd *cmd)
 		  cmd->lba + cmd->blocks);
 	if (!cmd->final)
 		return;
-	t->final_seen = true;
-	while ((p = t->preps)) {
+	G->final_seen = true;
+	while ((p = G->preps)) {
 		const struct tpt_plan_cmd *rc = p->cmd;
 		uint64_t pos = 0;
 
@@ -590,10 +623,10 @@ static void sim_prep_read(struct sim *s, const struct tpt_plan_cmd *cmd)
 			sim_fail(s, rc, "TOTAL LENGTH is not TRANSFER LENGTH");
 			return;
 		}
-		t->preps = p->next;
+		G->preps = p->next;
 		free(p);
 	}
-	sim_end_group_if_empty(t);
+	sim_end_group_if_empty(G);
 }
 
 /* PREP WRITE (4.5): stage, claim the slots; on FINAL fetch every record
@@ -601,23 +634,24 @@ static void sim_prep_read(struct sim *s, const struct tpt_plan_cmd *cmd)
 static void sim_prep_write(struct sim *s, const struct tpt_plan_cmd *cmd)
 {
 	struct sim_target *t = &s->t[cmd->member];
+	struct sim_grp *G = sim_grp_of(s, cmd);
 	struct sim_prep *p, **tail;
 	struct sim_range *r;
 
 	if (!sim_use_group(s, cmd, SIM_WRITE_GROUP, true))
 		return;
-	if (t->final_seen) {
+	if (G->final_seen) {
 		sim_fail(s, cmd, "PREP WRITE after its group's FINAL");
 		return;
 	}
-	if (sim_overlaps(t, cmd->lba, cmd->blocks, SIM_STAGED)) {
+	if (sim_overlaps(G, cmd->lba, cmd->blocks, SIM_STAGED)) {
 		sim_fail(s, cmd, "TPT GROUP NUMBER IN USE: staged twice");
 		return;
 	}
 	r = sim_range_new(s, cmd, SIM_STAGED | SIM_RESULT, cmd->result_slot);
 	if (!r)
 		return;
-	for (tail = &t->preps; *tail; tail = &(*tail)->next)
+	for (tail = &G->preps; *tail; tail = &(*tail)->next)
 		;
 	p = xcalloc(1, sizeof(*p));
 	p->cmd = cmd;
@@ -627,14 +661,108 @@ static void sim_prep_write(struct sim *s, const struct tpt_plan_cmd *cmd)
 		  cmd->lba + cmd->blocks);
 	if (!cmd->final)
 		return;
-	t->final_seen = true;
-	while ((p = t->preps)) {
+	G->final_seen = true;
+	while ((p = G->preps)) {
 		if (!sim_fetch(s, p->cmd, p->range->data))
 			return;
 		sim_publish(s, t, p->range);
-		t->preps = p->next;
+		G->preps = p->next;
 		free(p);
 	}
+}
+
+/* READ NEW BLOCK (4.6): the new data, staged and, unchanged, the result. */
+static void sim_read_new_block(struct sim *s, const struct tpt_plan_cmd *cmd)
+{
+	struct sim_target *t = &s->t[cmd->member];
+	struct sim_range *r;
+
+	if (!sim_use_group(s, cmd, SIM_WRITE_GROUP, true))
+		return;
+	if (sim_overlaps(sim_grp_of(s, cmd), cmd->lba, cmd->blocks,
+			 SIM_STAGED)) {
+		sim_fail(s, cmd, "TPT GROUP NUMBER IN USE: staged twice");
+		return;
+	}
+	r = sim_range_new(s, cmd, SIM_STAGED | SIM_RESULT, cmd->result_slot);
+	if (!r || !sim_fetch(s, cmd, r->data))
+		return;
+	sim_publish(s, t, r);
+	sim_touch(s, cmd, cmd->member, SIM_DOM_STATE, true, cmd->lba,
+		  cmd->lba + cmd->blocks);
+}
+
+/* READ MEDIUM: the medium's blocks become the group's result, replacing
+ * an earlier one for the same blocks. */
+static void sim_read_medium(struct sim *s, const struct tpt_plan_cmd *cmd)
+{
+	struct sim_target *t = &s->t[cmd->member];
+	struct sim_grp *G = sim_grp_of(s, cmd);
+	struct sim_range *r, *old;
+
+	if (!sim_use_group(s, cmd, SIM_WRITE_GROUP, true))
+		return;
+	old = sim_find(G, cmd->lba, cmd->blocks, SIM_RESULT, NULL);
+	r = sim_range_new(s, cmd, SIM_RESULT, cmd->result_slot);
+	if (!r)
+		return;
+	if (old) {
+		old->flags &= ~SIM_RESULT;
+		if (!old->flags)
+			sim_range_free(s, t, old);
+	}
+	memcpy(r->data, sim_medium(s, cmd->member, cmd->lba),
+	       (uint64_t)cmd->blocks * s->bs);
+	sim_publish(s, t, r);
+	sim_touch(s, cmd, cmd->member, SIM_DOM_DISK, false, cmd->lba,
+		  cmd->lba + cmd->blocks);
+	sim_touch(s, cmd, cmd->member, SIM_DOM_STATE, true, cmd->lba,
+		  cmd->lba + cmd->blocks);
+}
+
+/* SEND RESULT: RMA-write the result for exactly its blocks to the host,
+ * then release that result. */
+static void sim_send_result(struct sim *s, const struct tpt_plan_cmd *cmd)
+{
+	struct sim_target *t = &s->t[cmd->member];
+	struct sim_grp *G = sim_grp_of(s, cmd);
+	uint64_t pos = 0, want = (uint64_t)cmd->blocks * s->bs;
+	struct sim_range *r;
+	unsigned int j;
+
+	if (!sim_use_group(s, cmd, SIM_WRITE_GROUP, false))
+		return;
+	r = sim_find(G, cmd->lba, cmd->blocks, SIM_RESULT, NULL);
+	if (!r) {
+		sim_fail(s, cmd, "TPT LBA RANGE NOT BUFFERED IN GROUP");
+		return;
+	}
+	if (r->step >= s->step) {
+		sim_fail(s, cmd, "sends a result made in its own step");
+		return;
+	}
+	for (j = 0; j < cmd->nr_refs; j++) {
+		const struct tpt_plan_ref *ref = &s->plan->refs[cmd->first_ref + j];
+
+		if (ref->host_offset + ref->length > s->host_len ||
+		    pos + ref->length > want) {
+			sim_fail(s, cmd, "host descriptor out of range");
+			return;
+		}
+		memcpy(s->host + ref->host_offset, r->data + pos, ref->length);
+		sim_use_host(s, ref->host_offset, ref->length);
+		pos += ref->length;
+	}
+	if (pos != want) {
+		sim_fail(s, cmd, "TOTAL LENGTH is not TRANSFER LENGTH");
+		return;
+	}
+	r->flags &= ~SIM_RESULT;
+	if (!r->flags)
+		sim_range_free(s, t, r);
+	sim_touch(s, cmd, cmd->member, SIM_DOM_STATE, true, cmd->lba,
+		  cmd->lba + cmd->blocks);
+	sim_end_group_if_empty(G);
 }
 
 /* XDWRITE (4.1): stage the new data, export new XOR old. */
@@ -646,7 +774,8 @@ static void sim_xdwrite(struct sim *s, const struct tpt_plan_cmd *cmd)
 
 	if (!sim_use_group(s, cmd, SIM_WRITE_GROUP, true))
 		return;
-	if (sim_overlaps(t, cmd->lba, cmd->blocks, SIM_STAGED)) {
+	if (sim_overlaps(sim_grp_of(s, cmd), cmd->lba, cmd->blocks,
+			 SIM_STAGED)) {
 		sim_fail(s, cmd, "TPT GROUP NUMBER IN USE: staged twice");
 		return;
 	}
@@ -678,6 +807,7 @@ static void sim_read_parity(struct sim *s, const struct tpt_plan_cmd *cmd)
 	unsigned int outcome = tmp ? SIM_RESULT : SIM_STAGED | SIM_RESULT;
 	int named = cmd->result_slot == TPT_SLOT_NONE ? -1 : cmd->result_slot;
 	uint64_t bytes = (uint64_t)cmd->blocks * s->bs;
+	struct sim_grp *G = sim_grp_of(s, cmd);
 	struct sim_range *operand = NULL, *dest, *old;
 	unsigned char *fetched;
 	unsigned int flag, i;
@@ -685,7 +815,7 @@ static void sim_read_parity(struct sim *s, const struct tpt_plan_cmd *cmd)
 	if (!sim_use_group(s, cmd, SIM_WRITE_GROUP, !group))
 		return;
 	if (group) {
-		operand = sim_find(t, cmd->lba, cmd->blocks, SIM_RESULT, NULL);
+		operand = sim_find(G, cmd->lba, cmd->blocks, SIM_RESULT, NULL);
 		if (!operand) {
 			sim_fail(s, cmd, "TPT LBA RANGE NOT BUFFERED IN GROUP");
 			return;
@@ -701,7 +831,7 @@ static void sim_read_parity(struct sim *s, const struct tpt_plan_cmd *cmd)
 		sim_touch(s, cmd, cmd->member, SIM_DOM_DISK, false, cmd->lba,
 			  cmd->lba + cmd->blocks);
 	if ((outcome & SIM_STAGED) &&
-	    sim_overlaps(t, cmd->lba, cmd->blocks, SIM_STAGED)) {
+	    sim_overlaps(G, cmd->lba, cmd->blocks, SIM_STAGED)) {
 		sim_fail(s, cmd, "TPT GROUP NUMBER IN USE: staged twice");
 		return;
 	}
@@ -732,7 +862,7 @@ static void sim_read_parity(struct sim *s, const struct tpt_plan_cmd *cmd)
 		for (flag = SIM_STAGED; flag <= SIM_RESULT; flag <<= 1) {
 			if (!(outcome & flag))
 				continue;
-			old = sim_find(t, cmd->lba, cmd->blocks, flag, dest);
+			old = sim_find(G, cmd->lba, cmd->blocks, flag, dest);
 			if (!old)
 				continue;
 			old->flags &= ~flag;
@@ -753,12 +883,13 @@ static void sim_read_parity(struct sim *s, const struct tpt_plan_cmd *cmd)
 static void sim_write_new_data(struct sim *s, const struct tpt_plan_cmd *cmd)
 {
 	struct sim_target *t = &s->t[cmd->member];
+	struct sim_grp *G = sim_grp_of(s, cmd);
 	uint64_t end = cmd->lba + cmd->blocks, covered = 0;
 	struct sim_range *r, *next;
 
 	if (!sim_use_group(s, cmd, SIM_WRITE_GROUP, false))
 		return;
-	for (r = t->ranges; r; r = r->next) {
+	for (r = G->ranges; r; r = r->next) {
 		if (!(r->flags & SIM_STAGED) || r->lba >= end ||
 		    r->lba + r->blocks <= cmd->lba)
 			continue;
@@ -772,33 +903,34 @@ static void sim_write_new_data(struct sim *s, const struct tpt_plan_cmd *cmd)
 		sim_fail(s, cmd, "TPT LBA RANGE NOT BUFFERED IN GROUP");
 		return;
 	}
-	for (r = t->ranges; r; r = r->next)
+	for (r = G->ranges; r; r = r->next)
 		if ((r->flags & SIM_STAGED) && r->lba >= cmd->lba &&
 		    r->lba < end)
 			memcpy(sim_medium(s, cmd->member, r->lba), r->data,
 			       (uint64_t)r->blocks * s->bs);
-	for (r = t->ranges; r; r = next) {
+	for (r = G->ranges; r; r = next) {
 		next = r->next;
 		if (r->lba < end && cmd->lba < r->lba + r->blocks)
 			sim_range_free(s, t, r);
 	}
 	sim_touch(s, cmd, cmd->member, SIM_DOM_DISK, true, cmd->lba, end);
 	sim_touch(s, cmd, cmd->member, SIM_DOM_STATE, true, cmd->lba, end);
-	sim_end_group_if_empty(t);
+	sim_end_group_if_empty(G);
 }
 
 static void sim_release(struct sim *s, const struct tpt_plan_cmd *cmd)
 {
 	struct sim_target *t = &s->t[cmd->member];
+	struct sim_grp *G = sim_grp_of(s, cmd);
 	struct sim_prep *p;
 
-	while (t->ranges)
-		sim_range_free(s, t, t->ranges);
-	while ((p = t->preps)) {
-		t->preps = p->next;
+	while (G->ranges)
+		sim_range_free(s, t, G->ranges);
+	while ((p = G->preps)) {
+		G->preps = p->next;
 		free(p);
 	}
-	sim_end_group_if_empty(t);
+	sim_end_group_if_empty(G);
 	sim_touch(s, cmd, cmd->member, SIM_DOM_STATE, true, 0, UINT64_MAX);
 }
 
@@ -815,6 +947,15 @@ static void sim_exec(struct sim *s, const struct tpt_plan_cmd *cmd)
 		break;
 	case TPT_PLAN_XDWRITE:
 		sim_xdwrite(s, cmd);
+		break;
+	case TPT_PLAN_READ_NEW_BLOCK:
+		sim_read_new_block(s, cmd);
+		break;
+	case TPT_PLAN_READ_MEDIUM:
+		sim_read_medium(s, cmd);
+		break;
+	case TPT_PLAN_SEND_RESULT:
+		sim_send_result(s, cmd);
 		break;
 	case TPT_PLAN_PRE_FETCH:
 		/* A cache hint: no group state (4.3). */
@@ -885,8 +1026,11 @@ static void sim_check_idle(struct sim *s)
 	for (m = 0; m < s->a->geo.members && !s->failed; m++) {
 		struct sim_target *t = &s->t[m];
 
-		if (t->ranges || t->preps || t->group != SIM_NO_GROUP)
-			sim_fail(s, NULL, "a group is left behind on a target");
+		for (i = 0; i < TPT_PLAN_MAX_GROUPS; i++)
+			if (t->grp[i].ranges || t->grp[i].preps ||
+			    t->grp[i].kind != SIM_NO_GROUP)
+				sim_fail(s, NULL, "a group is left behind on a "
+					 "target");
 		for (i = 0; i < s->a->nr_slots && !s->failed; i++)
 			if (t->slot[i].owner || t->slot[i].valid)
 				sim_fail(s, NULL, "a slot is left live");
@@ -928,13 +1072,21 @@ static void check_plan_shape(const struct array *a, const struct tpt_plan *p,
 	for (i = 0; i < p->nr_cmds; i++) {
 		const struct tpt_plan_cmd *cmd = &p->cmds[i];
 
+		uint64_t bytes = (uint64_t)cmd->blocks * a->ctx.block_size;
+		uint64_t payload = (uint64_t)a->geo.unit_blocks *
+				   a->ctx.block_size;
+		unsigned int k, pieces = (unsigned int)((bytes + payload - 1) /
+							payload);
+
 		if (cmd->result_slot == TPT_SLOT_NONE)
 			continue;
-		CHECK(cmd->result_slot < a->nr_slots);
-		if (cmd->result_slot >= a->nr_slots)
+		CHECK(cmd->result_slot + pieces <= a->nr_slots);
+		if (cmd->result_slot + pieces > a->nr_slots)
 			continue;
-		CHECK(taken[cmd->member][cmd->result_slot]);
-		taken[cmd->member][cmd->result_slot] = 2;
+		for (k = 0; k < pieces; k++) {
+			CHECK(taken[cmd->member][cmd->result_slot + k]);
+			taken[cmd->member][cmd->result_slot + k] = 2;
+		}
 	}
 	for (i = 0; i < a->geo.members; i++)
 		for (j = 0; j < a->nr_slots; j++)
@@ -996,8 +1148,12 @@ static void world_destroy(struct world *w)
 	free(w->data);
 }
 
-/* Every data unit holds what the array should and every parity unit is
- * the XOR of its stripe's data. */
+/*
+ * Every data unit holds what the array should and every parity unit is
+ * the XOR of its stripe's data.  A member that is gone (s.dead) holds
+ * nothing that counts: its data units must follow from the others, and
+ * its parity units are not kept.
+ */
 static bool world_consistent(struct world *w)
 {
 	const struct raid_level_ops *l = &raid5_level;
@@ -1005,15 +1161,22 @@ static bool world_consistent(struct world *w)
 	uint64_t unit_bytes = (uint64_t)g->unit_blocks * w->s.bs, s, i;
 	unsigned char *acc = xcalloc(1, unit_bytes);
 	bool ok = true;
-	unsigned int d;
+	unsigned int d, m, parity;
 
 	for (s = 0; s < g->member_blocks / g->unit_blocks && ok; s++) {
-		memcpy(acc, unit_on_member(w, l->parity_member(g, s, 0), s),
-		       unit_bytes);
+		parity = l->parity_member(g, s, 0);
+		memset(acc, 0, unit_bytes);
+		if (!(w->s.dead & (1u << parity)))
+			memcpy(acc, unit_on_member(w, parity, s), unit_bytes);
 		for (d = 0; d < g->members - 1; d++) {
-			const unsigned char *u =
-				unit_on_member(w, l->data_member(g, s, d), s);
+			const unsigned char *u;
 
+			m = l->data_member(g, s, d);
+			if (w->s.dead & (1u << m)) {
+				xor_into(acc, unit_in_array(w, s, d), unit_bytes);
+				continue;
+			}
+			u = unit_on_member(w, m, s);
 			if (memcmp(u, unit_in_array(w, s, d), unit_bytes)) {
 				fprintf(stderr, "stripe %llu unit %u: wrong data\n",
 					(unsigned long long)s, d);
@@ -1021,7 +1184,8 @@ static bool world_consistent(struct world *w)
 			}
 			xor_into(acc, u, unit_bytes);
 		}
-		for (i = 0; i < unit_bytes && ok; i++) {
+		for (i = 0; i < unit_bytes && ok &&
+		     !(w->s.dead & (1u << parity)); i++) {
 			if (acc[i]) {
 				fprintf(stderr, "stripe %llu: wrong parity\n",
 					(unsigned long long)s);
@@ -1052,7 +1216,19 @@ static void world_run_write(struct world *w, struct tpt_plan *p, uint64_t lba,
 		sim_check_host_used_once(&w->s);
 		memcpy(w->data + lba * w->s.bs, host, len);
 	} else {
-		sim_steps(&w->s, 0, (unsigned int)rnd_below(p->nr_steps));
+		/* Anywhere short of WRITE NEW DATA, which changes media. */
+		unsigned int wnd = 0, i;
+
+		while (wnd < p->nr_steps) {
+			for (i = 0; i < p->steps[wnd].nr_cmds; i++)
+				if (p->cmds[p->steps[wnd].first_cmd + i].op ==
+				    TPT_PLAN_WRITE_NEW_DATA)
+					break;
+			if (i < p->steps[wnd].nr_cmds)
+				break;
+			wnd++;
+		}
+		sim_steps(&w->s, 0, (unsigned int)rnd_below(wnd));
 		CHECK_EQ(tpt_plan_release(p, &rel), 0);
 		CHECK_EQ(rel.group, p->group);
 		sim_end(&w->s);
@@ -1076,7 +1252,8 @@ static void world_write(struct world *w, uint64_t lba, uint32_t blocks,
 	int err;
 
 	rnd_fill(host, (uint64_t)blocks * w->s.bs);
-	err = raid5_level.tpt_write(&w->a.ctx, lba, blocks, ++w->group, &p);
+	w->group += 2;
+	err = raid5_level.tpt_write(&w->a.ctx, lba, blocks, w->group, &p);
 	CHECK_EQ(err, 0);
 	if (!err)
 		world_run_write(w, &p, lba, host, blocks, abort);
@@ -1091,18 +1268,23 @@ static void world_read(struct world *w, uint64_t lba, uint32_t blocks)
 	int err;
 
 	memset(host, 0xa5, len);
-	err = raid5_level.tpt_read(&w->a.ctx, lba, blocks, ++w->group, &p);
+	w->group += 2;
+	err = raid5_level.tpt_read(&w->a.ctx, lba, blocks, w->group, &p);
 	CHECK_EQ(err, 0);
 	if (!err) {
 		check_plan_shape(&w->a, &p, w->group);
-		CHECK_EQ(p.nr_slots, 0);
-		CHECK_EQ(p.nr_steps, 1);
+		if (!w->a.ctx.missing) {
+			CHECK_EQ(p.nr_slots, 0);
+			CHECK_EQ(p.nr_steps, 1);
+		}
 		sim_begin(&w->s, &p, host, len);
 		sim_steps(&w->s, 0, p.nr_steps);
 		sim_check_host_used_once(&w->s);
 		sim_end(&w->s);
 		sim_check_idle(&w->s);
 		CHECK_MEM(host, w->data + lba * w->s.bs, len);
+		tpt_plan_return_slots(&w->a.ctx, &p);
+		CHECK(all_slots_free(&w->a));
 		tpt_plan_free(&p);
 	}
 	free(host);

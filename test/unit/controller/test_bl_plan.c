@@ -71,6 +71,10 @@ static unsigned char *bl_medium(struct bl_exec *x, const struct bl_cmd *cmd)
 	const struct raid_geometry *g = &x->w->a.geo;
 	uint32_t bs = x->w->s.bs;
 
+	if (x->w->s.dead & (1u << cmd->member)) {
+		bl_fail(x, cmd, "a command to a member that is gone");
+		return NULL;
+	}
 	if (cmd->member >= g->members || cmd->bytes % bs ||
 	    cmd->lba >= g->member_blocks ||
 	    cmd->bytes / bs > g->member_blocks - cmd->lba) {
@@ -198,7 +202,8 @@ static bool bl_run(struct world *w, const struct bl_plan *p,
 static struct bl_plan_ctx bl_ctx(const struct world *w)
 {
 	return (struct bl_plan_ctx){ .geo = &w->a.geo, .level = &raid5_level,
-				     .block_size = w->s.bs };
+				     .block_size = w->s.bs,
+				     .missing = w->a.ctx.missing };
 }
 
 static void bl_world_write(struct world *w, uint64_t lba, uint32_t blocks)
@@ -233,8 +238,10 @@ static void bl_world_read(struct world *w, uint64_t lba, uint32_t blocks)
 	err = raid5_level.bl_read(&c, lba, blocks, &p);
 	CHECK_EQ(err, 0);
 	if (!err) {
-		CHECK_EQ(p.nr_temps, 0);
-		CHECK_EQ(p.nr_steps, 1);
+		if (!w->a.ctx.missing) {
+			CHECK_EQ(p.nr_temps, 0);
+			CHECK_EQ(p.nr_steps, 1);
+		}
 		if (bl_run(w, &p, host, len))
 			CHECK_MEM(host, w->data + lba * w->s.bs, len);
 		bl_plan_free(&p);
@@ -312,13 +319,46 @@ static void bad_requests(void)
 
 /* ---- random requests against the byte model ---- */
 
+/* Rebuild every unit of @member (or every parity) in runs of @run. */
+static void bl_world_rebuild(struct world *w, unsigned int member,
+			     uint32_t run)
+{
+	uint64_t stripes = w->a.geo.member_blocks / w->a.geo.unit_blocks, s;
+	struct bl_plan_ctx c;
+	struct bl_plan p;
+	uint32_t n;
+	int err;
+
+	w->s.dead = 0;
+	w->a.ctx.missing = member == RAID_PARITY_MEMBER ? 0 : 1u << member;
+	c = bl_ctx(w);
+	for (s = 0; s < stripes; s += n) {
+		n = (uint32_t)(stripes - s < run ? stripes - s : run);
+		err = raid5_level.bl_rebuild(&c, s, n, member, &p);
+		CHECK_EQ(err, 0);
+		if (err)
+			break;
+		bl_run(w, &p, NULL, 0);
+		bl_plan_free(&p);
+	}
+	w->a.ctx.missing = 0;
+}
+
+/* Random requests against the byte model; with @dead a member is gone
+ * for all of them, then rebuilt. */
 static void random_requests_on(unsigned int members, uint32_t unit,
-			       uint32_t block_size, unsigned int rounds)
+			       uint32_t block_size, unsigned int rounds,
+			       int dead)
 {
 	struct world w;
 	unsigned int i;
 
 	world_init(&w, members, unit, 12, block_size, 16);
+	if (dead >= 0) {
+		w.s.dead = 1u << dead;
+		w.a.ctx.missing = 1u << dead;
+		rnd_fill(w.s.t[dead].disk, w.a.geo.member_blocks * block_size);
+	}
 	for (i = 0; i < rounds && !unit_failures; i++) {
 		uint64_t lba = rnd_below(w.array_blocks);
 		uint32_t max = (uint32_t)(w.array_blocks - lba), blocks;
@@ -332,15 +372,57 @@ static void random_requests_on(unsigned int members, uint32_t unit,
 		else
 			bl_world_read(&w, lba, blocks);
 	}
+	if (dead >= 0 && !unit_failures) {
+		bl_world_rebuild(&w, (unsigned int)dead, 5);
+		CHECK(world_consistent(&w));
+	}
 	world_destroy(&w);
 }
 
 static void random_requests(void)
 {
-	random_requests_on(3, 8, 512, 400);
-	random_requests_on(4, 16, 512, 400);
-	random_requests_on(5, 8, 4096, 300);
-	random_requests_on(8, 4, 512, 300);
+	random_requests_on(3, 8, 512, 400, -1);
+	random_requests_on(4, 16, 512, 400, -1);
+	random_requests_on(5, 8, 4096, 300, -1);
+	random_requests_on(8, 4, 512, 300, -1);
+}
+
+static void degraded_requests(void)
+{
+	unsigned int n, dead;
+
+	for (n = 3; n <= 6; n++)
+		for (dead = 0; dead < n; dead++)
+			random_requests_on(n, 8, 512, 150, (int)dead);
+}
+
+static void resync_recomputes_parity(void)
+{
+	struct world w;
+	uint64_t s;
+
+	world_init(&w, 5, 16, 10, 512, 16);
+	for (s = 0; s < 10; s += 3)
+		rnd_fill(unit_on_member(&w, raid5_level.parity_member(
+				&w.a.geo, s, 0), s), 16 * 512);
+	CHECK(!world_consistent(&w));
+	bl_world_rebuild(&w, RAID_PARITY_MEMBER, 4);
+	CHECK(world_consistent(&w));
+	world_destroy(&w);
+}
+
+static void two_missing_is_no_data(void)
+{
+	struct world w;
+	struct bl_plan_ctx c;
+	struct bl_plan p;
+
+	world_init(&w, 5, 8, 4, 512, 16);
+	w.a.ctx.missing = 0x6;
+	c = bl_ctx(&w);
+	CHECK_EQ(raid5_level.bl_read(&c, 0, 8, &p), -ENODATA);
+	CHECK_EQ(raid5_level.bl_write(&c, 0, 8, &p), -ENODATA);
+	world_destroy(&w);
 }
 
 int main(void)
@@ -348,5 +430,8 @@ int main(void)
 	RUN(table_counts);
 	RUN(bad_requests);
 	RUN(random_requests);
+	RUN(degraded_requests);
+	RUN(resync_recomputes_parity);
+	RUN(two_missing_is_no_data);
 	return unit_failures ? 1 : 0;
 }

@@ -844,9 +844,52 @@ static void opcodes(void)
 
 /* ---- random requests against the reference ---- */
 
+/* Execute a plan that moves no host data (rebuild, resync) and check the
+ * targets are idle afterwards; gives the slots back, frees the plan. */
+static void world_run_plan(struct world *w, struct tpt_plan *p)
+{
+	check_plan_shape(&w->a, p, p->group);
+	sim_begin(&w->s, p, NULL, 0);
+	sim_steps(&w->s, 0, p->nr_steps);
+	sim_end(&w->s);
+	sim_check_idle(&w->s);
+	tpt_plan_return_slots(&w->a.ctx, p);
+	CHECK(all_slots_free(&w->a));
+	tpt_plan_free(p);
+}
+
+/* Rebuild every unit of @member in runs of up to @run stripes. */
+static void world_rebuild(struct world *w, unsigned int member, uint32_t run)
+{
+	uint64_t stripes = w->a.geo.member_blocks / w->a.geo.unit_blocks, s;
+	struct tpt_plan p;
+	uint32_t n;
+	int err;
+
+	w->s.dead = 0;
+	w->a.ctx.missing = member == RAID_PARITY_MEMBER ? 0 : 1u << member;
+	for (s = 0; s < stripes && !w->s.failed; s += n) {
+		n = (uint32_t)(stripes - s < run ? stripes - s : run);
+		w->group += 2;
+		err = raid5_level.tpt_rebuild(&w->a.ctx, s, n, member, w->group,
+					      &p);
+		CHECK_EQ(err, 0);
+		if (err)
+			break;
+		world_run_plan(w, &p);
+	}
+	w->a.ctx.missing = 0;
+}
+
+/*
+ * Random requests against the byte model; with @dead a member (0..N-1)
+ * is gone for all of them - its disk scrambled, no command may reach it -
+ * and afterwards it is rebuilt, after which the whole array must be
+ * consistent again.
+ */
 static void random_requests_on(unsigned int members, uint32_t unit,
 			       uint64_t stripes, uint32_t block_size,
-			       unsigned int n)
+			       unsigned int n, int dead)
 {
 	uint64_t stripe_blocks = (uint64_t)(members - 1) * unit;
 	uint64_t lba = 0, blocks = 0;
@@ -855,6 +898,11 @@ static void random_requests_on(unsigned int members, uint32_t unit,
 	unsigned int i, kind;
 
 	world_init(&w, members, unit, stripes, block_size, 256);
+	if (dead >= 0) {
+		w.s.dead = 1u << dead;
+		w.a.ctx.missing = 1u << dead;
+		rnd_fill(w.s.t[dead].disk, w.a.geo.member_blocks * block_size);
+	}
 	for (i = 0; i < n && unit_failures == before; i++) {
 		switch (rnd_below(3)) {
 		case 0:
@@ -887,9 +935,14 @@ static void random_requests_on(unsigned int members, uint32_t unit,
 			world_write(&w, lba, (uint32_t)blocks, true);
 	}
 	if (unit_failures != before)
-		fprintf(stderr, "random: N=%u unit=%u: request %u (lba %llu, "
-			"%llu blocks) failed\n", members, unit, i - 1,
-			(unsigned long long)lba, (unsigned long long)blocks);
+		fprintf(stderr, "random: N=%u unit=%u dead=%d: request %u (lba "
+			"%llu, %llu blocks) failed\n", members, unit, dead,
+			i - 1, (unsigned long long)lba,
+			(unsigned long long)blocks);
+	if (dead >= 0 && unit_failures == before) {
+		world_rebuild(&w, (unsigned int)dead, 5);
+		CHECK(world_consistent(&w));
+	}
 	world_destroy(&w);
 }
 
@@ -898,10 +951,94 @@ static void random_requests(void)
 	unsigned int n;
 
 	for (n = 3; n <= 6; n++) {
-		random_requests_on(n, 8, 24, 64, 600);
-		random_requests_on(n, 128, 6, 64, 600);
+		random_requests_on(n, 8, 24, 64, 600, -1);
+		random_requests_on(n, 128, 6, 64, 600, -1);
 	}
-	random_requests_on(8, 16, 12, 512, 150);
+	random_requests_on(8, 16, 12, 512, 150, -1);
+}
+
+/* ---- a member gone (paper III-D 5; protocol.md 7.5) ---- */
+
+static void degraded_requests(void)
+{
+	unsigned int n, dead;
+
+	for (n = 3; n <= 6; n++)
+		for (dead = 0; dead < n; dead++) {
+			random_requests_on(n, 8, 12, 64, 200, (int)dead);
+			random_requests_on(n, 32, 6, 64, 100, (int)dead);
+		}
+	random_requests_on(8, 16, 12, 512, 100, 5);
+}
+
+/* A unit of the missing member, read: N-2 READ MEDIUM, a PART TMP chain
+ * of N-2 at the calculator, one SEND RESULT, and a release of the
+ * exporters' slots beside it. */
+static void degraded_read_shape(void)
+{
+	unsigned int n, i, counts[TPT_PLAN_SEND_RESULT + 1];
+
+	for (n = 3; n <= MAX_MEMBERS; n++) {
+		struct world w;
+		struct tpt_plan p;
+		struct raid_chunk ch;
+
+		world_init(&w, n, 8, 4, 512, 16);
+		raid5_level.map(&w.a.geo, 8, &ch);
+		w.a.ctx.missing = 1u << ch.member;
+		CHECK_EQ(raid5_level.tpt_read(&w.a.ctx, 8, 8, 10, &p), 0);
+		memset(counts, 0, sizeof(counts));
+		for (i = 0; i < p.nr_cmds; i++)
+			counts[p.cmds[i].op]++;
+		CHECK_EQ(p.nr_groups, 2);
+		CHECK_EQ(counts[TPT_PLAN_PREP_READ], 0);
+		CHECK_EQ(counts[TPT_PLAN_READ_MEDIUM], n - 2);
+		CHECK_EQ(counts[TPT_PLAN_PART_TMP], n - 2);
+		CHECK_EQ(counts[TPT_PLAN_SEND_RESULT], 1);
+		CHECK_EQ(counts[TPT_PLAN_RELEASE], n - 2);
+		CHECK_EQ(p.nr_steps, n);
+		for (i = 0; i < p.nr_cmds; i++)
+			CHECK(p.cmds[i].member != ch.member);
+		tpt_plan_return_slots(&w.a.ctx, &p);
+		tpt_plan_free(&p);
+		world_destroy(&w);
+	}
+}
+
+/* Two members gone: nothing can be planned that needs either. */
+static void two_missing_is_no_data(void)
+{
+	struct world w;
+	struct tpt_plan p;
+
+	world_init(&w, 5, 8, 4, 512, 16);
+	w.a.ctx.missing = 0x3;
+	CHECK_EQ(raid5_level.tpt_read(&w.a.ctx, 0, 8, 1, &p), -ENODATA);
+	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, 8, 1, &p), -ENODATA);
+	CHECK_EQ(raid5_level.tpt_rebuild(&w.a.ctx, 0, 1, 0, 1, &p), -EINVAL);
+	CHECK(all_slots_free(&w.a));
+	world_destroy(&w);
+}
+
+/* Parity units scribbled over (a write torn by a crash) come back from
+ * the data, stripe by stripe. */
+static void resync_recomputes_parity(void)
+{
+	unsigned int n;
+
+	for (n = 3; n <= 6; n++) {
+		struct world w;
+		uint64_t s;
+
+		world_init(&w, n, 16, 10, 512, 64);
+		for (s = 0; s < 10; s += 3)
+			rnd_fill(unit_on_member(&w, raid5_level.parity_member(
+					&w.a.geo, s, 0), s), 16 * 512);
+		CHECK(!world_consistent(&w));
+		world_rebuild(&w, RAID_PARITY_MEMBER, 4);
+		CHECK(world_consistent(&w));
+		world_destroy(&w);
+	}
 }
 
 int main(void)
@@ -923,5 +1060,9 @@ int main(void)
 	RUN(release_plan);
 	RUN(long_runs_are_cut);
 	RUN(random_requests);
+	RUN(degraded_read_shape);
+	RUN(two_missing_is_no_data);
+	RUN(degraded_requests);
+	RUN(resync_recomputes_parity);
 	UNIT_EXIT();
 }
