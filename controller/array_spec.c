@@ -109,6 +109,41 @@ static int add_url(char list[][TPT_SPEC_URL_MAX], unsigned int *n,
 	return 0;
 }
 
+int tpt_spec_fail_timeout(const char *value, unsigned int *out, char *err,
+			  size_t errlen)
+{
+	uint64_t v;
+
+	if (parse_size(value, &v) || !v || v > TPT_SPEC_FAIL_TIMEOUT_MAX)
+		return spec_error(err, errlen, "fail_timeout=%s: expected 1..%u "
+				  "seconds", value, TPT_SPEC_FAIL_TIMEOUT_MAX);
+	*out = (unsigned int)v;
+	return 0;
+}
+
+int tpt_spec_rebuild_rate(const char *value, unsigned int *out, char *err,
+			  size_t errlen)
+{
+	uint64_t v;
+
+	if (parse_size(value, &v) || v > TPT_SPEC_REBUILD_RATE_MAX)
+		return spec_error(err, errlen, "rebuild_rate=%s: expected 0 "
+				  "(unthrottled) to %u MB/s", value,
+				  TPT_SPEC_REBUILD_RATE_MAX);
+	*out = (unsigned int)v;
+	return 0;
+}
+
+int tpt_spec_member_url(const char *value, char *err, size_t errlen)
+{
+	if (!valid_member_url(value))
+		return spec_error(err, errlen, "%s: expected "
+				  "iscsi://host[:port]/target-iqn/lun", value);
+	if (strlen(value) >= TPT_SPEC_URL_MAX)
+		return spec_error(err, errlen, "%s: URL too long", value);
+	return 0;
+}
+
 static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 			char *err, size_t errlen)
 {
@@ -156,8 +191,22 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 	if (!strcmp(key, "spare"))
 		return add_url(out->spare, &out->nr_spares,
 			       TPT_SPEC_MAX_SPARES, key, value, err, errlen);
+	if (!strcmp(key, "assume_clean")) {
+		if (strcmp(value, "yes") && strcmp(value, "no"))
+			return spec_error(err, errlen, "assume_clean=%s: "
+					  "expected yes or no", value);
+		out->assume_clean = !strcmp(value, "yes");
+		return 0;
+	}
+	if (!strcmp(key, "fail_timeout"))
+		return tpt_spec_fail_timeout(value, &out->fail_timeout, err,
+					     errlen);
+	if (!strcmp(key, "rebuild_rate"))
+		return tpt_spec_rebuild_rate(value, &out->rebuild_rate, err,
+					     errlen);
 	return spec_error(err, errlen, "%s: unknown option (expected raid, "
-			  "unit, mode, dm, initiator, member, spare)", key);
+			  "unit, mode, dm, initiator, member, spare, "
+			  "fail_timeout, rebuild_rate, assume_clean)", key);
 }
 
 static int check_whole(struct tpt_array_spec *out, char *err, size_t errlen)
@@ -202,6 +251,7 @@ int tpt_array_spec_parse(const char *opts, struct tpt_array_spec *out,
 				  "raid=5;unit=...;member=...");
 	memset(&spec, 0, sizeof(spec));
 	spec.unit_bytes = 64u << 10;
+	spec.fail_timeout = TPT_SPEC_FAIL_TIMEOUT_DEFAULT;
 	strcpy(spec.initiator, DEFAULT_INITIATOR);
 	copy = strdup(opts);
 	if (!copy)

@@ -17,6 +17,7 @@
 #ifndef TPT_CONTROLLER_ARRAY_SPEC_H
 #define TPT_CONTROLLER_ARRAY_SPEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,7 +43,25 @@ struct tpt_array_spec {
 	char member[TPT_SPEC_MAX_MEMBERS][TPT_SPEC_URL_MAX];
 	unsigned int nr_spares;
 	char spare[TPT_SPEC_MAX_SPARES][TPT_SPEC_URL_MAX];
+	unsigned int fail_timeout;	/* seconds a member may stay silent */
+	unsigned int rebuild_rate;	/* MB/s of recovery, 0: unthrottled */
+	/* A new array's members are known to agree (all zero, say): no
+	 * initial resync of its parity. */
+	bool assume_clean;
 };
+
+#define TPT_SPEC_FAIL_TIMEOUT_DEFAULT 8
+#define TPT_SPEC_FAIL_TIMEOUT_MAX 300
+#define TPT_SPEC_REBUILD_RATE_MAX 1000000
+
+/* fail_timeout=S and rebuild_rate=MB/s values, also for tgtadm --op update:
+ * 0 with the value in *out, or -EINVAL with a message in @err. */
+int tpt_spec_fail_timeout(const char *value, unsigned int *out, char *err,
+			  size_t errlen);
+int tpt_spec_rebuild_rate(const char *value, unsigned int *out, char *err,
+			  size_t errlen);
+/* A member URL as the spec takes it: iscsi://host[:port]/target-iqn/lun. */
+int tpt_spec_member_url(const char *value, char *err, size_t errlen);
 
 /*
  * Parse @opts into @out.  Returns 0, or -EINVAL with a one-line message in

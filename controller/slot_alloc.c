@@ -19,9 +19,12 @@ static void slot_mark(struct slot_alloc *a, unsigned int s, int used)
 
 int slot_alloc_init(struct slot_alloc *a, uint16_t count)
 {
+	uint32_t generation = a->generation;
+
 	if (!count || count > TPT_SLOT_MAX)
 		return -EINVAL;
 	memset(a, 0, sizeof(*a));
+	a->generation = generation + 1;
 	a->count = count;
 	a->nr_free = count;
 	return 0;
@@ -70,5 +73,8 @@ uint16_t slot_alloc_free_count(const struct slot_alloc *a)
 
 void slot_alloc_destroy(struct slot_alloc *a)
 {
+	uint32_t generation = a->generation;
+
 	memset(a, 0, sizeof(*a));
+	a->generation = generation + 1;
 }

@@ -14,12 +14,16 @@
 #include "scsi/tpt_cdb.h"
 
 struct slot_alloc {
+	/* Counts the tables this allocator has served: slots taken from an
+	 * earlier one (a session that is gone) are not given back to it. */
+	uint32_t generation;
 	uint16_t count;			/* SLOT COUNT of the member's table */
 	uint16_t nr_free;
 	uint64_t used[TPT_SLOT_MAX / 64];	/* bit per slot */
 };
 
-/* @count from TPT REPORT SLOTS, 1..TPT_SLOT_MAX; -EINVAL otherwise. */
+/* @count from TPT REPORT SLOTS, 1..TPT_SLOT_MAX; -EINVAL otherwise.
+ * Starts a new generation: everything is free. */
 int slot_alloc_init(struct slot_alloc *a, uint16_t count);
 
 /*

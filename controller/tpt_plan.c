@@ -132,7 +132,7 @@ int tpt_plan_want_slots(struct tpt_plan_builder *b, unsigned int member,
 {
 	struct tpt_plan_slot_run *run;
 
-	if (!n || b->slots_wanted[member] + n > b->c->slots[member].count)
+	if (!n || b->slots_wanted[member] + n > b->c->slots[member]->count)
 		return -E2BIG;
 	if (plan_grow((void **)&b->runs, b->nr_runs, &b->cap_runs,
 		      sizeof(*b->runs)))
@@ -239,10 +239,12 @@ static int take_slots(struct tpt_plan_builder *b)
 	for (i = 0; i < b->nr_runs; i++) {
 		const struct tpt_plan_slot_run *run = &b->runs[i];
 
-		err = slot_alloc_get(&c->slots[run->member], run->n, &first);
+		struct slot_alloc *alloc = c->slots[run->member];
+
+		err = slot_alloc_get(alloc, run->n, &first);
 		if (err) {
 			while (i--)
-				slot_alloc_put(&c->slots[p->slots[i].member],
+				slot_alloc_put(p->slots[i].alloc,
 					       p->slots[i].first,
 					       p->slots[i].n);
 			free(slot);
@@ -253,6 +255,8 @@ static int take_slots(struct tpt_plan_builder *b)
 		p->slots[i].member = run->member;
 		p->slots[i].first = first;
 		p->slots[i].n = run->n;
+		p->slots[i].alloc = alloc;
+		p->slots[i].generation = alloc->generation;
 	}
 	p->nr_slots = b->nr_runs;
 
@@ -530,13 +534,14 @@ void tpt_plan_free(struct tpt_plan *p)
 	memset(p, 0, sizeof(*p));
 }
 
-void tpt_plan_return_slots(struct tpt_plan_ctx *c, const struct tpt_plan *p)
+void tpt_plan_return_slots(const struct tpt_plan *p)
 {
 	unsigned int i;
 
 	for (i = 0; i < p->nr_slots; i++)
-		slot_alloc_put(&c->slots[p->slots[i].member],
-			       p->slots[i].first, p->slots[i].n);
+		if (p->slots[i].alloc->generation == p->slots[i].generation)
+			slot_alloc_put(p->slots[i].alloc, p->slots[i].first,
+				       p->slots[i].n);
 }
 
 void tpt_plan_count(const struct tpt_plan *p, struct tpt_plan_counts *out)

@@ -70,10 +70,13 @@ struct tpt_plan_cmd {
 };
 
 
-/* Slots first..first+n-1 of @member, taken for one plan. */
+/* Slots first..first+n-1 of @member, taken for one plan from @alloc in
+ * its generation @generation. */
 struct tpt_plan_slot_run {
 	unsigned int member;
 	uint16_t first, n;
+	struct slot_alloc *alloc;
+	uint32_t generation;
 };
 
 struct tpt_plan {
@@ -90,7 +93,9 @@ struct tpt_plan_ctx {
 	const struct raid_geometry *geo;
 	const struct raid_level_ops *level;
 	uint32_t block_size;		/* bytes per logical block */
-	struct slot_alloc *slots;	/* one per member, slot payload = unit_blocks * block_size */
+	/* Per member (position): the allocator of the slots of the box that
+	 * serves it; slot payload = unit_blocks * block_size. */
+	struct slot_alloc **slots;
 	unsigned int calculator_rr;	/* rotating calculator state, advanced by writes */
 	/* Members (positions) whose blocks cannot be used: no command goes
 	 * to them, and their blocks are reconstructed from the others. */
@@ -167,8 +172,9 @@ int tpt_plan_release(const struct tpt_plan *p, struct tpt_plan *out);
 
 void tpt_plan_free(struct tpt_plan *p);	/* does not return slots */
 
-/* Once every member has freed them: WRITE NEW DATA or TPT RELEASE done. */
-void tpt_plan_return_slots(struct tpt_plan_ctx *c, const struct tpt_plan *p);
+/* Once every member has freed them: WRITE NEW DATA or TPT RELEASE done.
+ * Slots of a table that has since been replaced are not given back. */
+void tpt_plan_return_slots(const struct tpt_plan *p);
 
 /* The CDB opcode the engine sends for @op (enum tpt_opcode). */
 uint8_t tpt_plan_opcode(enum tpt_plan_op op);

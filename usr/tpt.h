@@ -22,6 +22,13 @@ void tpt_it_nexus_destroy(int tid, uint64_t itn_id);
  * command completes, which this makes happen soon. */
 void tpt_cmd_abort(struct scsi_cmd *cmd);
 
+/* ... made of each program's own keys: TGTADM_UNKNOWN_PARAM when @key is
+ * not theirs. */
+tgtadm_err tpt_target_param(struct scsi_lu *lu, const char *key,
+			    const char *value);
+tgtadm_err tptraid_param(struct scsi_lu *lu, const char *key,
+			 const char *value);
+
 /* Extra lines for the LU in tgtadm --op show: TPT mode, arrays. */
 void tpt_lu_show(struct scsi_lu *lu, struct concat_buf *b);
 /* ... made of each program's own lines (nothing for LUs not theirs). */

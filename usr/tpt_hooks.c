@@ -6,9 +6,33 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <string.h>
+
 #include "list.h"
 #include "tgtd.h"
+#include "spc.h"
 #include "tpt.h"
+
+/* One "key=value" of --params that spc did not know: the controller's
+ * (a tptraid LU) or the target's. */
+static tgtadm_err tpt_lu_param(struct scsi_lu *lu, char *p)
+{
+	char *value = strchr(p, '=');
+	tgtadm_err err;
+
+	if (!value)
+		return TGTADM_UNKNOWN_PARAM;
+	*value++ = '\0';
+	err = tptraid_param(lu, p, value);
+	if (err != TGTADM_UNKNOWN_PARAM)
+		return err;
+	return tpt_target_param(lu, p, value);
+}
+
+tgtadm_err tpt_sbc_lu_config(struct scsi_lu *lu, char *params)
+{
+	return lu_config(lu, params, tpt_lu_param);
+}
 
 void tpt_lu_show(struct scsi_lu *lu, struct concat_buf *b)
 {

@@ -1,13 +1,27 @@
 /*
- * A TPT-RAID array: assembly, and the path a request takes through the
- * engine (tpt_controller.h).
+ * A TPT-RAID array: its members, and the path a request takes through
+ * the engine (tpt_controller.h).
  *
- * A request is cut into spans of at most TPT_SPAN_MAX_STRIPES stripes.  A
- * span starts when no running span shares a stripe with it and no span
- * that arrived earlier and shares one is still waiting: overlapping spans
- * run in arrival order, so none is passed for ever.  The mode then runs
- * it and ends it with tpt_span_done(), which starts the request's next
- * span or completes the request.
+ * Requests.  A request is cut into spans of at most TPT_SPAN_MAX_STRIPES
+ * stripes.  A span starts when no running span shares a stripe with it
+ * and no span that arrived earlier and shares one is still waiting:
+ * overlapping spans run in arrival order, so none is passed for ever.  It
+ * is planned without the positions it cannot use (array_span_missing())
+ * and run by the mode, which ends it with tpt_span_done().  A span that
+ * met a fault - a member failing under it, a released group, a target
+ * short of buffers - is planned again after a pause, degraded if a member
+ * is gone, for as long as a member may take to be found failed; its
+ * request sees an error only when no single lost box explains it.
+ *
+ * Members.  A box that comes online has its superblock read
+ * (controller/member_sb.h) and is then set up by the mode.  What it is
+ * depends on what the superblock says and on the array: the member of its
+ * position, a box that missed writes and must catch up (recovery.c), a
+ * spare, or a foreign box that is refused.  A member that fails leaves its
+ * position MISSING; every write from then on records its region in the
+ * position's missed-write map, which is what the box has to catch up on
+ * if it returns.  Each change of membership raises the array's event
+ * count, written to every member's superblock.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,12 +40,119 @@
 #include "list.h"
 #include "tgtd.h"
 #include "log.h"
+#include "tgtadm_error.h"
 #include "tpt_controller.h"
 
 /* Stripes one span may cover: in TPT mode a member may need a slot per
  * stripe for its block and one for the calculator's result, out of the
  * 128 slots the mode asks each member for (mode_tpt.c). */
 #define TPT_SPAN_MAX_STRIPES 32
+/* How long creating an array may wait for its members (tgtadm waits). */
+#define TPT_ASSEMBLE_SECONDS 15
+
+static time_t since_s(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec - t->tv_sec;
+}
+
+/* ---- positions and what a span may use ---- */
+
+struct tpt_member *array_position_member(struct tpt_array *a, unsigned int pos)
+{
+	int m = pos < a->nr_members ? a->pos[pos].member : -1;
+
+	return m >= 0 ? &a->member[m] : NULL;
+}
+
+static bool region_missed(const struct tpt_position *p, uint64_t stripe)
+{
+	uint64_t r = stripe / TPT_RECOVERY_REGION_STRIPES;
+
+	return p->missed && (p->missed[r / 8] & (1u << (r % 8)));
+}
+
+/* Whether position @p's box holds @stripe's unit as it should. */
+static bool position_valid(struct tpt_array *a, unsigned int p,
+			   uint64_t stripe)
+{
+	const struct tpt_position *pos = &a->pos[p];
+	struct tpt_member *m = array_position_member(a, p);
+
+	if (!m || m->link != MEMBER_ONLINE || !m->ready || m->failing)
+		return false;
+	switch (pos->state) {
+	case TPT_POS_IN_SYNC:
+		return true;
+	case TPT_POS_RECOVERING:
+		return stripe < pos->recover_point ||
+		       (pos->catch_up && !region_missed(pos, stripe));
+	default:
+		return false;
+	}
+}
+
+static uint32_t missing_at(struct tpt_array *a, uint64_t stripe)
+{
+	uint32_t missing = 0;
+	unsigned int p;
+
+	for (p = 0; p < a->nr_members; p++)
+		if (!position_valid(a, p, stripe))
+			missing |= 1u << p;
+	return missing;
+}
+
+uint32_t array_span_missing(const struct tpt_span *s)
+{
+	return s->missing | s->excluded;
+}
+
+/*
+ * Fix what @s plans without, cutting it where that changes within it (a
+ * recovery point or a missed region inside the span): the rest becomes
+ * the request's next span.  A rebuild span names its target position,
+ * which is missing by definition.
+ */
+static void span_settle_missing(struct tpt_array *a, struct tpt_span *s)
+{
+	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
+	uint64_t st;
+
+	s->missing = missing_at(a, s->first_stripe);
+	if (s->kind == TPT_SPAN_REBUILD)
+		return;
+	for (st = s->first_stripe + 1; st <= s->last_stripe; st++) {
+		uint64_t end;
+
+		if (missing_at(a, st) == s->missing)
+			continue;
+		end = st * per_stripe;
+		s->blocks = (uint32_t)(end - s->lba);
+		s->last_stripe = st - 1;
+		break;
+	}
+}
+
+/* Record, before it is planned, that @s writes regions that positions it
+ * cannot reach will miss. */
+static void span_note_missed(struct tpt_array *a, const struct tpt_span *s)
+{
+	uint64_t first = s->first_stripe / TPT_RECOVERY_REGION_STRIPES;
+	uint64_t last = s->last_stripe / TPT_RECOVERY_REGION_STRIPES, r;
+	unsigned int p;
+
+	if (s->kind != TPT_SPAN_WRITE)
+		return;
+	for (p = 0; p < a->nr_members; p++) {
+		if (!(array_span_missing(s) & (1u << p)) || !a->pos[p].missed)
+			continue;
+		for (r = first; r <= last; r++)
+			a->pos[p].missed[r / 8] |= 1u << (r % 8);
+	}
+}
 
 /* ---- spans and stripe locks ---- */
 
@@ -68,15 +189,22 @@ static struct tpt_span *span_next(struct tpt_req *r)
 	cut = (r->next / per_stripe + TPT_SPAN_MAX_STRIPES) * per_stripe;
 	if (cut > end)
 		cut = end;
+	s->kind = r->kind == TPT_REQ_WRITE ? TPT_SPAN_WRITE : TPT_SPAN_READ;
 	s->req = r;
 	s->array = a;
-	s->write = r->kind == TPT_REQ_WRITE;
+	s->fua = r->fua;
 	s->lba = r->next;
 	s->blocks = (uint32_t)(cut - r->next);
-	s->buf = r->buf + (r->next - r->lba) * a->block_size;
+	clock_gettime(CLOCK_MONOTONIC, &s->first_try);
 	s->first_stripe = s->lba / per_stripe;
 	s->last_stripe = (cut - 1) / per_stripe;
 	return s;
+}
+
+static void span_buffer(struct tpt_array *a, struct tpt_span *s)
+{
+	if (s->req)
+		s->buf = s->req->buf + (s->lba - s->req->lba) * a->block_size;
 }
 
 /* Start @s if no running span shares a stripe with it: 0 started, -EBUSY
@@ -85,6 +213,14 @@ static int span_try_start(struct tpt_array *a, struct tpt_span *s)
 {
 	if (overlaps_any(s, &a->running, NULL))
 		return -EBUSY;
+	span_settle_missing(a, s);
+	span_buffer(a, s);
+	span_note_missed(a, s);
+	if (s->missing) {
+		pthread_mutex_lock(&a->counters_lock);
+		a->counters.degraded_spans++;
+		pthread_mutex_unlock(&a->counters_lock);
+	}
 	list_add_tail(&s->link, &a->running);
 	if (a->mode->start(s)) {
 		list_del(&s->link);
@@ -132,6 +268,18 @@ static void run_waiting(struct tpt_array *a)
 	a->draining = false;
 }
 
+static void span_queue(struct tpt_array *a, struct tpt_span *s)
+{
+	if (a->starved || overlaps_any(s, &a->waiting, NULL) ||
+	    span_try_start(a, s))
+		list_add_tail(&s->link, &a->waiting);
+}
+
+void array_queue_span(struct tpt_array *a, struct tpt_span *s)
+{
+	span_queue(a, s);
+}
+
 static void req_finish(struct tpt_req *r)
 {
 	struct tpt_array *a = r->array;
@@ -142,13 +290,6 @@ static void req_finish(struct tpt_req *r)
 		pthread_mutex_unlock(&a->counters_lock);
 	}
 	r->done(r, r->result);
-}
-
-static void span_queue(struct tpt_array *a, struct tpt_span *s)
-{
-	if (a->starved || overlaps_any(s, &a->waiting, NULL) ||
-	    span_try_start(a, s))
-		list_add_tail(&s->link, &a->waiting);
 }
 
 /* Queue the next span of @r, or finish it. */
@@ -169,7 +310,78 @@ static void req_continue(struct tpt_req *r)
 	span_queue(r->array, s);
 }
 
-void tpt_span_done(struct tpt_span *s, int result,
+/* ---- retrying a span ---- */
+
+static struct tgt_work retry_work;
+static LIST_HEAD(retry_arrays);
+static bool retry_armed;
+
+struct retry_entry {
+	struct list_head link;
+	struct tpt_array *array;
+};
+
+static void retry_tick(void *data)
+{
+	struct retry_entry *e;
+	struct tpt_span *s, *tmp;
+	bool again = false;
+
+	(void)data;
+	retry_armed = false;
+	list_for_each_entry(e, &retry_arrays, link) {
+		struct tpt_array *a = e->array;
+		LIST_HEAD(now);
+
+		list_splice_init(&a->retrying, &now);
+		list_for_each_entry_safe(s, tmp, &now, link) {
+			list_del(&s->link);
+			span_queue(a, s);
+		}
+		if (!list_empty(&a->retrying))
+			again = true;
+	}
+	if (again && !retry_armed) {
+		retry_armed = true;
+		add_work(&retry_work, 1);
+	}
+}
+
+/* Plan @s again a second from now (tgt's timers tick in seconds): a
+ * member that failed is out of the array by then, a target short of
+ * buffers has given some back. */
+static void span_retry_later(struct tpt_array *a, struct tpt_span *s)
+{
+	s->missing = 0;
+	list_add_tail(&s->link, &a->retrying);
+	if (!retry_armed) {
+		retry_armed = true;
+		retry_work.func = retry_tick;
+		add_work(&retry_work, 1);
+	}
+}
+
+/* Long enough for a hung member to be found failed, and its requests to
+ * be planned without it. */
+static bool span_may_retry(struct tpt_array *a, struct tpt_span *s)
+{
+	return !a->stopping &&
+	       since_s(&s->first_try) < 2 * (time_t)a->fail_timeout + 10;
+}
+
+void tpt_array_count(struct tpt_array *a, const struct tpt_array_counters *d)
+{
+	pthread_mutex_lock(&a->counters_lock);
+	a->counters.target_bytes_in += d->target_bytes_in;
+	a->counters.target_bytes_out += d->target_bytes_out;
+	a->counters.bytes_xored += d->bytes_xored;
+	a->counters.pdus += d->pdus;
+	a->counters.rma_ops += d->rma_ops;
+	a->counters.medium_errors += d->medium_errors;
+	pthread_mutex_unlock(&a->counters_lock);
+}
+
+void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		   const struct tpt_array_counters *delta)
 {
 	struct tpt_array *a = s->array;
@@ -177,16 +389,33 @@ void tpt_span_done(struct tpt_span *s, int result,
 	uint64_t bytes = (uint64_t)s->blocks * a->block_size;
 
 	list_del(&s->link);
-	pthread_mutex_lock(&a->counters_lock);
-	if (delta) {
-		a->counters.target_bytes_in += delta->target_bytes_in;
-		a->counters.target_bytes_out += delta->target_bytes_out;
-		a->counters.bytes_xored += delta->bytes_xored;
-		a->counters.pdus += delta->pdus;
-		a->counters.rma_ops += delta->rma_ops;
+	if (delta)
+		tpt_array_count(a, delta);
+	if (result && retry && span_may_retry(a, s)) {
+		pthread_mutex_lock(&a->counters_lock);
+		a->counters.replans++;
+		pthread_mutex_unlock(&a->counters_lock);
+		s->attempts++;
+		/* A fault a member has since been failed for, or one that a
+		 * re-plan alone cures: at once; anything else after a pause. */
+		if (missing_at(a, s->first_stripe) != s->missing ||
+		    result == -ESTALE) {
+			s->missing = 0;
+			span_queue(a, s);
+		} else {
+			span_retry_later(a, s);
+		}
+		run_waiting(a);
+		return;
 	}
+	if (s->kind == TPT_SPAN_REBUILD) {
+		s->done(s, result);
+		run_waiting(a);
+		return;
+	}
+	pthread_mutex_lock(&a->counters_lock);
 	if (!result) {
-		if (s->write)
+		if (s->kind == TPT_SPAN_WRITE)
 			a->counters.host_bytes_in += bytes;
 		else
 			a->counters.host_bytes_out += bytes;
@@ -200,7 +429,7 @@ void tpt_span_done(struct tpt_span *s, int result,
 	run_waiting(a);
 }
 
-/* ---- SYNCHRONIZE CACHE to every member ---- */
+/* ---- SYNCHRONIZE CACHE to every member that holds data ---- */
 
 static void sync_done(struct tpt_member *m, struct scsi_task *task,
 		      int status, void *arg)
@@ -208,12 +437,14 @@ static void sync_done(struct tpt_member *m, struct scsi_task *task,
 	struct tpt_req *r = arg;
 
 	(void)task;
-	if (status != SCSI_STATUS_GOOD) {
+	/* A member that fails is out of the array: what it cached is not
+	 * the array's any more. */
+	if (status != SCSI_STATUS_GOOD && status != SCSI_STATUS_CANCELLED) {
 		eprintf("tptraid: member %u: SYNCHRONIZE CACHE failed: %s\n",
-			m->index, member_error(m));
-		r->result = -EIO;
+			m->id, member_error(m));
+		array_member_error(m->array, m, "SYNCHRONIZE CACHE failed");
 	}
-	if (!--r->spans_left)
+	if (!--r->pending)
 		req_finish(r);
 }
 
@@ -223,18 +454,22 @@ static void sync_start(struct tpt_req *r)
 	unsigned int i;
 
 	/* Held while the commands go out. */
-	r->spans_left = 1;
-	for (i = 0; i < a->nr_members; i++) {
-		struct scsi_task *task = scsi_cdb_synchronizecache16(0, 0, 0, 0);
+	r->pending = 1;
+	for (i = 0; i < a->nr_boxes; i++) {
+		struct tpt_member *m = &a->member[i];
+		struct scsi_task *task;
 
-		r->spans_left++;
-		if (!task || member_send(&a->member[i], task, NULL, 0,
-					 sync_done, r)) {
-			r->spans_left--;
-			r->result = -EIO;
-		}
+		if (m->position < 0 || m->link != MEMBER_ONLINE || !m->ready)
+			continue;
+		task = scsi_cdb_synchronizecache16(0, 0, 0, 0);
+		r->pending++;
+		if (!task || member_send(m, task, NULL, 0, sync_done, r))
+			r->pending--;
 	}
-	sync_done(&a->member[0], NULL, SCSI_STATUS_GOOD, r);
+	if (tpt_array_state(a) == TPT_ARRAY_FAILED)
+		r->result = -ENODATA;
+	if (!--r->pending)
+		req_finish(r);
 }
 
 /* ---- the API ---- */
@@ -296,7 +531,7 @@ static void array_submitted(int fd, int events, void *data)
 }
 
 int tpt_array_io(struct tpt_array *a, enum tpt_req_kind kind, uint64_t lba,
-		 uint32_t blocks, void *buf)
+		 uint32_t blocks, void *buf, bool fua)
 {
 	struct blocking_req b = {
 		.r = {
@@ -304,11 +539,11 @@ int tpt_array_io(struct tpt_array *a, enum tpt_req_kind kind, uint64_t lba,
 			.lba = lba,
 			.blocks = blocks,
 			.buf = buf,
+			.fua = fua,
 			.done = blocking_done,
 		},
 	};
 	uint64_t one = 1;
-	int ret;
 
 	if (kind != TPT_REQ_SYNC && !blocks)
 		return 0;
@@ -321,8 +556,7 @@ int tpt_array_io(struct tpt_array *a, enum tpt_req_kind kind, uint64_t lba,
 	while (sem_wait(&b.done) && errno == EINTR)
 		;
 	sem_destroy(&b.done);
-	ret = b.r.result;
-	return ret;
+	return b.r.result;
 }
 
 void tpt_array_get_counters(struct tpt_array *a, struct tpt_array_counters *out)
@@ -332,6 +566,312 @@ void tpt_array_get_counters(struct tpt_array *a, struct tpt_array_counters *out)
 	pthread_mutex_unlock(&a->counters_lock);
 }
 
+/* ---- state ---- */
+
+const char *tpt_array_state_name(enum tpt_array_state st)
+{
+	static const char *const names[] = {
+		[TPT_ARRAY_OPTIMAL] = "optimal",
+		[TPT_ARRAY_DEGRADED] = "degraded",
+		[TPT_ARRAY_REBUILDING] = "rebuilding",
+		[TPT_ARRAY_RESYNCING] = "resyncing",
+		[TPT_ARRAY_FAILED] = "failed",
+	};
+
+	return names[st];
+}
+
+enum tpt_array_state tpt_array_state(const struct tpt_array *a)
+{
+	unsigned int p, lost = 0, recovering = 0;
+	bool catch_up = false;
+
+	for (p = 0; p < a->nr_members; p++) {
+		const struct tpt_position *pos = &a->pos[p];
+		const struct tpt_member *m = pos->member >= 0 ?
+					     &a->member[pos->member] : NULL;
+		bool usable = m && m->link == MEMBER_ONLINE && m->ready;
+
+		if (pos->state == TPT_POS_IN_SYNC && usable)
+			continue;
+		if (pos->state == TPT_POS_RECOVERING && usable) {
+			recovering++;
+			catch_up |= pos->catch_up;
+			continue;
+		}
+		lost++;
+	}
+	if (lost + recovering > a->level->nr_parity ||
+	    lost > a->level->nr_parity)
+		return TPT_ARRAY_FAILED;
+	if (recovering)
+		return catch_up ? TPT_ARRAY_RESYNCING : TPT_ARRAY_REBUILDING;
+	if (a->recovery.active && a->recovery.position == RAID_PARITY_MEMBER)
+		return TPT_ARRAY_RESYNCING;
+	return lost ? TPT_ARRAY_DEGRADED : TPT_ARRAY_OPTIMAL;
+}
+
+/* ---- membership ---- */
+
+struct sb_write {
+	struct tpt_member *m;
+	uint8_t buf[TPT_SB_LEN];
+};
+
+static void sb_written(struct tpt_member *m, struct scsi_task *task,
+		       int status, void *arg)
+{
+	(void)task;
+	if (status != SCSI_STATUS_GOOD && status != SCSI_STATUS_CANCELLED)
+		array_member_error(m->array, m, "superblock write failed");
+	free(arg);
+}
+
+static void sb_of(const struct tpt_array *a, const struct tpt_member *m,
+		  struct tpt_member_sb *sb)
+{
+	memset(sb, 0, sizeof(*sb));
+	sb->array_id = a->array_id;
+	sb->event = a->event;
+	/* A box catching up says where it is going only once it is there:
+	 * until then its superblock keeps the event it missed from. */
+	sb->position = m->position < 0 ? TPT_SB_SPARE : (uint32_t)m->position;
+	sb->nr_members = a->nr_members;
+	sb->raid_level = a->level->level;
+	sb->unit_bytes = a->spec.unit_bytes;
+	sb->member_blocks = a->geo.member_blocks;
+	sb->block_size = a->block_size;
+}
+
+/* Write @m's superblock for the array as it now stands. */
+static void sb_write(struct tpt_array *a, struct tpt_member *m)
+{
+	struct sb_write *w;
+	uint8_t cdb[16] = { 0 };
+	uint64_t lba = tpt_member_sb_lba(m->nr_blocks, m->block_size);
+
+	if (m->link != MEMBER_ONLINE || !lba)
+		return;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return;
+	sb_of(a, m, &m->sb);
+	tpt_member_sb_encode(&m->sb, w->buf, sizeof(w->buf));
+	cdb[0] = 0x8a;		/* WRITE(16) */
+	tpt_put_be(&cdb[2], lba, 8);
+	tpt_put_be(&cdb[10], TPT_SB_LEN / m->block_size, 4);
+	if (member_send_cdb(m, cdb, SCSI_XFER_WRITE, w->buf, TPT_SB_LEN,
+			    sb_written, w))
+		free(w);
+}
+
+/* Membership changed: a new event count, on every member that is
+ * current.  A box still catching up keeps its old superblock: if the
+ * array stops before it is done, it must not look current next time. */
+void array_new_event(struct tpt_array *a)
+{
+	unsigned int i;
+
+	a->event++;
+	for (i = 0; i < a->nr_boxes; i++) {
+		struct tpt_member *m = &a->member[i];
+		int p = m->position;
+
+		if (!m->ready || m->refused ||
+		    (p >= 0 && a->pos[p].state != TPT_POS_IN_SYNC))
+			continue;
+		sb_write(a, m);
+	}
+}
+
+void array_member_error(struct tpt_array *a, struct tpt_member *m,
+			const char *why)
+{
+	(void)a;
+	member_fail(m, why);
+}
+
+void array_member_lost(struct tpt_array *a, struct tpt_member *m,
+		       bool was_online)
+{
+	bool was_ready = m->ready;
+
+	m->ready = false;
+	if (a->stopping)
+		return;
+	if (was_ready)
+		a->mode->member_lost(a, m);
+	if (!was_online || !was_ready || m->refused)
+		return;
+	pthread_mutex_lock(&a->counters_lock);
+	a->counters.member_failures++;
+	pthread_mutex_unlock(&a->counters_lock);
+	if (m->position >= 0) {
+		struct tpt_position *pos = &a->pos[m->position];
+
+		/* Whatever it was doing, its data is now only in the others.
+		 * From an in-sync box the map starts here; a box that was
+		 * catching up keeps the map it was catching up from. */
+		if (pos->state == TPT_POS_IN_SYNC) {
+			pos->missing_since = a->event + 1;
+			pos->missed_valid = true;
+		}
+		pos->state = TPT_POS_MISSING;
+		eprintf("tptraid: position %d has no member now: the array is "
+			"%s\n", m->position,
+			tpt_array_state_name(tpt_array_state(a)));
+	}
+	if (a->assembled)
+		array_new_event(a);
+	recovery_kick(a);
+}
+
+/*
+ * A box came back with its superblock read: what is it to this array?
+ * Spares and current members are used as they are; a member that missed
+ * writes catches up, from its position's missed map when the array kept
+ * one since the box's last event, else in full; anything foreign is
+ * refused with one clear line.
+ */
+static void member_admit(struct tpt_array *a, struct tpt_member *m)
+{
+	const struct tpt_member_sb *sb = &m->sb;
+	int p = m->position;
+
+	if (m->sb_status == -EINVAL) {
+		eprintf("tptraid: member %u (%s): damaged superblock: refused "
+			"(clear the last MiB of its LU to use it anew)\n",
+			m->id, m->url);
+		m->refused = true;
+		return;
+	}
+	if (m->sb_status == 0 && sb->array_id != a->array_id) {
+		eprintf("tptraid: member %u (%s) belongs to array %016" PRIx64
+			", not %016" PRIx64 ": refused\n", m->id, m->url,
+			sb->array_id, a->array_id);
+		m->refused = true;
+		return;
+	}
+	if (m->sb_status == 0 && sb->event > a->event) {
+		eprintf("tptraid: member %u (%s) is at event %" PRIu64 ", newer "
+			"than the array's %" PRIu64 ": refused\n", m->id,
+			m->url, sb->event, a->event);
+		m->refused = true;
+		return;
+	}
+	if (p < 0)
+		return;
+	if (m->sb_status == 0 && sb->position != (uint32_t)p) {
+		eprintf("tptraid: member %u (%s) holds position %u, not %d: "
+			"refused (is the member= order right?)\n", m->id,
+			m->url, sb->position, p);
+		m->refused = true;
+		return;
+	}
+	/* In a new array every member is current; in one assembled from
+	 * its superblocks, a member is current at the array's event. */
+	if (a->pos[p].state == TPT_POS_IN_SYNC &&
+	    (a->fresh || (m->sb_status == 0 && sb->event == a->event)))
+		return;
+	/* It missed writes: catch up from the map if the array has kept
+	 * one since this box's last event, else rebuild it whole. */
+	a->pos[p].state = TPT_POS_RECOVERING;
+	a->pos[p].recover_point = 0;
+	a->pos[p].catch_up = m->sb_status == 0 && a->pos[p].missed_valid &&
+			     sb->event + 1 >= a->pos[p].missing_since;
+	eprintf("tptraid: member %u (%s) is back at position %d: %s\n", m->id,
+		m->url, p, a->pos[p].catch_up ? "catching up on the regions "
+		"it missed" : "rebuilding it in full");
+}
+
+static void member_set_up(struct tpt_member *m, int err)
+{
+	struct tpt_array *a = m->array;
+
+	if (err) {
+		member_fail(m, "set-up failed");
+		return;
+	}
+	m->ready = true;
+	if (!a->assembled)
+		return;
+	member_admit(a, m);
+	if (m->refused) {
+		member_fail(m, "refused");
+		return;
+	}
+	eprintf("tptraid: member %u (%s) is online as %s\n", m->id, m->url,
+		m->position < 0 ? "a spare" : "a member");
+	if (m->position < 0 || a->pos[m->position].state == TPT_POS_IN_SYNC)
+		sb_write(a, m);
+	recovery_kick(a);
+	run_waiting(a);
+}
+
+static void sb_read_done(struct tpt_member *m, struct scsi_task *task,
+			 int status, void *arg)
+{
+	struct tpt_array *a = m->array;
+	uint8_t *buf = arg;
+
+	(void)task;
+	if (status != SCSI_STATUS_GOOD) {
+		free(buf);
+		if (status != SCSI_STATUS_CANCELLED)
+			member_fail(m, "cannot read its superblock");
+		return;
+	}
+	m->sb_status = tpt_member_sb_decode(buf, TPT_SB_LEN, &m->sb);
+	free(buf);
+	a->mode->member_setup(a, m, member_set_up);
+}
+
+void array_member_online(struct tpt_array *a, struct tpt_member *m)
+{
+	uint64_t lba = tpt_member_sb_lba(m->nr_blocks, m->block_size);
+	uint8_t cdb[16] = { 0x88 };	/* READ(16) */
+	uint8_t *buf;
+
+	m->refused = false;
+	if (!lba) {
+		eprintf("tptraid: member %u (%s) is too small\n", m->id, m->url);
+		member_fail(m, "too small");
+		return;
+	}
+	if (a->assembled && (m->block_size != a->block_size ||
+			     lba < a->geo.member_blocks)) {
+		eprintf("tptraid: member %u (%s) has %" PRIu64 " blocks of %u "
+			"bytes: the array needs %" PRIu64 " of %u\n", m->id,
+			m->url, m->nr_blocks, m->block_size,
+			a->geo.member_blocks, a->block_size);
+		m->refused = true;
+		member_fail(m, "refused");
+		return;
+	}
+	buf = malloc(TPT_SB_LEN);
+	tpt_put_be(&cdb[2], lba, 8);
+	tpt_put_be(&cdb[10], TPT_SB_LEN / m->block_size, 4);
+	if (!buf || member_send_cdb(m, cdb, SCSI_XFER_READ, buf, TPT_SB_LEN,
+				    sb_read_done, buf)) {
+		free(buf);
+		member_fail(m, "cannot read its superblock");
+	}
+}
+
+bool array_settling(const struct tpt_array *a)
+{
+	unsigned int i;
+
+	for (i = 0; i < a->nr_boxes; i++) {
+		const struct tpt_member *m = &a->member[i];
+
+		if (m->link == MEMBER_CONNECTING ||
+		    (m->link == MEMBER_ONLINE && !m->ready && !m->refused))
+			return true;
+	}
+	return false;
+}
+
 /* ---- assembly and teardown ---- */
 
 uint64_t tpt_array_bytes(const struct tpt_array *a)
@@ -339,21 +879,49 @@ uint64_t tpt_array_bytes(const struct tpt_array *a)
 	return a->level->array_blocks(&a->geo) * a->block_size;
 }
 
-static int array_geometry(struct tpt_array *a)
+/* The geometry an existing array's superblocks record, checked against
+ * the definition. */
+static int array_geometry_of_sb(struct tpt_array *a, const struct tpt_member_sb *sb)
 {
-	uint64_t min_blocks = UINT64_MAX;
-	unsigned int i;
+	if (sb->nr_members != a->nr_members ||
+	    sb->raid_level != a->level->level ||
+	    sb->unit_bytes != a->spec.unit_bytes) {
+		eprintf("tptraid: the members hold a RAID-%u array of %u "
+			"members with a %u-byte unit, not what --bsopts "
+			"defines\n", sb->raid_level, sb->nr_members,
+			sb->unit_bytes);
+		return -EINVAL;
+	}
+	a->block_size = sb->block_size;
+	a->geo.members = a->nr_members;
+	a->geo.unit_blocks = a->spec.unit_bytes / a->block_size;
+	a->geo.member_blocks = sb->member_blocks;
+	return raid_geometry_check(a->level, &a->geo) ? -EINVAL : 0;
+}
 
-	a->block_size = a->member[0].block_size;
-	for (i = 0; i < a->nr_members; i++) {
-		if (a->member[i].block_size != a->block_size) {
+static int array_geometry(struct tpt_array *a, const struct tpt_member_sb *sb)
+{
+	uint64_t min_blocks = UINT64_MAX, usable;
+	unsigned int p;
+
+	if (sb) {
+		if (array_geometry_of_sb(a, sb))
+			return -EINVAL;
+		goto maps;
+	}
+	a->block_size = array_position_member(a, 0)->block_size;
+	for (p = 0; p < a->nr_members; p++) {
+		struct tpt_member *m = array_position_member(a, p);
+
+		if (m->block_size != a->block_size) {
 			eprintf("tptraid: member %u has %u-byte blocks, member "
-				"0 %u: members must agree\n", i,
-				a->member[i].block_size, a->block_size);
+				"0 %u: members must agree\n", m->id,
+				m->block_size, a->block_size);
 			return -EINVAL;
 		}
-		if (a->member[i].nr_blocks < min_blocks)
-			min_blocks = a->member[i].nr_blocks;
+		usable = tpt_member_sb_lba(m->nr_blocks, m->block_size);
+		if (usable < min_blocks)
+			min_blocks = usable;
 	}
 	if (a->spec.unit_bytes % a->block_size) {
 		eprintf("tptraid: stripe unit %u is not a multiple of the "
@@ -365,9 +933,65 @@ static int array_geometry(struct tpt_array *a)
 	a->geo.unit_blocks = a->spec.unit_bytes / a->block_size;
 	a->geo.member_blocks = min_blocks - min_blocks % a->geo.unit_blocks;
 	if (!a->geo.member_blocks || raid_geometry_check(a->level, &a->geo)) {
-		eprintf("tptraid: members are smaller than one stripe unit\n");
+		eprintf("tptraid: members are smaller than one stripe unit "
+			"(and the 1 MiB each keeps for the array's "
+			"metadata)\n");
 		return -EINVAL;
 	}
+maps:
+	a->nr_stripes = a->geo.member_blocks / a->geo.unit_blocks;
+	a->nr_regions = (a->nr_stripes + TPT_RECOVERY_REGION_STRIPES - 1) /
+			TPT_RECOVERY_REGION_STRIPES;
+	for (p = 0; p < a->nr_members; p++) {
+		a->pos[p].missed = calloc((a->nr_regions + 7) / 8, 1);
+		if (!a->pos[p].missed)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * The array the members' superblocks describe, if they agree: an array
+ * created again (tgtd restarted with the same definition) is the same
+ * array.  A box without a superblock joins as new; mixed ids are refused.
+ */
+static int array_identity(struct tpt_array *a,
+			  const struct tpt_member_sb **found)
+{
+	uint64_t id = 0, event = 0;
+	unsigned int i;
+
+	*found = NULL;
+	for (i = 0; i < a->nr_boxes; i++) {
+		struct tpt_member *m = &a->member[i];
+
+		if (!m->ready || m->sb_status)
+			continue;
+		if (id && m->sb.array_id != id) {
+			eprintf("tptraid: members carry superblocks of arrays "
+				"%016" PRIx64 " and %016" PRIx64 ": not "
+				"assembling a mix\n", id, m->sb.array_id);
+			return -EINVAL;
+		}
+		id = m->sb.array_id;
+		if (m->sb.event >= event) {
+			event = m->sb.event;
+			*found = &m->sb;
+		}
+	}
+	if (id) {
+		a->array_id = id;
+		a->event = event;
+		eprintf("tptraid: assembling array %016" PRIx64 " at event %"
+			PRIu64 " from its members' superblocks\n", id, event);
+		return 0;
+	}
+	if (getrandom(&a->array_id, sizeof(a->array_id), 0) !=
+	    sizeof(a->array_id))
+		return -EIO;
+	a->array_id |= 1;	/* non-zero */
+	a->event = 0;
+	a->fresh = true;
 	return 0;
 }
 
@@ -375,10 +999,14 @@ static void array_free(struct tpt_array *a, bool set_up)
 {
 	unsigned int i;
 
+	a->stopping = true;
+	recovery_stop(a);
 	if (set_up)
 		a->mode->teardown(a);
-	for (i = 0; i < a->nr_members; i++)
+	for (i = 0; i < a->nr_boxes; i++)
 		member_close(&a->member[i]);
+	for (i = 0; i < a->nr_members; i++)
+		free(a->pos[i].missed);
 	if (a->efd >= 0) {
 		tgt_event_del(a->efd);
 		close(a->efd);
@@ -388,79 +1016,215 @@ static void array_free(struct tpt_array *a, bool set_up)
 	free(a);
 }
 
+/* Every position's member, or the reason the array cannot start. */
+static int array_check_members(struct tpt_array *a)
+{
+	unsigned int p, down = 0;
+
+	for (p = 0; p < a->nr_members; p++) {
+		struct tpt_member *m = array_position_member(a, p);
+
+		if (!m->ready || m->refused) {
+			eprintf("tptraid: member %u (%s) is %s\n", m->id,
+				m->url, m->refused ? "refused" :
+				m->link == MEMBER_ONLINE ? "not set up" :
+				"unreachable");
+			down++;
+		}
+	}
+	if (down && (a->fresh || !a->assembled)) {
+		eprintf("tptraid: %u of %u members missing: a new array needs "
+			"all of them\n", down, a->nr_members);
+		return -ENODEV;
+	}
+	if (down > a->level->nr_parity) {
+		eprintf("tptraid: %u of %u members missing: the array cannot "
+			"start\n", down, a->nr_members);
+		return -ENODEV;
+	}
+	return 0;
+}
+
 int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		     struct tpt_array **out)
 {
+	const struct tpt_member_sb *sb;
+	struct retry_entry *re;
 	struct tpt_array *a;
-	unsigned int i;
+	unsigned int i, p;
 	int ret;
 
 	a = calloc(1, sizeof(*a));
-	if (!a)
+	re = calloc(1, sizeof(*re));
+	if (!a || !re) {
+		free(a);
+		free(re);
 		return -ENOMEM;
+	}
 	a->lu = lu;
 	a->spec = *spec;
 	a->efd = -1;
 	a->nr_members = spec->nr_members;
+	a->nr_boxes = spec->nr_members + spec->nr_spares;
+	a->fail_timeout = spec->fail_timeout ? spec->fail_timeout :
+			  TPT_SPEC_FAIL_TIMEOUT_DEFAULT;
+	a->rebuild_rate = spec->rebuild_rate;
 	pthread_mutex_init(&a->submit_lock, NULL);
 	pthread_mutex_init(&a->counters_lock, NULL);
 	INIT_LIST_HEAD(&a->submitted);
 	INIT_LIST_HEAD(&a->running);
 	INIT_LIST_HEAD(&a->waiting);
-	for (i = 0; i < a->nr_members; i++) {
-		a->member[i].array = a;
-		a->member[i].index = i;
-		a->member[i].fd = -1;
-		strcpy(a->member[i].url, spec->member[i]);
-	}
+	INIT_LIST_HEAD(&a->retrying);
 	a->level = raid_level_find(spec->raid_level);
 	a->mode = spec->mode == TPT_MODE_BASELINE ? &tpt_mode_baseline :
 						    &tpt_mode_tpt;
 	if (!a->level) {
 		eprintf("tptraid: RAID level %u is not implemented\n",
 			spec->raid_level);
-		ret = -EINVAL;
-		goto fail;
+		free(re);
+		array_free(a, false);
+		return -EINVAL;
 	}
-	if (getrandom(&a->array_id, sizeof(a->array_id), 0) !=
-	    sizeof(a->array_id)) {
-		ret = -EIO;
-		goto fail;
+	for (i = 0; i < a->nr_boxes; i++) {
+		ret = member_init(a, &a->member[i], i, i < a->nr_members ?
+				  spec->member[i] :
+				  spec->spare[i - a->nr_members]);
+		if (ret) {
+			free(re);
+			array_free(a, false);
+			return ret;
+		}
 	}
-	a->array_id |= 1;	/* non-zero */
-	for (i = 0; i < a->nr_members; i++) {
-		ret = member_open(a, &a->member[i]);
-		if (ret)
-			goto fail;
+	for (p = 0; p < a->nr_members; p++) {
+		a->pos[p].member = (int)p;
+		a->member[p].position = (int)p;
 	}
-	ret = array_geometry(a);
-	if (ret)
-		goto fail;
 	ret = a->mode->setup(a);
 	if (ret) {
+		free(re);
 		array_free(a, true);
 		return ret;
 	}
+	for (i = 0; i < a->nr_boxes; i++)
+		member_connect(&a->member[i]);
+	member_wait(a, TPT_ASSEMBLE_SECONDS);
+	ret = array_identity(a, &sb);
+	if (!ret && !sb)
+		ret = array_check_members(a);
+	if (!ret)
+		ret = array_geometry(a, sb);
+	if (ret)
+		goto fail;
+	a->assembled = true;
+	if (a->fresh && !spec->assume_clean)
+		a->recovery.initial_sync = true;
+	for (i = 0; i < a->nr_boxes; i++) {
+		struct tpt_member *m = &a->member[i];
 
+		if (!m->ready) {
+			/* Its data is somewhere else only from now on. */
+			if (m->position >= 0)
+				a->pos[m->position].state = TPT_POS_MISSING;
+			continue;
+		}
+		member_admit(a, m);
+		if (m->refused) {
+			member_fail(m, "refused");
+			if (m->position >= 0)
+				a->pos[m->position].state = TPT_POS_MISSING;
+		}
+	}
+	ret = array_check_members(a);
+	if (ret)
+		goto fail;
 	a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (a->efd < 0 || tgt_event_add(a->efd, EPOLLIN, array_submitted, a)) {
 		ret = -EIO;
-		array_free(a, true);
-		return ret;
+		goto fail;
 	}
-	for (i = 0; i < a->nr_members; i++)
-		member_watch(&a->member[i]);
-	eprintf("tptraid: %s %s of %u members, %u KiB unit, %" PRIu64 " MiB\n",
-		a->mode->name, a->level->name, a->nr_members,
-		spec->unit_bytes >> 10, tpt_array_bytes(a) >> 20);
+	array_new_event(a);
+	re->array = a;
+	list_add_tail(&re->link, &retry_arrays);
+	eprintf("tptraid: %s %s of %u members, %u KiB unit, %" PRIu64 " MiB, "
+		"array %016" PRIx64 " event %" PRIu64 "\n", a->mode->name,
+		a->level->name, a->nr_members, spec->unit_bytes >> 10,
+		tpt_array_bytes(a) >> 20, a->array_id, a->event);
+	recovery_kick(a);
 	*out = a;
 	return 0;
 fail:
-	array_free(a, false);
+	free(re);
+	array_free(a, true);
 	return ret;
 }
 
 void tpt_array_destroy(struct tpt_array *a)
 {
+	struct retry_entry *e;
+
+	list_for_each_entry(e, &retry_arrays, link) {
+		if (e->array == a) {
+			list_del(&e->link);
+			free(e);
+			break;
+		}
+	}
 	array_free(a, true);
+}
+
+/* ---- tgtadm --op update ---- */
+
+static int array_add_spare(struct tpt_array *a, const char *url)
+{
+	char err[256];
+	unsigned int i;
+	int ret;
+
+	if (tpt_spec_member_url(url, err, sizeof(err))) {
+		eprintf("tptraid: spare=%s\n", err);
+		return TGTADM_INVALID_REQUEST;
+	}
+	for (i = 0; i < a->nr_boxes; i++) {
+		if (!strcmp(a->member[i].url, url)) {
+			eprintf("tptraid: spare=%s: already in the array\n",
+				url);
+			return TGTADM_INVALID_REQUEST;
+		}
+	}
+	if (a->nr_boxes == TPT_MAX_BOXES) {
+		eprintf("tptraid: spare=%s: the array has %u boxes already\n",
+			url, a->nr_boxes);
+		return TGTADM_INVALID_REQUEST;
+	}
+	ret = member_init(a, &a->member[a->nr_boxes], a->nr_boxes, url);
+	if (ret)
+		return TGTADM_UNKNOWN_ERR;
+	eprintf("tptraid: spare %u added: %s\n", a->nr_boxes, url);
+	member_connect(&a->member[a->nr_boxes++]);
+	return TGTADM_SUCCESS;
+}
+
+int tpt_array_param(struct tpt_array *a, const char *key, const char *value)
+{
+	char err[256];
+
+	if (!strcmp(key, "spare"))
+		return array_add_spare(a, value);
+	if (!strcmp(key, "rebuild_rate")) {
+		if (tpt_spec_rebuild_rate(value, &a->rebuild_rate, err,
+					  sizeof(err))) {
+			eprintf("tptraid: %s\n", err);
+			return TGTADM_INVALID_REQUEST;
+		}
+		return TGTADM_SUCCESS;
+	}
+	if (!strcmp(key, "fail_timeout")) {
+		if (tpt_spec_fail_timeout(value, &a->fail_timeout, err,
+					  sizeof(err))) {
+			eprintf("tptraid: %s\n", err);
+			return TGTADM_INVALID_REQUEST;
+		}
+		return TGTADM_SUCCESS;
+	}
+	return TGTADM_UNKNOWN_PARAM;
 }

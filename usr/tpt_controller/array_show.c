@@ -1,7 +1,8 @@
 /*
- * What tgtadm --op show prints under a tptraid LU: the array, its
- * members and the counters of the paper's Tables I and II
- * (docs/controller.md, "Watching it").
+ * What tgtadm --op show prints under a tptraid LU, in the manner of
+ * mdadm --detail: the array's state, each member's, recovery progress,
+ * and the counters of the paper's Tables I and II (docs/controller.md,
+ * "Watching it").
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -14,32 +15,73 @@
 #include "tpt.h"
 #include "tpt_controller.h"
 
+/* up, failed, rebuilding, resyncing, spare or refused. */
+static const char *member_state(const struct tpt_array *a,
+				const struct tpt_member *m)
+{
+	bool usable = m->link == MEMBER_ONLINE && m->ready && !m->refused;
+	const struct tpt_position *pos;
+
+	if (m->refused)
+		return "refused";
+	if (m->position < 0)
+		return "spare";
+	pos = &a->pos[m->position];
+	if (!usable || pos->state == TPT_POS_MISSING)
+		return "failed";
+	if (pos->state == TPT_POS_RECOVERING)
+		return pos->catch_up ? "resyncing" : "rebuilding";
+	return "up";
+}
+
 void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)
 {
 	struct tpt_array *a = tptraid_array_of(lu);
+	const struct tpt_recovery *rc;
 	struct tpt_array_counters st;
+	char progress[96];
 	unsigned int i;
 
 	if (!a)
 		return;
+	rc = &a->recovery;
 	tpt_array_get_counters(a, &st);
 	concat_printf(b, TPT_SHOW_INDENT "TPT-RAID: %s mode %s unit %u members "
-		      "%u array_id %016" PRIx64 "\n", a->level->name,
-		      a->mode->name, a->spec.unit_bytes, a->nr_members,
-		      a->array_id);
-	for (i = 0; i < a->nr_members; i++) {
+		      "%u array_id %016" PRIx64 " state %s event %" PRIu64
+		      "\n", a->level->name, a->mode->name, a->spec.unit_bytes,
+		      a->nr_members, a->array_id,
+		      tpt_array_state_name(tpt_array_state(a)), a->event);
+	recovery_progress(a, progress, sizeof(progress));
+	if (!rc->active)
+		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: none\n");
+	else if (rc->position == RAID_PARITY_MEMBER)
+		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: resync "
+			      "parity %s\n", progress);
+	else
+		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: %s "
+			      "position %u member %d %s\n",
+			      rc->catch_up ? "resync" : "rebuild",
+			      rc->position, a->pos[rc->position].member,
+			      progress);
+	for (i = 0; i < a->nr_boxes; i++) {
 		const struct tpt_member *m = &a->member[i];
 
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID member %u: %s %s "
-			      "commands %" PRIu64 " errors %" PRIu64 "\n", i,
-			      m->url, m->up ? "up" : "DOWN", m->stats.cmds,
+			      "position %d link %s commands %" PRIu64
+			      " errors %" PRIu64 "\n", i, m->url,
+			      member_state(a, m), m->position,
+			      member_link_name(m->link), m->stats.cmds,
 			      m->stats.errors);
 	}
 	concat_printf(b, TPT_SHOW_INDENT "TPT-RAID counters: reads %" PRIu64
 		      " writes %" PRIu64 " host_in %" PRIu64 " host_out %" PRIu64
 		      " target_in %" PRIu64 " target_out %" PRIu64 " xored %"
 		      PRIu64 " pdus %" PRIu64 " rma_ops %" PRIu64 " failed %"
-		      PRIu64 "\n", st.reads, st.writes, st.host_bytes_in,
+		      PRIu64 " replans %" PRIu64 " degraded_spans %" PRIu64
+		      " member_failures %" PRIu64 " medium_errors %" PRIu64
+		      "\n", st.reads, st.writes, st.host_bytes_in,
 		      st.host_bytes_out, st.target_bytes_in, st.target_bytes_out,
-		      st.bytes_xored, st.pdus, st.rma_ops, st.failed);
+		      st.bytes_xored, st.pdus, st.rma_ops, st.failed,
+		      st.replans, st.degraded_spans, st.member_failures,
+		      st.medium_errors);
 }

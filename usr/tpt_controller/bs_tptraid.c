@@ -28,6 +28,7 @@
 #include "spc.h"
 #include "util.h"
 #include "bs_thread.h"
+#include "tpt.h"
 #include "tpt_controller.h"
 
 struct tptraid_bs {
@@ -48,13 +49,24 @@ static struct tpt_array *array_of(struct scsi_lu *lu)
 
 static void io_error(struct scsi_cmd *cmd, int err)
 {
-	/* The array could not complete it: a medium error to the host, as
-	 * a single disk would report a failed read or write. */
+	/*
+	 * The array could not complete it - two members lost under these
+	 * blocks (-ENODATA), or no memory: what a single disk reports for a
+	 * read or write it could not do.  One lost box is never reported:
+	 * the array serves the request degraded.
+	 */
 	sense_data_build(cmd, err == -ENOMEM ? HARDWARE_ERROR : MEDIUM_ERROR,
 			 err == -ENOMEM ? ASC_INTERNAL_TGT_FAILURE :
 			 (scsi_get_data_dir(cmd) == DATA_READ ?
 				  ASC_READ_ERROR : ASC_WRITE_ERROR));
 	scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+}
+
+/* WRITE(10/12/16) and WRITE AND VERIFY with FUA: through to the members'
+ * media before GOOD. */
+static bool cmd_fua(const struct scsi_cmd *cmd)
+{
+	return cmd->scb[0] != WRITE_6 && (cmd->scb[1] & 0x08);
 }
 
 static int array_rw(struct scsi_cmd *cmd, bool write, uint64_t offset,
@@ -63,7 +75,8 @@ static int array_rw(struct scsi_cmd *cmd, bool write, uint64_t offset,
 	struct scsi_lu *lu = cmd->dev;
 
 	return tpt_array_io(array_of(lu), write ? TPT_REQ_WRITE : TPT_REQ_READ,
-			    offset >> lu->blk_shift, len >> lu->blk_shift, buf);
+			    offset >> lu->blk_shift, len >> lu->blk_shift, buf,
+			    write && cmd_fua(cmd));
 }
 
 /* The first differing byte, for the sense INFORMATION of a miscompare. */
@@ -229,8 +242,6 @@ static void tptraid_request(struct scsi_cmd *cmd)
 		len = scsi_get_out_length(cmd) & ~(bs_bytes - 1);
 		err = array_rw(cmd, true, cmd->offset, scsi_get_out_buffer(cmd),
 			       len);
-		/* FUA: the members write through before WRITE NEW DATA (or
-		 * WRITE) completes, so nothing is left to flush. */
 		if (!err && verify)
 			tptraid_compare(cmd, cmd->offset,
 					scsi_get_out_buffer(cmd), len);
@@ -262,7 +273,7 @@ static void tptraid_request(struct scsi_cmd *cmd)
 					 ASC_INVALID_FIELD_IN_CDB);
 			scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
 		} else {
-			err = tpt_array_io(a, TPT_REQ_SYNC, 0, 0, NULL);
+			err = tpt_array_io(a, TPT_REQ_SYNC, 0, 0, NULL, false);
 		}
 		break;
 	case PRE_FETCH_10:
@@ -379,6 +390,14 @@ static struct backingstore_template tptraid_bst;
 struct tpt_array *tptraid_array_of(struct scsi_lu *lu)
 {
 	return lu->bst == &tptraid_bst ? array_of(lu) : NULL;
+}
+
+tgtadm_err tptraid_param(struct scsi_lu *lu, const char *key,
+			 const char *value)
+{
+	struct tpt_array *a = tptraid_array_of(lu);
+
+	return a ? tpt_array_param(a, key, value) : TGTADM_UNKNOWN_PARAM;
 }
 
 static struct backingstore_template tptraid_bst = {

@@ -1,10 +1,36 @@
 /*
- * Member sessions: one libiscsi context per member target, driven from
- * tgtd's epoll loop like any other fd there.
+ * Member sessions: one libiscsi context per member box, driven from
+ * tgtd's epoll loop like any other fd there, and everything about
+ * whether the box is there (paper III-D 1).
+ *
+ * A member is OFFLINE, CONNECTING (login and READ CAPACITY under way) or
+ * ONLINE.  It is failed - its session dropped, every command it had
+ * completed with SCSI_STATUS_CANCELLED, the array told - when:
+ *
+ *   - its connection breaks (refused, reset: a box that died),
+ *   - it leaves a NOP-Out unanswered for fail_timeout seconds (a hung box,
+ *     a cut link: TCP stays up and says nothing),
+ *   - a command times out (libiscsi's timeout, a backstop), or
+ *   - the array says so (a write error, a probe after a target reported
+ *     it unreachable).
+ *
+ * A failed box's session is never reused: a command in flight when the
+ * box hung may still execute when it wakes, so the array treats the box
+ * as gone until it has caught up again (array.c).  OFFLINE members of an
+ * array are tried again every few seconds, asynchronously.
+ *
+ * Teardown is deferred to the event loop's own turn (an eventfd), never
+ * done inside a libiscsi callback, whose context it destroys.
  */
 #include <errno.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
@@ -15,39 +41,148 @@
 #include "work.h"
 #include "tpt_controller.h"
 
-/* Seconds a command may take before libiscsi fails it. */
-#define MEMBER_CMD_TIMEOUT 10
+/* A connect (TCP, login, READ CAPACITY) that takes longer is given up. */
+#define MEMBER_CONNECT_TIMEOUT 10
+/* Seconds between attempts to reach an OFFLINE member. */
+#define MEMBER_RECONNECT_INTERVAL 3
+
+struct member_cmd {
+	struct list_head link;		/* member's cmds */
+	struct tpt_member *member;
+	struct scsi_task *task;
+	member_cmd_cb cb;
+	void *arg;
+	struct iscsi_data data;
+	bool orphaned;			/* completed by a teardown */
+};
 
 static LIST_HEAD(watched_members);
+static LIST_HEAD(failing_members);
+static int failing_efd = -1;
 
-struct watched {
-	struct list_head link;
-	struct tpt_member *m;
-};
+static time_t now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
 
 const char *member_error(const struct tpt_member *m)
 {
 	return m->iscsi ? iscsi_get_error(m->iscsi) : "no session";
 }
 
-/* libiscsi wants other events after every submission and service; its
- * socket never changes, since it does not reconnect on its own (see
- * member_open). */
-static void member_rearm(struct tpt_member *m)
+const char *member_link_name(enum member_link link)
 {
-	tgt_event_modify(m->fd, iscsi_which_events(m->iscsi));
+	switch (link) {
+	case MEMBER_OFFLINE:
+		return "offline";
+	case MEMBER_CONNECTING:
+		return "connecting";
+	case MEMBER_ONLINE:
+		return "online";
+	}
+	return "?";
 }
 
-static void member_down(struct tpt_member *m)
+/* libiscsi wants other events after every submission and service; during
+ * login its socket may be replaced. */
+static void member_event(int fd, int events, void *data);
+
+static void member_rearm(struct tpt_member *m)
 {
-	if (!m->up)
+	int fd;
+
+	if (!m->iscsi)
 		return;
-	eprintf("tptraid: member %u (%s) is down: %s\n", m->index, m->url,
-		member_error(m));
-	m->up = false;
+	fd = iscsi_get_fd(m->iscsi);
+	if (fd != m->fd) {
+		if (m->fd >= 0)
+			tgt_event_del(m->fd);
+		m->fd = -1;
+		if (fd >= 0 && !tgt_event_add(fd, iscsi_which_events(m->iscsi),
+					      member_event, m))
+			m->fd = fd;
+		return;
+	}
+	if (fd >= 0)
+		tgt_event_modify(fd, iscsi_which_events(m->iscsi));
+}
+
+void member_fail(struct tpt_member *m, const char *why)
+{
+	uint64_t one = 1;
+
+	if (m->link == MEMBER_OFFLINE || m->failing)
+		return;
+	m->failing = true;
+	m->fail_reason = why;
+	list_add_tail(&m->fail_link, &failing_members);
+	if (write(failing_efd, &one, sizeof(one)) < 0)
+		eprintf("tptraid: eventfd write: %m\n");
+}
+
+/*
+ * Drop @m's session.  Its commands are completed here, with
+ * SCSI_STATUS_CANCELLED, after the array has marked the member gone, so
+ * that whoever re-plans on that status plans without it; libiscsi may or
+ * may not call them back while the context is destroyed, so they are
+ * freed only after that.
+ */
+static void member_teardown(struct tpt_member *m)
+{
+	struct iscsi_context *iscsi = m->iscsi;
+	enum member_link was = m->link;
+	struct member_cmd *c, *tmp;
+	LIST_HEAD(gone);
+
+	if (m->failing) {
+		list_del(&m->fail_link);
+		m->failing = false;
+	}
+	if (was == MEMBER_OFFLINE)
+		return;
+	if (was == MEMBER_ONLINE)
+		eprintf("tptraid: member %u (%s) failed: %s\n", m->id, m->url,
+			m->fail_reason ? m->fail_reason : member_error(m));
+	else
+		eprintf("tptraid: member %u (%s) unreachable: %s\n", m->id,
+			m->url, m->fail_reason ? m->fail_reason :
+			member_error(m));
+	m->link = MEMBER_OFFLINE;
+	m->next_connect = now_s() + MEMBER_RECONNECT_INTERVAL;
+	m->nop_sent = 0;
 	if (m->fd >= 0)
 		tgt_event_del(m->fd);
 	m->fd = -1;
+	m->iscsi = NULL;
+	list_splice_init(&m->cmds, &gone);
+	list_for_each_entry(c, &gone, link)
+		c->orphaned = true;
+	array_member_lost(m->array, m, was == MEMBER_ONLINE);
+	list_for_each_entry(c, &gone, link)
+		c->cb(m, c->task, SCSI_STATUS_CANCELLED, c->arg);
+	if (iscsi)
+		iscsi_destroy_context(iscsi);
+	list_for_each_entry_safe(c, tmp, &gone, link) {
+		scsi_free_scsi_task(c->task);
+		free(c);
+	}
+	m->fail_reason = NULL;
+}
+
+static void failing_event(int fd, int events, void *data)
+{
+	uint64_t count;
+
+	(void)events;
+	(void)data;
+	if (read(fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		eprintf("tptraid: eventfd read: %m\n");
+	while (!list_empty(&failing_members))
+		member_teardown(list_first_entry(&failing_members,
+						 struct tpt_member, fail_link));
 }
 
 static void member_event(int fd, int events, void *data)
@@ -55,62 +190,47 @@ static void member_event(int fd, int events, void *data)
 	struct tpt_member *m = data;
 
 	(void)fd;
+	if (!m->iscsi || m->failing)
+		return;
 	if (iscsi_service(m->iscsi, events) < 0) {
-		member_down(m);
+		member_fail(m, NULL);
 		return;
 	}
 	member_rearm(m);
 }
 
-/* libiscsi's own timeouts only advance when it is serviced. */
-static struct tgt_work member_tick_work;
-
-static void member_tick(void *data)
-{
-	struct watched *w;
-
-	(void)data;
-	list_for_each_entry(w, &watched_members, link) {
-		struct tpt_member *m = w->m;
-
-		if (!m->up)
-			continue;
-		if (iscsi_service(m->iscsi, 0) < 0)
-			member_down(m);
-		else
-			member_rearm(m);
-	}
-	add_work(&member_tick_work, 1);
-}
-
-struct member_cmd {
-	struct tpt_member *member;
-	member_cmd_cb cb;
-	void *arg;
-	struct iscsi_data data;
-};
+/* ---- commands ---- */
 
 static void member_cmd_done(struct iscsi_context *iscsi, int status,
 			    void *command_data, void *private_data)
 {
 	struct member_cmd *c = private_data;
-	struct scsi_task *task = command_data;
+	struct tpt_member *m = c->member;
 
 	(void)iscsi;
+	(void)command_data;
+	/* A teardown completed it already and frees it. */
+	if (c->orphaned)
+		return;
+	list_del(&c->link);
 	if (status != SCSI_STATUS_GOOD)
-		c->member->stats.errors++;
-	c->cb(c->member, task, status, c->arg);
-	if (task)
-		scsi_free_scsi_task(task);
+		m->stats.errors++;
+	if (status == SCSI_STATUS_TIMEOUT)
+		member_fail(m, "a command timed out");
+	else if (status == SCSI_STATUS_ERROR || status == SCSI_STATUS_CANCELLED)
+		member_fail(m, NULL);
+	c->cb(m, c->task, status, c->arg);
+	scsi_free_scsi_task(c->task);
 	free(c);
 }
 
-int member_send(struct tpt_member *m, struct scsi_task *task, void *data_out,
-		uint32_t data_out_len, member_cmd_cb cb, void *arg)
+static int member_submit(struct tpt_member *m, struct scsi_task *task,
+			 void *data_out, uint32_t data_out_len,
+			 member_cmd_cb cb, void *arg)
 {
 	struct member_cmd *c;
 
-	if (!m->up) {
+	if (!m->iscsi || m->failing) {
 		scsi_free_scsi_task(task);
 		return -EIO;
 	}
@@ -120,6 +240,7 @@ int member_send(struct tpt_member *m, struct scsi_task *task, void *data_out,
 		return -ENOMEM;
 	}
 	c->member = m;
+	c->task = task;
 	c->cb = cb;
 	c->arg = arg;
 	c->data.data = data_out;
@@ -130,132 +251,291 @@ int member_send(struct tpt_member *m, struct scsi_task *task, void *data_out,
 		free(c);
 		return -EIO;
 	}
+	list_add_tail(&c->link, &m->cmds);
 	m->stats.cmds++;
 	member_rearm(m);
 	return 0;
 }
 
-struct scsi_task *member_command_sync(struct tpt_member *m, const uint8_t *cdb,
-				      int xfer_dir, void *data_out,
-				      uint32_t len)
+int member_send(struct tpt_member *m, struct scsi_task *task, void *data_out,
+		uint32_t data_out_len, member_cmd_cb cb, void *arg)
 {
-	struct iscsi_data data = { .data = data_out, .size = len };
+	if (m->link != MEMBER_ONLINE) {
+		scsi_free_scsi_task(task);
+		return -EIO;
+	}
+	return member_submit(m, task, data_out, data_out_len, cb, arg);
+}
+
+int member_send_cdb(struct tpt_member *m, const uint8_t *cdb, int xfer_dir,
+		    void *data, uint32_t len, member_cmd_cb cb, void *arg)
+{
 	struct scsi_task *task;
 
 	task = scsi_create_task(16, (unsigned char *)cdb, xfer_dir, (int)len);
 	if (!task)
-		return NULL;
-	if (!iscsi_scsi_command_sync(m->iscsi, m->lun, task,
-				     xfer_dir == SCSI_XFER_WRITE ? &data : NULL)
-	    || task->status != SCSI_STATUS_GOOD) {
-		eprintf("tptraid: member %u (%s): opcode 0x%02x failed: %s "
-			"(sense %x/%04x)\n", m->index, m->url, cdb[0],
-			member_error(m), task->sense.key, task->sense.ascq);
+		return -ENOMEM;
+	if (xfer_dir == SCSI_XFER_READ && data &&
+	    scsi_task_add_data_in_buffer(task, (int)len, data)) {
 		scsi_free_scsi_task(task);
-		return NULL;
+		return -ENOMEM;
 	}
-	return task;
+	return member_send(m, task, xfer_dir == SCSI_XFER_WRITE ? data : NULL,
+			   xfer_dir == SCSI_XFER_WRITE ? len : 0, cb, arg);
 }
 
-int member_open(struct tpt_array *a, struct tpt_member *m)
+/* ---- liveness ---- */
+
+static void member_nop_done(struct iscsi_context *iscsi, int status,
+			    void *command_data, void *private_data)
+{
+	struct tpt_member *m = private_data;
+
+	(void)iscsi;
+	(void)command_data;
+	if (status == SCSI_STATUS_GOOD)
+		m->nop_sent = 0;
+}
+
+/* Once a second: a NOP-Out to every ONLINE member that has none in
+ * flight, a verdict on those whose NOP went unanswered, and libiscsi's
+ * own timeouts, which only advance when it is serviced. */
+static void member_check(struct tpt_member *m, time_t now)
+{
+	unsigned int timeout = m->array->fail_timeout;
+
+	if (m->failing || !m->iscsi)
+		return;
+	if (m->link == MEMBER_CONNECTING &&
+	    now - m->connect_started >= MEMBER_CONNECT_TIMEOUT) {
+		member_fail(m, "connect timed out");
+		return;
+	}
+	if (m->link == MEMBER_ONLINE) {
+		if (m->nop_sent && now - m->nop_sent >= (time_t)timeout) {
+			member_fail(m, "no answer to NOP-Out");
+			return;
+		}
+		if (!m->nop_sent &&
+		    !iscsi_nop_out_async(m->iscsi, member_nop_done, NULL, 0, m))
+			m->nop_sent = now;
+	}
+	if (iscsi_service(m->iscsi, 0) < 0) {
+		member_fail(m, NULL);
+		return;
+	}
+	member_rearm(m);
+}
+
+void member_probe(struct tpt_member *m)
+{
+	time_t now = now_s();
+
+	/* An unanswered NOP counts from now at the latest: the box gets
+	 * fail_timeout from the report to answer. */
+	if (m->link != MEMBER_ONLINE || m->failing)
+		return;
+	if (!m->nop_sent &&
+	    !iscsi_nop_out_async(m->iscsi, member_nop_done, NULL, 0, m))
+		m->nop_sent = now;
+	member_rearm(m);
+}
+
+static struct tgt_work member_tick_work;
+
+static void member_tick(void *data)
+{
+	struct tpt_member *m, *tmp;
+	time_t now = now_s();
+
+	(void)data;
+	list_for_each_entry_safe(m, tmp, &watched_members, watch_link) {
+		member_check(m, now);
+		if (m->link == MEMBER_OFFLINE && !m->failing &&
+		    now >= m->next_connect)
+			member_connect(m);
+	}
+	add_work(&member_tick_work, 1);
+}
+
+/* ---- connecting ---- */
+
+static void member_capacity_done(struct tpt_member *m, struct scsi_task *task,
+				 int status, void *arg)
 {
 	struct scsi_readcapacity16 *rc16;
-	struct iscsi_url *url;
+
+	(void)arg;
+	if (status != SCSI_STATUS_GOOD ||
+	    !(rc16 = scsi_datain_unmarshall(task))) {
+		if (status != SCSI_STATUS_CANCELLED)
+			member_fail(m, "READ CAPACITY failed");
+		return;
+	}
+	m->block_size = rc16->block_length;
+	m->nr_blocks = rc16->returned_lba + 1;
+	m->link = MEMBER_ONLINE;
+	m->nop_sent = 0;
+	array_member_online(m->array, m);
+}
+
+static void member_connected(struct iscsi_context *iscsi, int status,
+			     void *command_data, void *private_data)
+{
+	struct tpt_member *m = private_data;
 	struct scsi_task *task;
 
-	m->iscsi = iscsi_create_context(a->spec.initiator);
+	(void)iscsi;
+	(void)command_data;
+	/* libiscsi calls this a second time when an established session
+	 * fails: that is a failure like any other. */
+	if (status != SCSI_STATUS_GOOD || m->link != MEMBER_CONNECTING) {
+		member_fail(m, m->link == MEMBER_CONNECTING ? "login failed" :
+							      NULL);
+		return;
+	}
+	task = scsi_cdb_readcapacity16();
+	if (!task || member_submit(m, task, NULL, 0, member_capacity_done,
+				   NULL))
+		member_fail(m, "cannot send READ CAPACITY");
+}
+
+void member_connect(struct tpt_member *m)
+{
+	struct iscsi_url *url;
+
+	if (m->link != MEMBER_OFFLINE || m->failing)
+		return;
+	m->next_connect = now_s() + MEMBER_RECONNECT_INTERVAL;
+	m->iscsi = iscsi_create_context(m->array->spec.initiator);
 	if (!m->iscsi)
-		return -ENOMEM;
+		return;
 	url = iscsi_parse_full_url(m->iscsi, m->url);
 	if (!url) {
 		eprintf("tptraid: %s: %s\n", m->url, member_error(m));
-		return -EINVAL;
+		iscsi_destroy_context(m->iscsi);
+		m->iscsi = NULL;
+		return;
 	}
 	iscsi_set_targetname(m->iscsi, url->target);
 	iscsi_set_session_type(m->iscsi, ISCSI_SESSION_NORMAL);
 	iscsi_set_header_digest(m->iscsi, ISCSI_HEADER_DIGEST_NONE_CRC32C);
-	iscsi_set_timeout(m->iscsi, MEMBER_CMD_TIMEOUT);
+	/* A backstop behind the NOP-Outs, long enough for a loaded box to
+	 * finish a large command. */
+	iscsi_set_timeout(m->iscsi, (int)(3 * m->array->fail_timeout + 10));
+	/* An unreachable address must not hold a connect for minutes. */
+	iscsi_set_tcp_syncnt(m->iscsi, 2);
 	/*
 	 * A member that goes away must fail the commands it had, at once:
 	 * libiscsi's silent reconnect would park them, and the host's I/O
 	 * with them, until the box came back.  Taking a member back is the
-	 * controller's decision (degraded mode, rebuild), not libiscsi's.
+	 * array's decision (degraded mode, rebuild), not libiscsi's.
 	 */
 	iscsi_set_noautoreconnect(m->iscsi, 1);
 	/* CHAP towards a member: iscsi://user%secret@host/iqn/lun. */
-	if (url->user[0] &&
-	    iscsi_set_initiator_username_pwd(m->iscsi, url->user, url->passwd)) {
-		eprintf("tptraid: %s: %s\n", m->url, member_error(m));
-		iscsi_destroy_url(url);
-		return -EINVAL;
-	}
+	if (url->user[0])
+		iscsi_set_initiator_username_pwd(m->iscsi, url->user,
+						 url->passwd);
 	m->lun = url->lun;
-	if (iscsi_full_connect_sync(m->iscsi, url->portal, url->lun)) {
-		eprintf("tptraid: member %u: login to %s failed: %s\n",
-			m->index, m->url, member_error(m));
+	m->link = MEMBER_CONNECTING;
+	m->connect_started = now_s();
+	if (iscsi_full_connect_async(m->iscsi, url->portal, url->lun,
+				     member_connected, m)) {
 		iscsi_destroy_url(url);
-		return -ECONNREFUSED;
-	}
-	iscsi_destroy_url(url);
-
-	task = iscsi_readcapacity16_sync(m->iscsi, m->lun);
-	if (!task || task->status != SCSI_STATUS_GOOD ||
-	    !(rc16 = scsi_datain_unmarshall(task))) {
-		eprintf("tptraid: member %u (%s): READ CAPACITY failed\n",
-			m->index, m->url);
-		if (task)
-			scsi_free_scsi_task(task);
-		return -EIO;
-	}
-	m->block_size = rc16->block_length;
-	m->nr_blocks = rc16->returned_lba + 1;
-	scsi_free_scsi_task(task);
-	m->up = true;
-	return 0;
-}
-
-void member_watch(struct tpt_member *m)
-{
-	struct watched *w = malloc(sizeof(*w));
-
-	m->fd = iscsi_get_fd(m->iscsi);
-	if (!w || tgt_event_add(m->fd, iscsi_which_events(m->iscsi),
-				member_event, m)) {
-		free(w);
-		m->fd = -1;
-		member_down(m);
+		member_fail(m, "cannot start the login");
 		return;
 	}
-	w->m = m;
+	iscsi_destroy_url(url);
+	member_rearm(m);
+}
+
+/*
+ * Run the members' sessions on a private poll loop until none of @a's is
+ * CONNECTING or setting up, or @seconds have passed: creating an array is
+ * synchronous for tgtadm, but the members are reached side by side and
+ * the wait is bounded.
+ */
+void member_wait(struct tpt_array *a, unsigned int seconds)
+{
+	time_t deadline = now_s() + seconds;
+	struct pollfd pfd[TPT_SPEC_MAX_MEMBERS + TPT_SPEC_MAX_SPARES];
+	struct tpt_member *who[TPT_SPEC_MAX_MEMBERS + TPT_SPEC_MAX_SPARES];
+	unsigned int i, n;
+
+	while (now_s() < deadline && array_settling(a)) {
+		for (i = 0, n = 0; i < a->nr_boxes; i++) {
+			struct tpt_member *m = &a->member[i];
+
+			if (!m->iscsi || m->failing)
+				continue;
+			pfd[n].fd = iscsi_get_fd(m->iscsi);
+			pfd[n].events = iscsi_which_events(m->iscsi);
+			who[n++] = m;
+		}
+		if (poll(pfd, n, 100) < 0 && errno != EINTR)
+			break;
+		for (i = 0; i < n; i++) {
+			if (!who[i]->iscsi || who[i]->failing)
+				continue;
+			if (iscsi_service(who[i]->iscsi, pfd[i].revents) < 0)
+				member_fail(who[i], NULL);
+		}
+		for (i = 0; i < a->nr_boxes; i++)
+			member_check(&a->member[i], now_s());
+		while (!list_empty(&failing_members))
+			member_teardown(list_first_entry(&failing_members,
+							 struct tpt_member,
+							 fail_link));
+	}
+}
+
+/* ---- life of a member record ---- */
+
+int member_init(struct tpt_array *a, struct tpt_member *m, unsigned int id,
+		const char *url)
+{
+	if (failing_efd < 0) {
+		failing_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (failing_efd < 0 ||
+		    tgt_event_add(failing_efd, EPOLLIN, failing_event, NULL)) {
+			if (failing_efd >= 0)
+				close(failing_efd);
+			failing_efd = -1;
+			return -EIO;
+		}
+	}
+	memset(m, 0, sizeof(*m));
+	m->array = a;
+	m->id = id;
+	m->position = -1;
+	m->fd = -1;
+	snprintf(m->url, sizeof(m->url), "%s", url);
+	INIT_LIST_HEAD(&m->cmds);
 	if (list_empty(&watched_members)) {
 		member_tick_work.func = member_tick;
 		add_work(&member_tick_work, 1);
 	}
-	list_add_tail(&w->link, &watched_members);
+	list_add_tail(&m->watch_link, &watched_members);
+	return 0;
 }
 
 void member_close(struct tpt_member *m)
 {
-	struct watched *w;
-
-	list_for_each_entry(w, &watched_members, link) {
-		if (w->m == m) {
-			list_del(&w->link);
-			free(w);
-			/* The tick runs while anything is watched. */
-			if (list_empty(&watched_members))
-				del_work(&member_tick_work);
-			break;
-		}
+	if (!m->array)
+		return;
+	list_del(&m->watch_link);
+	/* The tick runs while anything is watched. */
+	if (list_empty(&watched_members))
+		del_work(&member_tick_work);
+	if (m->failing) {
+		list_del(&m->fail_link);
+		m->failing = false;
 	}
-	if (m->fd >= 0)
-		tgt_event_del(m->fd);
-	m->fd = -1;
-	if (m->iscsi) {
-		if (m->up)
-			iscsi_logout_sync(m->iscsi);
-		iscsi_destroy_context(m->iscsi);
-		m->iscsi = NULL;
+	if (m->link == MEMBER_ONLINE && m->iscsi)
+		iscsi_logout_sync(m->iscsi);
+	if (m->link != MEMBER_OFFLINE) {
+		m->fail_reason = "the array is stopping";
+		member_teardown(m);
 	}
-	m->up = false;
+	m->array = NULL;
 }

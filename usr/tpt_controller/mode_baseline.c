@@ -30,9 +30,12 @@ struct bl_run {
 	unsigned int step;
 	unsigned int pending;
 	int failure;
+	bool retry;
 	unsigned int pdus;		/* commands actually sent */
 };
 
+/* The in-band controller needs nothing of its members but READ and
+ * WRITE. */
 static int bl_setup(struct tpt_array *a)
 {
 	(void)a;
@@ -42,6 +45,19 @@ static int bl_setup(struct tpt_array *a)
 static void bl_teardown(struct tpt_array *a)
 {
 	(void)a;
+}
+
+static void bl_member_setup(struct tpt_array *a, struct tpt_member *m,
+			    void (*done)(struct tpt_member *m, int err))
+{
+	(void)a;
+	done(m, 0);
+}
+
+static void bl_member_lost(struct tpt_array *a, struct tpt_member *m)
+{
+	(void)a;
+	(void)m;
 }
 
 static uint8_t *bl_alloc(size_t len)
@@ -74,24 +90,62 @@ static void bl_end(struct bl_run *run)
 		free(run->temp[i]);
 	free(run->temp);
 	bl_plan_free(&run->plan);
-	tpt_span_done(run->span, run->failure, &d);
+	tpt_span_done(run->span, run->failure, run->retry, &d);
 	free(run);
+}
+
+/*
+ * What a failed READ or WRITE means: a member that is gone (member.c
+ * failed it) or busy is planned around on a retry; a medium error on a
+ * read is served without that member for this span; anything else a
+ * member says about its own media fails it.
+ */
+static void bl_classify(struct bl_run *run, struct tpt_member *m,
+			const struct bl_cmd *cmd, struct scsi_task *task,
+			int status)
+{
+	bool retry = true;
+	int err = -EIO;
+
+	if (status == SCSI_STATUS_CHECK_CONDITION && task) {
+		if (task->sense.key == SCSI_SENSE_MEDIUM_ERROR &&
+		    cmd->op == BL_READ && run->span->kind == TPT_SPAN_READ) {
+			run->span->excluded |= 1u << cmd->member;
+			err = -ESTALE;
+		} else if (task->sense.key == SCSI_SENSE_MEDIUM_ERROR ||
+			   task->sense.key == SCSI_SENSE_HARDWARE_ERROR) {
+			array_member_error(m->array, m, "medium error");
+		} else if (task->sense.key == SCSI_SENSE_ILLEGAL_REQUEST) {
+			retry = false;
+		}
+	}
+	if (!run->failure || run->retry) {
+		run->failure = err;
+		run->retry = retry;
+	}
 }
 
 static void bl_step(struct bl_run *run);
 
+struct bl_io {
+	struct bl_run *run;
+	const struct bl_cmd *cmd;
+};
+
 static void bl_cmd_done(struct tpt_member *m, struct scsi_task *task,
 			int status, void *arg)
 {
-	struct bl_run *run = arg;
+	struct bl_io *io = arg;
+	struct bl_run *run = io->run;
 
-	(void)task;
 	if (status != SCSI_STATUS_GOOD) {
-		eprintf("tptraid: member %u: command failed with status %d: "
-			"%s\n", m->index, status, member_error(m));
-		if (!run->failure)
-			run->failure = -EIO;
+		if (status != SCSI_STATUS_CANCELLED)
+			eprintf("tptraid: member %u: command failed with "
+				"status 0x%x: %s\n", m->id, status,
+				member_error(m));
+		bl_classify(run, m, io->cmd, task, status);
 	}
+	free(io);
 	if (!--run->pending)
 		bl_step(run);
 }
@@ -128,10 +182,14 @@ static int bl_local(struct bl_run *run, const struct bl_cmd *cmd)
 
 static int bl_send(struct bl_run *run, const struct bl_cmd *cmd)
 {
-	struct tpt_member *m = &run->span->array->member[cmd->member];
+	struct tpt_member *m = array_position_member(run->span->array,
+						     cmd->member);
 	struct scsi_task *task;
+	struct bl_io *io;
 	int err;
 
+	if (!m)
+		return -EIO;
 	if (cmd->op == BL_READ) {
 		task = scsi_cdb_read16(cmd->lba, cmd->bytes, m->block_size, 0,
 				       0, 0, 0, 0);
@@ -141,16 +199,25 @@ static int bl_send(struct bl_run *run, const struct bl_cmd *cmd)
 			task = NULL;
 		}
 	} else {
+		/* The host asked for its write to be on media (FUA). */
 		task = scsi_cdb_write16(cmd->lba, cmd->bytes, m->block_size, 0,
-					0, 0, 0, 0);
+					0, run->span->fua ? 1 : 0, 0, 0);
 	}
-	if (!task)
+	io = calloc(1, sizeof(*io));
+	if (!task || !io) {
+		if (task)
+			scsi_free_scsi_task(task);
+		free(io);
 		return -ENOMEM;
+	}
+	io->run = run;
+	io->cmd = cmd;
 	run->pending++;
 	err = member_send(m, task, cmd->op == BL_WRITE ?
 				      bl_mem(run, &cmd->src) : NULL,
-			  cmd->op == BL_WRITE ? cmd->bytes : 0, bl_cmd_done, run);
+			  cmd->op == BL_WRITE ? cmd->bytes : 0, bl_cmd_done, io);
 	if (err) {
+		free(io);
 		run->pending--;
 		return err;
 	}
@@ -184,8 +251,11 @@ static void bl_step(struct bl_run *run)
 		if (cmd->op == BL_READ || cmd->op == BL_WRITE)
 			err = bl_send(run, cmd);
 	}
-	if (err && !run->failure)
+	if (err && (!run->failure || run->retry)) {
+		/* A member gone since the plan: the re-plan knows. */
 		run->failure = err;
+		run->retry = err == -EIO;
+	}
 	if (!--run->pending)
 		bl_step(run);
 }
@@ -197,18 +267,31 @@ static int bl_start(struct tpt_span *s)
 		.geo = &a->geo,
 		.level = a->level,
 		.block_size = a->block_size,
+		.missing = array_span_missing(s),
 	};
 	struct bl_run *run = calloc(1, sizeof(*run));
 	unsigned int i;
 	int err;
 
 	if (!run) {
-		tpt_span_done(s, -ENOMEM, NULL);
+		tpt_span_done(s, -ENOMEM, false, NULL);
 		return 0;
 	}
 	run->span = s;
-	err = s->write ? a->level->bl_write(&c, s->lba, s->blocks, &run->plan) :
-			 a->level->bl_read(&c, s->lba, s->blocks, &run->plan);
+	switch (s->kind) {
+	case TPT_SPAN_WRITE:
+		err = a->level->bl_write(&c, s->lba, s->blocks, &run->plan);
+		break;
+	case TPT_SPAN_READ:
+		err = a->level->bl_read(&c, s->lba, s->blocks, &run->plan);
+		break;
+	default:
+		err = a->level->bl_rebuild(&c, s->first_stripe,
+					   (uint32_t)(s->last_stripe -
+						      s->first_stripe + 1),
+					   s->member, &run->plan);
+		break;
+	}
 	if (!err && run->plan.nr_temps) {
 		run->temp = calloc(run->plan.nr_temps, sizeof(*run->temp));
 		if (!run->temp)
@@ -218,10 +301,12 @@ static int bl_start(struct tpt_span *s)
 				err = -ENOMEM;
 	}
 	if (err) {
-		eprintf("tptraid: cannot plan a %s of %u blocks at %" PRIu64
-			": %s\n", s->write ? "write" : "read", s->blocks,
-			s->lba, strerror(-err));
+		if (err != -ENODATA)
+			eprintf("tptraid: cannot plan %u blocks at %" PRIu64
+				": %s\n", s->blocks, s->lba, strerror(-err));
 		run->failure = err;
+		/* Two members gone: no plan until one comes back. */
+		run->retry = err == -ENODATA;
 		bl_end(run);
 		return 0;
 	}
@@ -233,5 +318,7 @@ const struct tpt_mode_ops tpt_mode_baseline = {
 	.name = "baseline",
 	.setup = bl_setup,
 	.teardown = bl_teardown,
+	.member_setup = bl_member_setup,
+	.member_lost = bl_member_lost,
 	.start = bl_start,
 };

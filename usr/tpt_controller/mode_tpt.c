@@ -4,17 +4,22 @@
  * move the data (to and from the host's data, which the controller holds
  * as the unmodified host's proxy and registers with the datamover) and
  * compute parity among themselves.  The controller never touches a data
- * byte after iSCSI delivered it.
+ * byte after iSCSI delivered it, degraded or not: a missing member's
+ * blocks are rebuilt by the surviving targets (III-D 5).
  *
- * Set-up (III-B): the controller's datamover, each member's endpoint (TPT
- * REPORT ENDPOINT), the peer list to every member (TPT SET PEER LIST),
- * and each member's slot table (TPT REPORT SLOTS, the Send_Control STag
- * qualifier).  At teardown every member drops what it holds for us (TPT
+ * Set-up (III-B), per box as it comes online: its endpoint (TPT REPORT
+ * ENDPOINT), a new generation of the peer list to every box we know an
+ * endpoint of, then its slot table (TPT REPORT SLOTS, the Send_Control
+ * STag qualifier).  Peer ids are the boxes' ids, stable across
+ * generations.  At teardown every member drops what it holds for us (TPT
  * RELEASE ALL, III-B step 4).
  *
- * A failed step ends the span: TPT RELEASE to every member that got a
- * command (nothing reached a disk before WRITE NEW DATA, III-D 4), then
- * the host sees the error.
+ * A failed step ends the attempt: TPT RELEASE of the span's groups to
+ * every box that got a command (nothing reached a disk before WRITE NEW
+ * DATA, III-D 4); then the engine plans the span again or fails it, by
+ * what the targets said (protocol.md 9.1's fault classes): a target that
+ * failed itself is failed, a peer it could not reach is probed, a
+ * medium error on a read is served without that member.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,6 +38,7 @@
 #include "controller/slot_alloc.h"
 #include "controller/tpt_plan.h"
 #include "iser/tpt_dm.h"
+#include "scsi/tpt_sense.h"
 #include "tpt_datamover.h"
 #include "tpt_controller.h"
 
@@ -40,20 +46,27 @@
  * for a span of 32 stripes (array.c) with a result of each kind. */
 #define TPT_CTL_SLOTS 128
 
-/* What TPT mode keeps per member. */
+/* What TPT mode keeps per box. */
 struct tp_member {
+	bool has_endpoint;
 	struct tpt_endpoint_report endpoint;
 	uint8_t token[TPT_AUTH_TOKEN_LEN];	/* what peers present to it */
 	struct tpt_slot_table slot_table;
+	struct slot_alloc slots;
+	bool slots_ready;
+	/* Set-up in progress. */
+	void (*setup_done)(struct tpt_member *m, int err);
+	unsigned int lists_pending;
+	int setup_err;
 };
 
 struct tp_array {
-	struct tp_member member[TPT_SPEC_MAX_MEMBERS];
+	struct tp_member member[TPT_MAX_BOXES];
 	uint8_t token[TPT_AUTH_TOKEN_LEN];	/* targets present it to us */
-	struct slot_alloc slots[TPT_SPEC_MAX_MEMBERS];
+	struct slot_alloc *slot_of[TPT_SPEC_MAX_MEMBERS];
 	struct tpt_plan_ctx plan_ctx;
 	uint32_t next_group;
-	bool slots_ready;
+	uint32_t generation;			/* of the peer list */
 };
 
 static struct tp_array *tp_of(const struct tpt_array *a)
@@ -61,7 +74,12 @@ static struct tp_array *tp_of(const struct tpt_array *a)
 	return a->mode_priv;
 }
 
-/* ---- set-up ---- */
+static struct tp_member *tpm_of(const struct tpt_member *m)
+{
+	return &tp_of(m->array)->member[m->id];
+}
+
+/* ---- admission of the targets' datamover connections ---- */
 
 static LIST_HEAD(tp_arrays);
 
@@ -70,8 +88,8 @@ struct tp_array_entry {
 	struct tpt_array *array;
 };
 
-/* Incoming datamover connections: targets of one of our arrays reading
- * or writing the host data we proxy. */
+/* Targets of one of our arrays reading or writing the host data we
+ * proxy, or the data a degraded read sends us. */
 static int tp_accept_peer(const struct tpt_dm_hello *hello,
 			  const struct sockaddr *src, socklen_t srclen)
 {
@@ -84,7 +102,7 @@ static int tp_accept_peer(const struct tpt_dm_hello *hello,
 
 		if (a->array_id == hello->array_id &&
 		    hello->role == TPT_DM_ROLE_TARGET &&
-		    hello->peer_id < a->nr_members &&
+		    hello->peer_id < a->nr_boxes &&
 		    !memcmp(hello->token, tp_of(a)->token,
 			    sizeof(tp_of(a)->token)))
 			return 0;
@@ -97,55 +115,112 @@ static struct tpt_datamover_user tp_dm_user = {
 	.accept = tp_accept_peer,
 };
 
-static int tp_report_endpoint(struct tpt_member *m)
-{
-	struct tp_member *tm = &tp_of(m->array)->member[m->index];
-	uint8_t cdb[16] = { TPT_OP_REPORT_ENDPOINT };
-	struct tpt_field_ptr where;
-	struct scsi_task *task;
-	int ret = 0;
+/* ---- per-box set-up (asynchronous) ---- */
 
-	tpt_put_be(&cdb[10], TPT_ENDPOINT_REPORT_LEN, 4);
-	task = member_command_sync(m, cdb, SCSI_XFER_READ, NULL,
-				   TPT_ENDPOINT_REPORT_LEN);
-	if (!task) {
-		eprintf("tptraid: member %u (%s) is not a TPT target: put its "
-			"LUN in TPT mode (tpt=on)\n", m->index, m->url);
-		return -EPROTO;
-	}
-	if (tpt_endpoint_report_decode(task->datain.data, task->datain.size,
-				       &tm->endpoint, &where)) {
-		eprintf("tptraid: member %u (%s): bad endpoint report\n",
-			m->index, m->url);
-		ret = -EPROTO;
-	} else if (strcmp(tm->endpoint.provider,
-			  tpt_dm_provider_name(tpt_datamover()))) {
-		eprintf("tptraid: member %u moves data with %s, this "
-			"controller with %s\n", m->index,
-			tm->endpoint.provider,
-			tpt_dm_provider_name(tpt_datamover()));
-		ret = -EPROTO;
-	}
-	scsi_free_scsi_task(task);
-	return ret;
+static void tp_setup_end(struct tpt_member *m, int err)
+{
+	struct tp_member *tm = tpm_of(m);
+	void (*done)(struct tpt_member *, int) = tm->setup_done;
+
+	tm->setup_done = NULL;
+	if (done)
+		done(m, err);
 }
 
-static int tp_deliver_peer_list(struct tpt_array *a)
+static void tp_slots_done(struct tpt_member *m, struct scsi_task *task,
+			  int status, void *arg)
+{
+	struct tp_member *tm = tpm_of(m);
+	struct tpt_field_ptr where;
+	struct tpt_slot_table *t = &tm->slot_table;
+
+	(void)arg;
+	if (status != SCSI_STATUS_GOOD ||
+	    tpt_slot_table_decode(task->datain.data, task->datain.size, t,
+				  &where) ||
+	    t->count != TPT_CTL_SLOTS ||
+	    t->payload_size != m->array->spec.unit_bytes ||
+	    slot_alloc_init(&tm->slots, t->count)) {
+		eprintf("tptraid: member %u (%s): unusable slot table\n",
+			m->id, m->url);
+		tp_setup_end(m, -EPROTO);
+		return;
+	}
+	tm->slots_ready = true;
+	tp_setup_end(m, 0);
+}
+
+static void tp_report_slots(struct tpt_member *m)
+{
+	uint32_t alloc = TPT_SLOT_TABLE_LEN(TPT_CTL_SLOTS);
+	uint8_t cdb[16] = { TPT_OP_REPORT_SLOTS };
+
+	tpt_put_be(&cdb[2], m->array->spec.unit_bytes, 4);
+	tpt_put_be(&cdb[6], TPT_CTL_SLOTS, 2);
+	tpt_put_be(&cdb[10], alloc, 4);
+	if (member_send_cdb(m, cdb, SCSI_XFER_READ, NULL, alloc, tp_slots_done,
+			    NULL))
+		tp_setup_end(m, -EIO);
+}
+
+struct tp_list_send {
+	struct tpt_member *joiner;	/* whose set-up waits for it */
+	uint8_t *buf;
+};
+
+static void tp_list_done(struct tpt_member *m, struct scsi_task *task,
+			 int status, void *arg)
+{
+	struct tp_list_send *ls = arg;
+	struct tpt_member *j = ls->joiner;
+
+	/* A newer generation that arrived first makes this one moot. */
+	if (status != SCSI_STATUS_GOOD && status != SCSI_STATUS_CANCELLED &&
+	    !(task && task->sense.key == SCSI_SENSE_ILLEGAL_REQUEST &&
+	      task->sense.ascq == 0x8001)) {
+		eprintf("tptraid: member %u: TPT SET PEER LIST failed: %s\n",
+			m->id, member_error(m));
+		if (m == j)
+			tpm_of(j)->setup_err = -EPROTO;
+		else
+			member_fail(m, "it refused the peer list");
+	}
+	free(ls->buf);
+	free(ls);
+	if (!--tpm_of(j)->lists_pending) {
+		if (tpm_of(j)->setup_err)
+			tp_setup_end(j, tpm_of(j)->setup_err);
+		else
+			tp_report_slots(j);
+	}
+}
+
+/*
+ * A new generation of the peer list, to every box whose endpoint we know
+ * and that is online: peers keep their ids, so commands in flight keep
+ * naming the right ones (protocol.md 6.3).  @joiner's set-up goes on when
+ * all have answered.
+ */
+static void tp_deliver_peer_lists(struct tpt_array *a, struct tpt_member *joiner)
 {
 	struct tp_array *tp = tp_of(a);
+	struct tp_member *tj = tpm_of(joiner);
 	struct tpt_peer_list *pl = calloc(1, sizeof(*pl));
 	struct tpt_peer *p;
-	uint8_t *buf = NULL;
 	unsigned int i;
-	int len, ret = -ENOMEM;
+	int len;
 
-	if (!pl)
-		return -ENOMEM;
+	if (!pl) {
+		tp_setup_end(joiner, -ENOMEM);
+		return;
+	}
 	pl->array_id = a->array_id;
-	pl->generation = 1;
-	for (i = 0; i < a->nr_members; i++) {
+	pl->generation = ++tp->generation;
+	for (i = 0; i < a->nr_boxes; i++) {
+		if (!tp->member[i].has_endpoint)
+			continue;
 		p = &pl->peer[pl->count++];
-		p->id = i;
+		p->id = (uint16_t)i;
 		p->role = TPT_ROLE_TARGET;
 		p->ep = tp->member[i].endpoint.ep;
 		memcpy(p->token, tp->member[i].token, sizeof(p->token));
@@ -153,67 +228,117 @@ static int tp_deliver_peer_list(struct tpt_array *a)
 	p = &pl->peer[pl->count++];
 	p->id = TPT_CTL_PEER_ID;
 	p->role = TPT_ROLE_CONTROLLER;
-	if (tpt_datamover_endpoint(&p->ep)) {
-		ret = -EINVAL;
-		goto out;
-	}
 	memcpy(p->token, tp->token, sizeof(p->token));
-	buf = malloc(TPT_PEER_LIST_LEN(pl->count));
-	if (!buf)
-		goto out;
-	for (i = 0; i < a->nr_members; i++) {
-		uint8_t cdb[16] = { TPT_OP_SET_PEER_LIST };
-		struct scsi_task *task;
-
-		pl->self_id = i;
-		len = tpt_peer_list_encode(pl, buf, TPT_PEER_LIST_LEN(pl->count));
-		if (len < 0) {
-			ret = -EINVAL;
-			goto out;
-		}
-		tpt_put_be(&cdb[10], len, 4);
-		task = member_command_sync(&a->member[i], cdb, SCSI_XFER_WRITE,
-					   buf, len);
-		if (!task) {
-			ret = -EIO;
-			goto out;
-		}
-		scsi_free_scsi_task(task);
+	if (tpt_datamover_endpoint(&p->ep)) {
+		free(pl);
+		tp_setup_end(joiner, -EINVAL);
+		return;
 	}
-	ret = 0;
-out:
-	free(buf);
+	/* Held while the lists go out. */
+	tj->lists_pending = 1;
+	tj->setup_err = 0;
+	for (i = 0; i < a->nr_boxes; i++) {
+		struct tpt_member *m = &a->member[i];
+		uint8_t cdb[16] = { TPT_OP_SET_PEER_LIST };
+		struct tp_list_send *ls;
+
+		if (!tp->member[i].has_endpoint || m->link != MEMBER_ONLINE)
+			continue;
+		ls = calloc(1, sizeof(*ls));
+		if (ls)
+			ls->buf = malloc(TPT_PEER_LIST_LEN(pl->count));
+		pl->self_id = (uint16_t)i;
+		len = ls && ls->buf ? tpt_peer_list_encode(pl, ls->buf,
+				TPT_PEER_LIST_LEN(pl->count)) : -ENOMEM;
+		if (len < 0) {
+			if (ls)
+				free(ls->buf);
+			free(ls);
+			tj->setup_err = -ENOMEM;
+			continue;
+		}
+		ls->joiner = joiner;
+		tpt_put_be(&cdb[10], len, 4);
+		tj->lists_pending++;
+		if (member_send_cdb(m, cdb, SCSI_XFER_WRITE, ls->buf, len,
+				    tp_list_done, ls)) {
+			tj->lists_pending--;
+			free(ls->buf);
+			free(ls);
+		}
+	}
 	free(pl);
-	return ret;
+	if (!--tj->lists_pending) {
+		if (tj->setup_err)
+			tp_setup_end(joiner, tj->setup_err);
+		else
+			tp_report_slots(joiner);
+	}
 }
 
-static int tp_report_slots(struct tpt_member *m)
+static void tp_endpoint_done(struct tpt_member *m, struct scsi_task *task,
+			     int status, void *arg)
 {
-	struct tp_array *tp = tp_of(m->array);
-	struct tpt_slot_table *t = &tp->member[m->index].slot_table;
-	uint32_t alloc = TPT_SLOT_TABLE_LEN(TPT_CTL_SLOTS);
-	uint8_t cdb[16] = { TPT_OP_REPORT_SLOTS };
+	struct tp_member *tm = tpm_of(m);
 	struct tpt_field_ptr where;
-	struct scsi_task *task;
-	int ret = -EPROTO;
 
-	tpt_put_be(&cdb[2], m->array->spec.unit_bytes, 4);
-	tpt_put_be(&cdb[6], TPT_CTL_SLOTS, 2);
-	tpt_put_be(&cdb[10], alloc, 4);
-	task = member_command_sync(m, cdb, SCSI_XFER_READ, NULL, alloc);
-	if (!task)
-		return -EIO;
-	if (!tpt_slot_table_decode(task->datain.data, task->datain.size, t,
-				   &where) &&
-	    t->count == TPT_CTL_SLOTS &&
-	    t->payload_size == m->array->spec.unit_bytes)
-		ret = slot_alloc_init(&tp->slots[m->index], t->count);
-	if (ret)
-		eprintf("tptraid: member %u (%s): unusable slot table\n",
-			m->index, m->url);
-	scsi_free_scsi_task(task);
-	return ret;
+	(void)arg;
+	if (status != SCSI_STATUS_GOOD) {
+		if (status == SCSI_STATUS_CHECK_CONDITION)
+			eprintf("tptraid: member %u (%s) is not a TPT target: "
+				"put its LUN in TPT mode (tpt=on)\n", m->id,
+				m->url);
+		tp_setup_end(m, -EPROTO);
+		return;
+	}
+	if (tpt_endpoint_report_decode(task->datain.data, task->datain.size,
+				       &tm->endpoint, &where)) {
+		eprintf("tptraid: member %u (%s): bad endpoint report\n",
+			m->id, m->url);
+		tp_setup_end(m, -EPROTO);
+		return;
+	}
+	if (strcmp(tm->endpoint.provider, tpt_dm_provider_name(tpt_datamover()))) {
+		eprintf("tptraid: member %u moves data with %s, this "
+			"controller with %s\n", m->id, tm->endpoint.provider,
+			tpt_dm_provider_name(tpt_datamover()));
+		tp_setup_end(m, -EPROTO);
+		return;
+	}
+	tm->has_endpoint = true;
+	tp_deliver_peer_lists(m->array, m);
 }
+
+static void tp_member_setup(struct tpt_array *a, struct tpt_member *m,
+			    void (*done)(struct tpt_member *m, int err))
+{
+	struct tp_member *tm = &tp_of(a)->member[m->id];
+	uint8_t cdb[16] = { TPT_OP_REPORT_ENDPOINT };
+
+	tm->setup_done = done;
+	tm->slots_ready = false;
+	/* A new session, a new token: whoever knew the old one is out. */
+	if (getrandom(tm->token, sizeof(tm->token), 0) != sizeof(tm->token)) {
+		tp_setup_end(m, -EIO);
+		return;
+	}
+	tpt_put_be(&cdb[10], TPT_ENDPOINT_REPORT_LEN, 4);
+	if (member_send_cdb(m, cdb, SCSI_XFER_READ, NULL,
+			    TPT_ENDPOINT_REPORT_LEN, tp_endpoint_done, NULL))
+		tp_setup_end(m, -EIO);
+}
+
+static void tp_member_lost(struct tpt_array *a, struct tpt_member *m)
+{
+	struct tp_member *tm = &tp_of(a)->member[m->id];
+
+	tm->slots_ready = false;
+	tm->has_endpoint = false;
+	/* Slots taken from this session's table are not given back. */
+	slot_alloc_destroy(&tm->slots);
+}
+
+/* ---- array set-up ---- */
 
 static void tp_teardown(struct tpt_array *a)
 {
@@ -230,19 +355,20 @@ static void tp_teardown(struct tpt_array *a)
 			break;
 		}
 	}
-	for (i = 0; i < a->nr_members; i++) {
+	for (i = 0; i < a->nr_boxes; i++) {
+		struct tpt_member *m = &a->member[i];
 		uint8_t cdb[16] = { TPT_OP_RELEASE, TPT_CDB_RELEASE_ALL };
 		struct scsi_task *task;
 
 		/* Controller stop (III-B step 4): the member drops every
 		 * buffer it held for us, then we log out. */
-		if (tp->slots_ready && a->member[i].up) {
-			task = member_command_sync(&a->member[i], cdb,
-						   SCSI_XFER_NONE, NULL, 0);
-			if (task)
-				scsi_free_scsi_task(task);
-		}
-		slot_alloc_destroy(&tp->slots[i]);
+		if (!tp->member[i].slots_ready || m->link != MEMBER_ONLINE)
+			continue;
+		task = scsi_create_task(16, cdb, SCSI_XFER_NONE, 0);
+		if (!task)
+			continue;
+		iscsi_scsi_command_sync(m->iscsi, m->lun, task, NULL);
+		scsi_free_scsi_task(task);
 	}
 	free(tp);
 	a->mode_priv = NULL;
@@ -252,8 +378,8 @@ static int tp_setup(struct tpt_array *a)
 {
 	struct tp_array_entry *e;
 	struct tp_array *tp;
-	unsigned int i;
 	char portal[80];
+	unsigned int p;
 	int ret;
 
 	tp = calloc(1, sizeof(*tp));
@@ -268,29 +394,19 @@ static int tp_setup(struct tpt_array *a)
 	list_add_tail(&e->link, &tp_arrays);
 	if (getrandom(tp->token, sizeof(tp->token), 0) != sizeof(tp->token))
 		return -EIO;
-	for (i = 0; i < a->nr_members; i++)
-		if (getrandom(tp->member[i].token, sizeof(tp->member[i].token),
-			      0) != sizeof(tp->member[i].token))
-			return -EIO;
 	snprintf(portal, sizeof(portal), "%s:%u", a->spec.dm_addr,
 		 a->spec.dm_port);
 	tpt_datamover_register(&tp_dm_user);
 	ret = tpt_datamover_set_portal(portal);
 	if (!ret)
 		ret = tpt_datamover_open();
-	for (i = 0; !ret && i < a->nr_members; i++)
-		ret = tp_report_endpoint(&a->member[i]);
-	if (!ret)
-		ret = tp_deliver_peer_list(a);
-	for (i = 0; !ret && i < a->nr_members; i++)
-		ret = tp_report_slots(&a->member[i]);
 	if (ret)
 		return ret;
-	tp->slots_ready = true;
 	tp->plan_ctx.geo = &a->geo;
 	tp->plan_ctx.level = a->level;
-	tp->plan_ctx.block_size = a->block_size;
-	tp->plan_ctx.slots = tp->slots;
+	tp->plan_ctx.slots = tp->slot_of;
+	for (p = 0; p < TPT_SPEC_MAX_MEMBERS; p++)
+		tp->slot_of[p] = &tp->member[0].slots;
 	return 0;
 }
 
@@ -305,6 +421,7 @@ struct tp_run {
 	unsigned int step;
 	unsigned int pending;
 	int failure;
+	bool retry;
 	unsigned int pdus;		/* commands actually sent */
 };
 
@@ -315,6 +432,12 @@ struct tp_cmd {
 };
 
 static void tp_step(struct tp_run *run);
+
+/* The box serving position @pos for this span. */
+static struct tpt_member *tp_box(struct tp_run *run, unsigned int pos)
+{
+	return array_position_member(run->span->array, pos);
+}
 
 /* Counters for the span, from its plan: what the controller sent and what
  * the members moved for it. */
@@ -330,8 +453,8 @@ static void tp_count(struct tp_run *run, struct tpt_array_counters *d)
 	tpt_plan_count(&run->plan, &k);
 	d->rma_ops = k.transfers;
 	for (i = 0; i < run->span->array->nr_members; i++) {
-		/* The host's data is ours: PREP READ pushes into it,
-		 * everything else pulls from it. */
+		/* The host's data is ours: PREP READ and SEND RESULT push
+		 * into it, everything else pulls from it. */
 		d->target_bytes_in += k.member[i].host_out;
 		d->target_bytes_out += k.member[i].host_in;
 	}
@@ -340,19 +463,85 @@ static void tp_count(struct tp_run *run, struct tpt_array_counters *d)
 static void tp_end(struct tp_run *run)
 {
 	struct tpt_span *s = run->span;
-	struct tp_array *tp = tp_of(s->array);
 	struct tpt_array_counters d;
 
 	/* Every member freed the slots: by WRITE NEW DATA or by RELEASE. */
-	tpt_plan_return_slots(&tp->plan_ctx, &run->plan);
+	tpt_plan_return_slots(&run->plan);
 	tp_count(run, &d);
 	tpt_plan_free(&run->plan);
 	if (run->releasing)
 		tpt_plan_free(&run->release);
 	if (run->host_mr)
 		tpt_dm_buf_release(run->host_mr);
-	tpt_span_done(s, run->failure, &d);
+	tpt_span_done(s, run->failure, run->retry, &d);
 	free(run);
+}
+
+static void tp_fail(struct tp_run *run, int err, bool retry)
+{
+	if (run->failure && !run->retry)
+		return;
+	run->failure = err;
+	run->retry = retry;
+}
+
+/*
+ * What a failed command means for its span (protocol.md 9.1): a target
+ * that failed itself is failed (a medium error on a read excludes it from
+ * this span only), a peer it could not reach is probed, state lost is
+ * planned again at once, a shortage after a pause.  A command we got
+ * wrong is a bug: the span fails.
+ */
+static void tp_classify(struct tp_run *run, struct tpt_member *m,
+			const struct tpt_plan_cmd *pc, struct scsi_task *task,
+			int status)
+{
+	struct tpt_array *a = run->span->array;
+	const struct tpt_sense_code *code;
+	struct tpt_sense sense;
+
+	if (status != SCSI_STATUS_CHECK_CONDITION || !task ||
+	    task->datain.size < 2 ||
+	    tpt_sense_parse(task->datain.data + 2, task->datain.size - 2,
+			    &sense)) {
+		/* The member is gone (member.c failed it), or busy. */
+		tp_fail(run, -EIO, true);
+		return;
+	}
+	code = tpt_sense_code(sense.reason);
+	if (!code) {
+		tp_fail(run, -EIO, true);
+		return;
+	}
+	switch (code->fault) {
+	case TPT_FAULT_STATE:
+		tp_fail(run, -ESTALE, true);
+		return;
+	case TPT_FAULT_BUSY:
+		tp_fail(run, -EAGAIN, true);
+		return;
+	case TPT_FAULT_PEER:
+		if (sense.info.info_valid &&
+		    sense.info.information < a->nr_boxes)
+			member_probe(&a->member[sense.info.information]);
+		tp_fail(run, -EIO, true);
+		return;
+	case TPT_FAULT_LOCAL:
+		if (sense.reason == TPT_SENSE_READ_ERROR &&
+		    run->span->kind == TPT_SPAN_READ) {
+			run->span->excluded |= 1u << pc->member;
+			tp_fail(run, -ESTALE, true);
+			return;
+		}
+		array_member_error(a, m, code->name);
+		tp_fail(run, -EIO, true);
+		return;
+	default:
+		/* Our peer list may just be older than the target's. */
+		tp_fail(run, -EIO, sense.reason == TPT_SENSE_UNKNOWN_PEER ||
+				   sense.reason == TPT_SENSE_PEER_LIST_MISSING);
+		return;
+	}
 }
 
 static void tp_cmd_done(struct tpt_member *m, struct scsi_task *task,
@@ -361,13 +550,15 @@ static void tp_cmd_done(struct tpt_member *m, struct scsi_task *task,
 	struct tp_cmd *c = arg;
 	struct tp_run *run = c->run;
 
-	if (status != SCSI_STATUS_GOOD) {
-		eprintf("tptraid: member %u: %s of group %u failed: status "
-			"%d, sense %x/%04x\n", m->index,
-			tpt_plan_op_name(c->pc->op), run->plan.group, status,
-			task ? task->sense.key : 0, task ? task->sense.ascq : 0);
-		if (!run->failure)
-			run->failure = -EIO;
+	if (status != SCSI_STATUS_GOOD && !run->releasing) {
+		if (status != SCSI_STATUS_CANCELLED)
+			eprintf("tptraid: member %u: %s of group %u failed: "
+				"status 0x%x, sense %x/%04x\n", m->id,
+				tpt_plan_op_name(c->pc->op),
+				run->plan.group + c->pc->group_offset, status,
+				task ? task->sense.key : 0,
+				task ? task->sense.ascq : 0);
+		tp_classify(run, m, c->pc, task, status);
 	}
 	free(c->data_out);
 	free(c);
@@ -376,13 +567,13 @@ static void tp_cmd_done(struct tpt_member *m, struct scsi_task *task,
 }
 
 /* The transfer list of @pc: host pieces name our registration of the host
- * data, slot pieces the member's slot as it reported it. */
+ * data, slot pieces the box's slot as it reported it. */
 static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 			const struct tpt_plan_cmd *pc, uint8_t **out)
 {
 	struct tp_array *tp = tp_of(run->span->array);
 	struct tpt_xfer_list *xl = calloc(1, sizeof(*xl));
-	uint64_t base = tpt_dm_buf_rma_base(run->host_mr);
+	uint64_t base = run->host_mr ? tpt_dm_buf_rma_base(run->host_mr) : 0;
 	unsigned int i;
 	int len;
 
@@ -395,22 +586,28 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 		struct tpt_xfer_desc *d = &xl->desc[i];
 
 		d->length = ref->length;
-		xl->total_length += ref->length;
 		if (ref->kind == TPT_REF_HOST) {
 			d->peer = TPT_CTL_PEER_ID;
 			d->flags = base ? TPT_XFER_VIRT_ADDR : 0;
 			d->stag = tpt_dm_buf_stag(run->host_mr);
 			d->offset = base + ref->host_offset;
 		} else {
-			const struct tpt_slot_table *t =
-				&tp->member[ref->member].slot_table;
+			struct tpt_member *box = tp_box(run, ref->member);
+			const struct tpt_slot_table *t;
 
-			d->peer = ref->member;
+			if (!box) {
+				free(xl);
+				return -EIO;
+			}
+			t = &tp->member[box->id].slot_table;
+			d->peer = (uint16_t)box->id;
 			d->flags = TPT_XFER_SLOT | (t->flags & TPT_XFER_VIRT_ADDR);
 			d->stag = t->slot[ref->slot].stag;
 			d->offset = t->slot[ref->slot].offset;
 		}
 	}
+	/* The descriptors' sum, or what READ MEDIUM exports without any. */
+	xl->total_length = (uint64_t)pc->blocks * run->span->array->block_size;
 	*out = malloc(TPT_XFER_LIST_LEN(xl->count));
 	len = *out ? tpt_xfer_list_encode(xl, *out, TPT_XFER_LIST_LEN(xl->count)) :
 		     -ENOMEM;
@@ -425,12 +622,12 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 static int tp_send(struct tp_run *run, const struct tpt_plan *p,
 		   const struct tpt_plan_cmd *pc)
 {
-	struct tpt_member *m = &run->span->array->member[pc->member];
+	struct tpt_member *m = tp_box(run, pc->member);
 	struct tpt_cdb cdb = {
 		.opcode = tpt_plan_opcode(pc->op),
 		.lba = pc->lba,
 		.transfer_length = pc->blocks,
-		.group = p->group,
+		.group = p->group + pc->group_offset,
 		.parity_mode = pc->parity_mode,
 	};
 	uint8_t raw[TPT_CDB_MAX_LEN] = { 0 };
@@ -438,6 +635,8 @@ static int tp_send(struct tp_run *run, const struct tpt_plan *p,
 	struct tp_cmd *c;
 	int len = 0, n;
 
+	if (!m)
+		return -EIO;
 	switch (pc->op) {
 	case TPT_PLAN_PREP_READ:
 	case TPT_PLAN_PREP_WRITE:
@@ -445,6 +644,10 @@ static int tp_send(struct tp_run *run, const struct tpt_plan *p,
 		break;
 	case TPT_PLAN_XDWRITE:
 		cdb.flags = TPT_CDB_DISABLE_WRITE;
+		break;
+	case TPT_PLAN_WRITE_NEW_DATA:
+		/* The host asked for its write to be on media (FUA). */
+		cdb.flags = run->span->fua ? TPT_CDB_FUA : 0;
 		break;
 	case TPT_PLAN_PRE_FETCH:
 		/* SBC's GROUP NUMBER is a hint there, not our request id. */
@@ -500,11 +703,13 @@ static void tp_send_step(struct tp_run *run, const struct tpt_plan *p,
 	run->pending++;
 	for (i = 0; i < s->nr_cmds; i++) {
 		err = tp_send(run, p, &p->cmds[s->first_cmd + i]);
-		if (err) {
-			if (!run->failure)
-				run->failure = err;
+		if (!err)
+			continue;
+		/* A member gone since the plan: the re-plan knows. */
+		tp_fail(run, err, err == -EIO);
+		/* Releases go to every member that can take one. */
+		if (!run->releasing)
 			break;
-		}
 	}
 	if (!--run->pending)
 		tp_step(run);
@@ -535,6 +740,45 @@ static void tp_step(struct tp_run *run)
 	tp_send_step(run, &run->plan, run->step++);
 }
 
+/* Point the planner at the slots of the boxes now serving each position. */
+static void tp_bind_slots(struct tpt_array *a)
+{
+	struct tp_array *tp = tp_of(a);
+	unsigned int p;
+
+	for (p = 0; p < a->nr_members; p++) {
+		struct tpt_member *m = array_position_member(a, p);
+
+		tp->slot_of[p] = m ? &tp->member[m->id].slots :
+				     &tp->member[0].slots;
+	}
+}
+
+static int tp_plan(struct tpt_span *s, struct tp_run *run, uint32_t group)
+{
+	struct tpt_array *a = s->array;
+	struct tp_array *tp = tp_of(a);
+	struct tpt_plan_ctx *c = &tp->plan_ctx;
+
+	tp_bind_slots(a);
+	c->block_size = a->block_size;
+	c->missing = array_span_missing(s);
+	switch (s->kind) {
+	case TPT_SPAN_WRITE:
+		return a->level->tpt_write(c, s->lba, s->blocks, group,
+					   &run->plan);
+	case TPT_SPAN_READ:
+		return a->level->tpt_read(c, s->lba, s->blocks, group,
+					  &run->plan);
+	case TPT_SPAN_REBUILD:
+		return a->level->tpt_rebuild(c, s->first_stripe,
+					     (uint32_t)(s->last_stripe -
+							s->first_stripe + 1),
+					     s->member, group, &run->plan);
+	}
+	return -EINVAL;
+}
+
 static int tp_start(struct tpt_span *s)
 {
 	struct tpt_array *a = s->array;
@@ -546,36 +790,37 @@ static int tp_start(struct tpt_span *s)
 
 	run = calloc(1, sizeof(*run));
 	if (!run) {
-		tpt_span_done(s, -ENOMEM, NULL);
+		tpt_span_done(s, -ENOMEM, false, NULL);
 		return 0;
 	}
 	run->span = s;
-	group = tp->next_group++;
-	if (!group)
-		group = tp->next_group++;
-	err = s->write ? a->level->tpt_write(&tp->plan_ctx, s->lba, s->blocks,
-					     group, &run->plan) :
-			 a->level->tpt_read(&tp->plan_ctx, s->lba, s->blocks,
-					    group, &run->plan);
+	/* Two group numbers per span (TPT_PLAN_MAX_GROUPS), never 0. */
+	group = tp->next_group;
+	if (!group || group + 1 == 0)
+		group = 1;
+	tp->next_group = group + TPT_PLAN_MAX_GROUPS;
+	err = tp_plan(s, run, group);
 	if (err == -EAGAIN) {
 		free(run);
 		return -EAGAIN;
 	}
-	if (!err)
+	if (!err && s->kind != TPT_SPAN_REBUILD)
 		err = tpt_dm_register(tpt_datamover(), s->buf, bytes,
-				      s->write ? TPT_DM_ACCESS_REMOTE_READ :
-						 TPT_DM_ACCESS_REMOTE_WRITE,
+				      s->kind == TPT_SPAN_WRITE ?
+				      TPT_DM_ACCESS_REMOTE_READ :
+				      TPT_DM_ACCESS_REMOTE_WRITE,
 				      &run->host_mr);
 	if (err) {
-		eprintf("tptraid: cannot plan a %s of %u blocks at %" PRIu64
-			": %s\n", s->write ? "write" : "read", s->blocks,
-			s->lba, strerror(-err));
+		if (err != -ENODATA)
+			eprintf("tptraid: cannot plan %u blocks at %" PRIu64
+				": %s\n", s->blocks, s->lba, strerror(-err));
 		if (run->plan.cmds) {
-			tpt_plan_return_slots(&tp->plan_ctx, &run->plan);
+			tpt_plan_return_slots(&run->plan);
 			tpt_plan_free(&run->plan);
 		}
 		free(run);
-		tpt_span_done(s, err, NULL);
+		/* Two members gone: no plan until one comes back. */
+		tpt_span_done(s, err, err == -ENODATA, NULL);
 		return 0;
 	}
 	tp_step(run);
@@ -586,5 +831,7 @@ const struct tpt_mode_ops tpt_mode_tpt = {
 	.name = "tpt",
 	.setup = tp_setup,
 	.teardown = tp_teardown,
+	.member_setup = tp_member_setup,
+	.member_lost = tp_member_lost,
 	.start = tp_start,
 };

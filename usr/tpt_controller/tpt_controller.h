@@ -4,9 +4,12 @@
  *
  *   bs_tptraid.c     tgt glue: the backing store, SBC semantics of each
  *                    opcode over blocking array I/O on worker threads
- *   array.c          assembly, the request path (spans, stripe locks) and
- *                    tpt_array_submit(), the array's asynchronous API
- *   member.c         member sessions: libiscsi on tgtd's event loop
+ *   array.c          assembly, membership, the request path (spans,
+ *                    stripe locks, re-planning) and tpt_array_submit()
+ *   member.c         member sessions on tgtd's event loop: connect,
+ *                    commands, failure detection, reconnect
+ *   recovery.c       background work: rebuild onto a spare, catching a
+ *                    returning member up, resync after a crash
  *   mode_tpt.c       TPT mode: the level's TPT plans, sent step by step;
  *                    the targets move data and compute parity
  *   mode_baseline.c  Baseline mode: the paper's in-band controller runs
@@ -17,6 +20,10 @@
  * tpt_mode_ops) are each one ops struct; the engine knows neither's
  * details.  Everything here runs on tgtd's event loop except
  * tpt_array_io(), the blocking wrapper the worker threads call.
+ *
+ * Members are boxes (struct tpt_member: a URL and its session); the
+ * layout's positions 0..N-1 are served by boxes (struct tpt_position),
+ * and plans name positions.  A spare is a box without a position.
  */
 #ifndef __TPT_CONTROLLER_H__
 #define __TPT_CONTROLLER_H__
@@ -24,9 +31,12 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "list.h"
+#include "work.h"
 #include "controller/array_spec.h"
+#include "controller/member_sb.h"
 #include "controller/raid_level.h"
 #include "iser/tpt_dm.h"
 #include "scsi/tpt_cdb.h"
@@ -36,8 +46,9 @@ struct scsi_task;
 struct scsi_lu;
 struct tpt_array;
 
-/* Peer id of the controller in the lists it delivers; members are 0..N-1. */
+/* Peer id of the controller in the lists it delivers; boxes are 0..n-1. */
 #define TPT_CTL_PEER_ID 1000
+#define TPT_MAX_BOXES (TPT_SPEC_MAX_MEMBERS + TPT_SPEC_MAX_SPARES)
 
 /* ---- counters (the terms of the paper's Tables I and II) ---- */
 
@@ -50,9 +61,19 @@ struct tpt_array_counters {
 	uint64_t pdus;				/* commands sent to members */
 	uint64_t rma_ops;			/* one-sided transfers members started */
 	uint64_t failed;			/* host requests that failed */
+	uint64_t replans;			/* spans planned again after a fault */
+	uint64_t degraded_spans;		/* spans planned without a member */
+	uint64_t member_failures;		/* members found failed */
+	uint64_t medium_errors;			/* local read errors served degraded */
 };
 
 /* ---- member.c ---- */
+
+enum member_link {
+	MEMBER_OFFLINE,		/* no session */
+	MEMBER_CONNECTING,	/* login, READ CAPACITY */
+	MEMBER_ONLINE,
+};
 
 struct tpt_member_stats {
 	uint64_t cmds;
@@ -61,40 +82,59 @@ struct tpt_member_stats {
 
 struct tpt_member {
 	struct tpt_array *array;
-	unsigned int index;		/* position in the layout */
+	unsigned int id;		/* stable: its peer id in peer lists */
+	int position;			/* in the layout, or -1: a spare */
 	char url[TPT_SPEC_URL_MAX];
+	enum member_link link;
 	struct iscsi_context *iscsi;
 	int lun;
 	int fd;				/* registered with tgt's event loop */
-	bool up;
 	uint64_t nr_blocks;
 	uint32_t block_size;
+	struct list_head cmds;		/* commands in flight */
+	struct list_head watch_link;	/* every member, for the tick */
+	struct list_head fail_link;	/* teardown pending */
+	bool failing;
+	const char *fail_reason;
+	time_t nop_sent;		/* monotonic seconds; 0: no NOP in flight */
+	time_t next_connect;
+	time_t connect_started;
+
+	/* The array's view (array.c). */
+	bool ready;			/* set up: superblock read, mode ready */
+	bool refused;			/* foreign or unusable: never used */
+	struct tpt_member_sb sb;	/* as read when it came online */
+	int sb_status;			/* tpt_member_sb_decode()'s answer */
 	struct tpt_member_stats stats;
-	void *mode_priv;		/* the mode's state for this member */
+	void *mode_priv;		/* the mode's state for this box */
 };
 
-/* Log in and read the capacity (synchronously, at assembly): 0 or -errno,
- * logged. */
-int member_open(struct tpt_array *a, struct tpt_member *m);
-/* Start serving @m from the event loop. */
-void member_watch(struct tpt_member *m);
-/* Log out and free (synchronously, at teardown). */
+int member_init(struct tpt_array *a, struct tpt_member *m, unsigned int id,
+		const char *url);
+/* Log out and forget the session (at teardown). */
 void member_close(struct tpt_member *m);
-
-/* A command on a set-up member, synchronously: the task with GOOD status
- * (the caller frees it), or NULL, logged. */
-struct scsi_task *member_command_sync(struct tpt_member *m, const uint8_t *cdb,
-				      int xfer_dir, void *data_out,
-				      uint32_t len);
+/* Start an asynchronous connect of an OFFLINE member. */
+void member_connect(struct tpt_member *m);
+/* Fail @m (@why for the log, or NULL for libiscsi's error): deferred. */
+void member_fail(struct tpt_member *m, const char *why);
+/* A target reported @m unreachable: ask it for a sign of life now. */
+void member_probe(struct tpt_member *m);
+/* Serve the members' sessions privately until the array settles. */
+void member_wait(struct tpt_array *a, unsigned int seconds);
+const char *member_error(const struct tpt_member *m);
+const char *member_link_name(enum member_link link);
 
 typedef void (*member_cmd_cb)(struct tpt_member *m, struct scsi_task *task,
 			      int status, void *arg);
-/* Queue @task on @m (takes ownership of it); cb runs once, later, with
- * the SCSI status or a negative libiscsi status.  0, or -EIO when the
- * member is down (cb does not run). */
+/* Queue @task on ONLINE @m (takes ownership of it); cb runs once, later,
+ * with the SCSI status or a libiscsi one (SCSI_STATUS_CANCELLED when the
+ * member failed).  0, or -EIO when the member is not online (cb does not
+ * run). */
 int member_send(struct tpt_member *m, struct scsi_task *task, void *data_out,
 		uint32_t data_out_len, member_cmd_cb cb, void *arg);
-const char *member_error(const struct tpt_member *m);
+/* The same for a raw 16-byte CDB with @len bytes of @data in or out. */
+int member_send_cdb(struct tpt_member *m, const uint8_t *cdb, int xfer_dir,
+		    void *data, uint32_t len, member_cmd_cb cb, void *arg);
 
 /* ---- modes ---- */
 
@@ -106,11 +146,16 @@ struct tpt_span;
  */
 struct tpt_mode_ops {
 	const char *name;		/* "tpt", "baseline" */
-	/* Once at assembly, every member open: 0 or -errno (logged).  May
-	 * block (assembly is synchronous). */
+	/* Once at assembly: 0 or -errno (logged). */
 	int (*setup)(struct tpt_array *a);
 	/* At teardown, before the members close; undoes setup. */
 	void (*teardown)(struct tpt_array *a);
+	/* Make ONLINE @m usable (asynchronous): done() runs once, with 0 or
+	 * -errno, possibly before this returns. */
+	void (*member_setup)(struct tpt_array *a, struct tpt_member *m,
+			     void (*done)(struct tpt_member *m, int err));
+	/* @m's session is gone: forget what the mode kept for it. */
+	void (*member_lost)(struct tpt_array *a, struct tpt_member *m);
 	/* Start @s, which holds its stripe locks: 0 when started (it ends
 	 * in exactly one tpt_span_done()), -EAGAIN when resources are short
 	 * now (the engine retries when another span ends). */
@@ -132,19 +177,21 @@ enum tpt_req_kind {
  * One host I/O on the array, of any size: the array's asynchronous API.
  * The caller fills the first fields and calls tpt_array_submit() on the
  * event loop; done() runs once, on the event loop (possibly before
- * tpt_array_submit() returns), with 0 or a negative errno.
+ * tpt_array_submit() returns), with 0 or a negative errno: -ENODATA when
+ * the blocks are lost with two members, -EIO otherwise.
  */
 struct tpt_req {
 	enum tpt_req_kind kind;
 	uint64_t lba;			/* array blocks */
 	uint32_t blocks;
 	uint8_t *buf;
+	bool fua;			/* write through to the members' media */
 	void (*done)(struct tpt_req *r, int result);
 	void *priv;
 	/* The engine's. */
 	struct tpt_array *array;
 	uint64_t next;			/* first block not yet done */
-	unsigned int spans_left;	/* SYNC: members outstanding */
+	unsigned int pending;		/* SYNC: members outstanding */
 	int result;
 	struct list_head link;
 };
@@ -154,28 +201,123 @@ void tpt_array_submit(struct tpt_array *a, struct tpt_req *r);
 /* Blocking, from a worker thread: tpt_array_submit() on the event loop
  * and wait.  0 or a negative errno. */
 int tpt_array_io(struct tpt_array *a, enum tpt_req_kind kind, uint64_t lba,
-		 uint32_t blocks, void *buf);
+		 uint32_t blocks, void *buf, bool fua);
+
+enum tpt_span_kind {
+	TPT_SPAN_READ,
+	TPT_SPAN_WRITE,
+	TPT_SPAN_REBUILD,	/* rebuild @member's units (recovery.c) */
+};
 
 /*
- * A span: the part of a request that runs at once, holding the stripe
- * locks of its stripes so that no two spans update one stripe's parity
- * together.  A request is one span after another: SCSI promises no
- * atomicity across a command's blocks.
+ * A span: the part of a request (or of background work) that runs at
+ * once, holding the stripe locks of its stripes so that no two spans
+ * update one stripe's parity together.  A request is one span after
+ * another: SCSI promises no atomicity across a command's blocks.
  */
 struct tpt_span {
-	struct tpt_req *req;
+	enum tpt_span_kind kind;
+	struct tpt_req *req;		/* READ, WRITE */
 	struct tpt_array *array;
-	bool write;
 	uint64_t lba;
 	uint32_t blocks;
 	uint8_t *buf;			/* its part of the request's buffer */
+	bool fua;
 	uint64_t first_stripe, last_stripe;
+	unsigned int member;		/* REBUILD: the position, or RAID_PARITY_MEMBER */
+	void (*done)(struct tpt_span *s, int result);	/* REBUILD */
+	void *priv;
+	/* Positions planned without, and those failing this span alone
+	 * (a local medium error): see array_span_missing(). */
+	uint32_t missing, excluded;
+	unsigned int attempts;
+	struct timespec first_try;
 	struct list_head link;		/* array's running or waiting list */
 };
 
-/* The mode ends a span: counts what it did and frees the locks. */
-void tpt_span_done(struct tpt_span *s, int result,
+/*
+ * The mode ends a span: 0, or the error of its last attempt.  With
+ * @retry the span is planned again - after a member failed under it, a
+ * group was released, a target was short of buffers - unless it has
+ * tried long enough; otherwise its request sees the error.
+ */
+void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		   const struct tpt_array_counters *delta);
+/* Positions @s must be planned without, computed when it starts. */
+uint32_t array_span_missing(const struct tpt_span *s);
+/* The box serving position @pos, or NULL. */
+struct tpt_member *array_position_member(struct tpt_array *a, unsigned int pos);
+/* Queue a span of background work (recovery.c). */
+void array_queue_span(struct tpt_array *a, struct tpt_span *s);
+
+/* member.c's reports */
+void array_member_online(struct tpt_array *a, struct tpt_member *m);
+void array_member_lost(struct tpt_array *a, struct tpt_member *m,
+		       bool was_online);
+/* Membership changed: a new event count, in every current superblock. */
+void array_new_event(struct tpt_array *a);
+/* Whether members are still connecting or setting up (assembly). */
+bool array_settling(const struct tpt_array *a);
+/* A command to @m failed in a way only @m can be blamed for. */
+void array_member_error(struct tpt_array *a, struct tpt_member *m,
+			const char *why);
+
+enum tpt_pos_state {
+	TPT_POS_IN_SYNC,
+	TPT_POS_MISSING,	/* its data is not on any box */
+	TPT_POS_RECOVERING,	/* a box is catching up (recovery.c) */
+};
+
+struct tpt_position {
+	int member;			/* the box serving it, or -1 */
+	enum tpt_pos_state state;
+	/* RECOVERING: stripes below recover_point are in sync; with
+	 * catch_up, so are the regions its box did not miss. */
+	uint64_t recover_point;
+	bool catch_up;
+	/* Regions written while the position had no usable box: what a
+	 * returning box missed (a bit per recovery region), valid when the
+	 * array has kept it since the position went missing at event
+	 * missing_since (not across a restart of the controller). */
+	uint8_t *missed;
+	bool missed_valid;
+	uint64_t missing_since;
+};
+
+/* Stripes per region of the missed-write record. */
+#define TPT_RECOVERY_REGION_STRIPES 64
+
+enum tpt_array_state {
+	TPT_ARRAY_OPTIMAL,
+	TPT_ARRAY_DEGRADED,
+	TPT_ARRAY_REBUILDING,
+	TPT_ARRAY_RESYNCING,
+	TPT_ARRAY_FAILED,
+};
+const char *tpt_array_state_name(enum tpt_array_state st);
+enum tpt_array_state tpt_array_state(const struct tpt_array *a);
+
+/* ---- recovery.c ---- */
+
+struct tpt_recovery {
+	bool initial_sync;		/* a new array's parity still to compute */
+	bool active;
+	unsigned int position;		/* or RAID_PARITY_MEMBER */
+	bool catch_up;			/* only the regions its box missed */
+	uint64_t next;			/* next stripe to recover */
+	uint64_t done_stripes, total_stripes;
+	struct timespec started;
+	unsigned int in_flight;
+	int error;
+	struct tgt_work timer;		/* the rate limit's pause */
+	bool paused;
+};
+
+/* Start whatever the array's state calls for, if nothing runs. */
+void recovery_kick(struct tpt_array *a);
+void recovery_stop(struct tpt_array *a);
+/* "NN.N% ETA Ns R MB/s", or "" when nothing runs. */
+void recovery_progress(const struct tpt_array *a, char *buf, size_t len);
 
 struct tpt_array {
 	struct scsi_lu *lu;
@@ -185,9 +327,19 @@ struct tpt_array {
 	void *mode_priv;
 	struct raid_geometry geo;
 	uint32_t block_size;
-	unsigned int nr_members;
-	struct tpt_member member[TPT_SPEC_MAX_MEMBERS];
+	unsigned int nr_members;	/* N: positions */
+	unsigned int nr_boxes;		/* members and spares */
+	struct tpt_member member[TPT_MAX_BOXES];
+	struct tpt_position pos[TPT_SPEC_MAX_MEMBERS];
 	uint64_t array_id;
+	uint64_t event;			/* membership changes so far */
+	uint64_t nr_stripes, nr_regions;
+	unsigned int fail_timeout;	/* seconds without an answer */
+	unsigned int rebuild_rate;	/* MB/s, 0: unthrottled */
+	bool assembled;			/* geometry known, serving I/O */
+	bool fresh;			/* a new array: its parity is not yet known */
+	bool stopping;
+	struct tpt_recovery recovery;
 
 	/* Worker threads queue requests here; the event loop takes them. */
 	pthread_mutex_t submit_lock;
@@ -196,6 +348,7 @@ struct tpt_array {
 
 	struct list_head running;	/* spans holding stripe locks */
 	struct list_head waiting;	/* spans in arrival order */
+	struct list_head retrying;	/* spans waiting out a backoff */
 	bool starved;			/* a waiting span lacks the mode's resources */
 	bool draining, redrain;		/* run_waiting() re-entry */
 
@@ -208,6 +361,10 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 void tpt_array_destroy(struct tpt_array *a);
 uint64_t tpt_array_bytes(const struct tpt_array *a);
 void tpt_array_get_counters(struct tpt_array *a, struct tpt_array_counters *out);
+void tpt_array_count(struct tpt_array *a, const struct tpt_array_counters *d);
+/* tgtadm --op update --params: spare=URL, rebuild_rate=MB/s,
+ * fail_timeout=s.  TGTADM_UNKNOWN_PARAM for keys that are not ours. */
+int tpt_array_param(struct tpt_array *a, const char *key, const char *value);
 
 /* The array of a tptraid LU, or NULL for any other LU (bs_tptraid.c). */
 struct tpt_array *tptraid_array_of(struct scsi_lu *lu);

@@ -182,15 +182,11 @@ static int parse_uint(const char *s, unsigned int min, unsigned int max,
 }
 
 /* One "key=value" of --params that spc did not know. */
-static tgtadm_err tpt_lu_param(struct scsi_lu *lu, char *p)
+tgtadm_err tpt_target_param(struct scsi_lu *lu, const char *p,
+			    const char *value)
 {
-	char *value = strchr(p, '=');
 	struct tpt_lu *tlu;
 	unsigned int n;
-
-	if (!value)
-		return TGTADM_UNKNOWN_PARAM;
-	*value++ = '\0';
 
 	if (!strcmp(p, "tpt")) {
 		if (!strcmp(value, "on"))
@@ -262,11 +258,6 @@ void tpt_target_show(struct scsi_lu *lu, struct concat_buf *b)
 		      st->groups_released[TPT_RELEASE_TASK_MGMT],
 		      st->groups_released[TPT_RELEASE_TIMEOUT],
 		      st->groups_released[TPT_RELEASE_NEXUS_LOSS]);
-}
-
-tgtadm_err tpt_sbc_lu_config(struct scsi_lu *lu, char *params)
-{
-	return lu_config(lu, params, tpt_lu_param);
 }
 
 void tpt_sbc_lu_exit(struct scsi_lu *lu)

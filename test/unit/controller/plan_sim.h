@@ -70,6 +70,7 @@ static void *xcalloc(size_t n, size_t size)
 struct array {
 	struct raid_geometry geo;
 	struct slot_alloc slots[MAX_MEMBERS];
+	struct slot_alloc *slot_of[MAX_MEMBERS];
 	struct tpt_plan_ctx ctx;
 	uint16_t nr_slots;
 };
@@ -89,7 +90,9 @@ static void array_init(struct array *a, unsigned int members, uint32_t unit,
 	a->ctx.geo = &a->geo;
 	a->ctx.level = &raid5_level;
 	a->ctx.block_size = block_size;
-	a->ctx.slots = a->slots;
+	for (m = 0; m < MAX_MEMBERS; m++)
+		a->slot_of[m] = &a->slots[m];
+	a->ctx.slots = a->slot_of;
 }
 
 static void array_destroy(struct array *a)
@@ -1239,7 +1242,7 @@ static void world_run_write(struct world *w, struct tpt_plan *p, uint64_t lba,
 	sim_end(&w->s);
 	sim_check_idle(&w->s);
 	CHECK(world_consistent(w));
-	tpt_plan_return_slots(&w->a.ctx, p);
+	tpt_plan_return_slots(p);
 	CHECK(all_slots_free(&w->a));
 	tpt_plan_free(p);
 }
@@ -1283,7 +1286,7 @@ static void world_read(struct world *w, uint64_t lba, uint32_t blocks)
 		sim_end(&w->s);
 		sim_check_idle(&w->s);
 		CHECK_MEM(host, w->data + lba * w->s.bs, len);
-		tpt_plan_return_slots(&w->a.ctx, &p);
+		tpt_plan_return_slots(&p);
 		CHECK(all_slots_free(&w->a));
 		tpt_plan_free(&p);
 	}

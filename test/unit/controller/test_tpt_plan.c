@@ -320,15 +320,18 @@ run:
 static void wide_arrays_count_like_the_paper(void)
 {
 	struct slot_alloc *slots = xcalloc(RAID_MAX_MEMBERS, sizeof(*slots));
+	struct slot_alloc **slot_of = xcalloc(RAID_MAX_MEMBERS, sizeof(*slot_of));
 	struct raid_geometry g = { .unit_blocks = 8, .member_blocks = 8 * 64 };
 	struct tpt_plan_ctx c = {
 		.geo = &g, .level = &raid5_level, .block_size = 512,
-		.slots = slots,
+		.slots = slot_of,
 	};
 	struct paper_counts pc;
 	struct tpt_plan p;
 	unsigned int n, m;
 
+	for (m = 0; m < RAID_MAX_MEMBERS; m++)
+		slot_of[m] = &slots[m];
 	for (n = MAX_MEMBERS + 1; n <= RAID_MAX_MEMBERS; n++) {
 		g.members = n;
 		for (m = 0; m < n; m++)
@@ -340,7 +343,7 @@ static void wide_arrays_count_like_the_paper(void)
 		CHECK_EQ(pc.target_ops, 5 * n - 4);
 		CHECK_EQ(pc.target_units, 3 * (n - 1));
 		CHECK_EQ(p.nr_steps, n + 1);
-		tpt_plan_return_slots(&c, &p);
+		tpt_plan_return_slots(&p);
 		tpt_plan_free(&p);
 
 		CHECK_EQ(raid5_level.tpt_write(&c, 8 * (n - 1) + 8 * (n - 2), 8, 2, &p),
@@ -348,12 +351,13 @@ static void wide_arrays_count_like_the_paper(void)
 		paper_counts(&p, 8 * 512, &pc);
 		CHECK_EQ(pc.controller_ops, 6);
 		CHECK_EQ(pc.target_ops, 7);
-		tpt_plan_return_slots(&c, &p);
+		tpt_plan_return_slots(&p);
 		tpt_plan_free(&p);
 		for (m = 0; m < n; m++)
 			CHECK_EQ(slot_alloc_free_count(&slots[m]), 8);
 	}
 	free(slots);
+	free(slot_of);
 }
 
 static void reads_match_table(void)
@@ -761,7 +765,7 @@ static void release_plan(void)
 	expect_cmd(&rel, 0, TPT_PLAN_RELEASE, 1, 0, 0);
 	expect_cmd(&rel, 1, TPT_PLAN_RELEASE, 4, 0, 0);
 	tpt_plan_free(&rel);
-	tpt_plan_return_slots(&w.a.ctx, &p);
+	tpt_plan_return_slots(&p);
 	tpt_plan_free(&p);
 
 	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, 64, 78, &p), 0);
@@ -772,7 +776,7 @@ static void release_plan(void)
 		CHECK_EQ(rel.cmds[i].result_slot, TPT_SLOT_NONE);
 	}
 	tpt_plan_free(&rel);
-	tpt_plan_return_slots(&w.a.ctx, &p);
+	tpt_plan_return_slots(&p);
 	tpt_plan_free(&p);
 	CHECK(all_slots_free(&w.a));
 
@@ -818,7 +822,7 @@ static void long_runs_are_cut(void)
 	CHECK_EQ(nr_wnd, 6);
 	for (i = 0; i < 3; i++)
 		CHECK_EQ(next[i], stripes * unit);
-	tpt_plan_return_slots(&a.ctx, &p);
+	tpt_plan_return_slots(&p);
 	tpt_plan_free(&p);
 	CHECK(all_slots_free(&a));
 	array_destroy(&a);
@@ -853,7 +857,7 @@ static void world_run_plan(struct world *w, struct tpt_plan *p)
 	sim_steps(&w->s, 0, p->nr_steps);
 	sim_end(&w->s);
 	sim_check_idle(&w->s);
-	tpt_plan_return_slots(&w->a.ctx, p);
+	tpt_plan_return_slots(p);
 	CHECK(all_slots_free(&w->a));
 	tpt_plan_free(p);
 }
@@ -999,7 +1003,7 @@ static void degraded_read_shape(void)
 		CHECK_EQ(p.nr_steps, n);
 		for (i = 0; i < p.nr_cmds; i++)
 			CHECK(p.cmds[i].member != ch.member);
-		tpt_plan_return_slots(&w.a.ctx, &p);
+		tpt_plan_return_slots(&p);
 		tpt_plan_free(&p);
 		world_destroy(&w);
 	}

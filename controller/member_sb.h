@@ -1,0 +1,61 @@
+/*
+ * The member superblock: what each member of an array carries about the
+ * array, like md's superblock, so that a member that comes back is never
+ * trusted blindly (docs/controller.md, "Member metadata").
+ *
+ * It lives at the start of a reserved area at the end of every member's
+ * LU (TPT_SB_RESERVED_BYTES, outside the array's data), is written by the
+ * controller with ordinary WRITE(16), and carries the array's identity,
+ * the member's position in the layout and the array's event count, which
+ * grows with every change of membership.  A member whose superblock names
+ * another array is foreign; one whose event count is older than the
+ * array's missed the writes since.  A version, a length and a CRC32C make
+ * a torn or foreign block visible rather than misread.
+ */
+#ifndef TPT_CONTROLLER_MEMBER_SB_H
+#define TPT_CONTROLLER_MEMBER_SB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TPT_SB_VERSION 1
+/* Bytes written; the fields take the first TPT_SB_FIELDS_LEN, the rest is zero. */
+#define TPT_SB_LEN 4096
+#define TPT_SB_FIELDS_LEN 64
+/* Reserved at the end of every member: room for later metadata. */
+#define TPT_SB_RESERVED_BYTES (1u << 20)
+/* POSITION of a spare: not in the layout. */
+#define TPT_SB_SPARE 0xffffffffu
+
+struct tpt_member_sb {
+	uint64_t array_id;
+	uint64_t event;			/* membership changes so far */
+	uint32_t position;		/* 0..N-1, or TPT_SB_SPARE */
+	uint32_t nr_members;		/* N */
+	uint32_t raid_level;
+	uint32_t unit_bytes;
+	uint64_t member_blocks;		/* blocks of the array's data per member */
+	uint32_t block_size;
+};
+
+_Static_assert(TPT_SB_FIELDS_LEN <= TPT_SB_LEN, "superblock fits its block");
+
+/* Encode into @buf of at least TPT_SB_LEN bytes: TPT_SB_LEN, or -EINVAL
+ * for a superblock that could never be decoded (array id 0). */
+int tpt_member_sb_encode(const struct tpt_member_sb *sb, uint8_t *buf,
+			 size_t len);
+
+/*
+ * Decode the superblock block @buf (@len bytes, at least TPT_SB_LEN).
+ * 0; -ENOENT when the block holds no superblock (no magic: a member that
+ * never was in an array); -EINVAL for a damaged or unknown one (bad CRC,
+ * another version, a reserved byte set, impossible fields).
+ */
+int tpt_member_sb_decode(const uint8_t *buf, size_t len,
+			 struct tpt_member_sb *out);
+
+/* The first block of the reserved area of a member of @nr_blocks blocks
+ * of @block_size bytes, or 0 when it is too small to hold one. */
+uint64_t tpt_member_sb_lba(uint64_t nr_blocks, uint32_t block_size);
+
+#endif

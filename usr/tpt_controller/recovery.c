@@ -1,0 +1,328 @@
+/*
+ * Background recovery of an array, one job at a time, in this order:
+ *
+ *   - a box back at its position catches up: only the regions it missed
+ *     when the array kept a record since it left, else every stripe;
+ *   - a spare takes over a position that has no box, rebuilt in full
+ *     (paper III-D 5: "a background process of reconstruction onto a
+ *     spare disk ... begins");
+ *   - a new array's parity is computed from its data (its members' old
+ *     contents need not agree), unless the array was created
+ *     assume_clean.
+ *
+ * The work goes through the span queue like host I/O, a batch of stripes
+ * at a time under their stripe locks, so host reads and writes go on
+ * meanwhile: a write below the recovery point reaches the recovering box
+ * (it is in sync there), one above it is planned without that box and
+ * recorded in the position's missed map, and the recovery gets to it.
+ * Each batch is planned by the RAID level for the array's mode
+ * (raid_level_ops.tpt_rebuild / bl_rebuild): in TPT mode the targets
+ * compute the missing units, in Baseline mode the controller does.  The
+ * rate is limited to rebuild_rate MB/s of rebuilt units, if set.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "list.h"
+#include "tgtd.h"
+#include "log.h"
+#include "tpt_controller.h"
+
+/* Stripes one batch rebuilds: a slot per stripe on every source, out of
+ * the 128 each member gives us (mode_tpt.c). */
+#define RECOVERY_BATCH_STRIPES 16
+
+static double elapsed(const struct timespec *since)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - since->tv_sec) +
+	       (double)(now.tv_nsec - since->tv_nsec) / 1e9;
+}
+
+static bool region_missed(const struct tpt_position *pos, uint64_t stripe)
+{
+	uint64_t r = stripe / TPT_RECOVERY_REGION_STRIPES;
+
+	return pos->missed[r / 8] & (1u << (r % 8));
+}
+
+static uint64_t missed_stripes(const struct tpt_array *a,
+			       const struct tpt_position *pos)
+{
+	uint64_t r, n = 0, first;
+
+	for (r = 0; r < a->nr_regions; r++) {
+		if (!(pos->missed[r / 8] & (1u << (r % 8))))
+			continue;
+		first = r * TPT_RECOVERY_REGION_STRIPES;
+		n += first + TPT_RECOVERY_REGION_STRIPES <= a->nr_stripes ?
+		     TPT_RECOVERY_REGION_STRIPES : a->nr_stripes - first;
+	}
+	return n;
+}
+
+static void recovery_step(struct tpt_array *a);
+
+static void recovery_finish(struct tpt_array *a)
+{
+	struct tpt_recovery *rc = &a->recovery;
+	double secs = elapsed(&rc->started);
+	uint64_t bytes = rc->done_stripes * a->spec.unit_bytes;
+
+	rc->active = false;
+	if (rc->position == RAID_PARITY_MEMBER) {
+		rc->initial_sync = false;
+		eprintf("tptraid: parity of %" PRIu64 " stripes computed in "
+			"%.1f s\n", rc->done_stripes, secs);
+	} else {
+		struct tpt_position *pos = &a->pos[rc->position];
+
+		pos->state = TPT_POS_IN_SYNC;
+		pos->catch_up = false;
+		pos->recover_point = 0;
+		pos->missed_valid = false;
+		memset(pos->missed, 0, (a->nr_regions + 7) / 8);
+		eprintf("tptraid: position %u %s: %" PRIu64 " stripes in %.1f "
+			"s (%.1f MB/s); the array is %s\n", rc->position,
+			rc->catch_up ? "caught up" : "rebuilt",
+			rc->done_stripes, secs,
+			secs > 0 ? (double)bytes / 1e6 / secs : 0.0,
+			tpt_array_state_name(tpt_array_state(a)));
+		/* The box is current: its superblock, and every other,
+		 * says so. */
+		array_new_event(a);
+	}
+	recovery_kick(a);
+}
+
+static void recovery_retry(void *data);
+
+static void recovery_span_done(struct tpt_span *s, int result)
+{
+	struct tpt_array *a = s->array;
+	struct tpt_recovery *rc = &a->recovery;
+	uint64_t n = s->last_stripe - s->first_stripe + 1;
+	uint64_t s_first = s->first_stripe;
+
+	rc->in_flight--;
+	free(s);
+	if (!rc->active)
+		return;
+	if (result) {
+		/* The target box or a source failed: membership changed, and
+		 * a kick starts again from what it finds, at once or in a
+		 * few seconds. */
+		eprintf("tptraid: recovery of position %d stopped at stripe %"
+			PRIu64 ": %s\n", rc->position == RAID_PARITY_MEMBER ?
+			-1 : (int)rc->position, s_first, strerror(-result));
+		rc->active = false;
+		rc->paused = true;
+		rc->timer.func = recovery_retry;
+		rc->timer.data = a;
+		add_work(&rc->timer, 5);
+		return;
+	}
+	rc->done_stripes += n;
+	if (rc->position != RAID_PARITY_MEMBER)
+		a->pos[rc->position].recover_point = rc->next;
+	recovery_step(a);
+}
+
+static void recovery_retry(void *data)
+{
+	struct tpt_array *a = data;
+
+	a->recovery.paused = false;
+	recovery_kick(a);
+}
+
+static void recovery_resume(void *data)
+{
+	struct tpt_array *a = data;
+
+	a->recovery.paused = false;
+	recovery_step(a);
+}
+
+/* The next stripe to recover from @from on: for a catch-up, only stripes
+ * of the regions the box missed. */
+static uint64_t recovery_next(struct tpt_array *a, uint64_t from)
+{
+	struct tpt_recovery *rc = &a->recovery;
+	const struct tpt_position *pos;
+
+	if (rc->position == RAID_PARITY_MEMBER || !rc->catch_up)
+		return from;
+	pos = &a->pos[rc->position];
+	while (from < a->nr_stripes && !region_missed(pos, from))
+		from = (from / TPT_RECOVERY_REGION_STRIPES + 1) *
+		       TPT_RECOVERY_REGION_STRIPES;
+	return from < a->nr_stripes ? from : a->nr_stripes;
+}
+
+static void recovery_step(struct tpt_array *a)
+{
+	struct tpt_recovery *rc = &a->recovery;
+	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
+	uint64_t first, n, region_end;
+	struct tpt_span *s;
+
+	if (!rc->active || rc->in_flight || rc->paused || a->stopping)
+		return;
+	first = recovery_next(a, rc->next);
+	if (rc->position != RAID_PARITY_MEMBER)
+		a->pos[rc->position].recover_point = first;
+	if (first >= a->nr_stripes) {
+		recovery_finish(a);
+		return;
+	}
+	/* rebuild_rate: the units rebuilt so far may not run ahead of the
+	 * rate; wait a second when they do. */
+	if (a->rebuild_rate &&
+	    (double)(rc->done_stripes * a->spec.unit_bytes) / 1e6 >
+	    a->rebuild_rate * elapsed(&rc->started)) {
+		rc->paused = true;
+		rc->timer.func = recovery_resume;
+		rc->timer.data = a;
+		add_work(&rc->timer, 1);
+		return;
+	}
+	n = RECOVERY_BATCH_STRIPES;
+	region_end = (first / TPT_RECOVERY_REGION_STRIPES + 1) *
+		     TPT_RECOVERY_REGION_STRIPES;
+	if (first + n > region_end)
+		n = region_end - first;
+	if (first + n > a->nr_stripes)
+		n = a->nr_stripes - first;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		rc->active = false;
+		return;
+	}
+	s->kind = TPT_SPAN_REBUILD;
+	s->array = a;
+	s->member = rc->position;
+	s->first_stripe = first;
+	s->last_stripe = first + n - 1;
+	s->lba = first * per_stripe;
+	s->blocks = (uint32_t)(n * per_stripe);
+	s->done = recovery_span_done;
+	clock_gettime(CLOCK_MONOTONIC, &s->first_try);
+	rc->next = first + n;
+	rc->in_flight++;
+	array_queue_span(a, s);
+}
+
+static void recovery_start(struct tpt_array *a, unsigned int position,
+			   bool catch_up)
+{
+	struct tpt_recovery *rc = &a->recovery;
+
+	rc->active = true;
+	rc->position = position;
+	rc->catch_up = catch_up;
+	rc->next = 0;
+	rc->done_stripes = 0;
+	rc->total_stripes = catch_up ? missed_stripes(a, &a->pos[position]) :
+				       a->nr_stripes;
+	rc->error = 0;
+	clock_gettime(CLOCK_MONOTONIC, &rc->started);
+	if (position == RAID_PARITY_MEMBER)
+		eprintf("tptraid: computing the parity of %" PRIu64
+			" stripes\n", rc->total_stripes);
+	else
+		eprintf("tptraid: %s position %u onto member %d (%s): %" PRIu64
+			" stripes\n", catch_up ? "catching up" : "rebuilding",
+			position, a->pos[position].member,
+			a->member[a->pos[position].member].url,
+			rc->total_stripes);
+	recovery_step(a);
+}
+
+/* A ready spare for @position, made its box: the rebuild writes over
+ * whatever it held. */
+static bool recovery_take_spare(struct tpt_array *a, unsigned int position)
+{
+	struct tpt_position *pos = &a->pos[position];
+	unsigned int i;
+
+	for (i = 0; i < a->nr_boxes; i++) {
+		struct tpt_member *m = &a->member[i];
+
+		if (m->position >= 0 || !m->ready || m->refused ||
+		    m->link != MEMBER_ONLINE)
+			continue;
+		if (pos->member >= 0)
+			a->member[pos->member].position = -1;
+		m->position = (int)position;
+		pos->member = (int)i;
+		pos->state = TPT_POS_RECOVERING;
+		pos->recover_point = 0;
+		pos->catch_up = false;
+		eprintf("tptraid: spare %u (%s) takes over position %u\n", i,
+			m->url, position);
+		return true;
+	}
+	return false;
+}
+
+void recovery_kick(struct tpt_array *a)
+{
+	unsigned int p;
+
+	if (!a->assembled || a->stopping || a->recovery.active ||
+	    a->recovery.in_flight || a->recovery.paused)
+		return;
+	for (p = 0; p < a->nr_members; p++) {
+		struct tpt_position *pos = &a->pos[p];
+		struct tpt_member *m = array_position_member(a, p);
+
+		if (pos->state == TPT_POS_RECOVERING && m && m->ready &&
+		    m->link == MEMBER_ONLINE) {
+			recovery_start(a, p, pos->catch_up);
+			return;
+		}
+	}
+	for (p = 0; p < a->nr_members; p++) {
+		if (a->pos[p].state == TPT_POS_MISSING &&
+		    recovery_take_spare(a, p)) {
+			recovery_start(a, p, false);
+			return;
+		}
+	}
+	if (a->recovery.initial_sync &&
+	    tpt_array_state(a) == TPT_ARRAY_OPTIMAL)
+		recovery_start(a, RAID_PARITY_MEMBER, false);
+}
+
+void recovery_stop(struct tpt_array *a)
+{
+	if (a->recovery.paused)
+		del_work(&a->recovery.timer);
+	a->recovery.paused = false;
+	a->recovery.active = false;
+}
+
+void recovery_progress(const struct tpt_array *a, char *buf, size_t len)
+{
+	const struct tpt_recovery *rc = &a->recovery;
+	double secs = elapsed(&rc->started), pct, rate, eta;
+
+	if (!rc->active || !rc->total_stripes) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	pct = 100.0 * (double)rc->done_stripes / (double)rc->total_stripes;
+	rate = secs > 0 ? (double)(rc->done_stripes * a->spec.unit_bytes) /
+			  1e6 / secs : 0;
+	eta = rc->done_stripes ? secs * (double)(rc->total_stripes -
+						 rc->done_stripes) /
+				 (double)rc->done_stripes : 0;
+	snprintf(buf, len, "%.1f%% eta %.0fs rate %.1fMB/s", pct, eta, rate);
+}
