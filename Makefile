@@ -64,6 +64,7 @@ FUZZ_SECONDS ?= 10
 TOOL_SRCS := $(wildcard tools/*.c)
 TOOL_DIRS := $(sort $(dir $(wildcard tools/*/*.c)))
 TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BINDIR)/%) $(TOOL_DIRS:tools/%/=$(BINDIR)/%)
+TOOL_LDLIBS_tpt-client := -ljansson
 
 .PHONY: all
 all: tgt libs tools unit-bins
