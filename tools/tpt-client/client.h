@@ -147,6 +147,19 @@ int get_u64(struct request *rq, const char *key, bool required,
 int get_hex(struct request *rq, const char *key, bool required,
 	    unsigned char **out, size_t *len);
 int get_bool(struct request *rq, const char *key, bool *out);
+/* A word a string field may hold, and what it stands for; a list of
+ * them ends with { NULL }. */
+struct word {
+	const char *text;
+	int value;
+};
+
+/* text's value among words, or fail(): "field 'KEY' must be A, B or
+ * C". */
+int word_value(struct request *rq, const char *key, const char *text,
+	       const struct word *words, int *value);
+/* value's text among words, or "?". */
+const char *word_text(const struct word *words, int value);
 /* timeout_ms (default DEFAULT_TIMEOUT_MS) as a now_ms() deadline. */
 int get_timeout(struct request *rq, long long *deadline);
 /* A field is there at all. */

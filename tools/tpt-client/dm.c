@@ -16,7 +16,6 @@
 #define CLIENT_POOL_BYTES (4u << 20)
 #define CLIENT_POOL_BUF_BYTES (1u << 20)
 
-#define BAD_ROLE "field 'role' must be host, controller or target"
 
 /* A peer dm_allow announced. */
 struct allowed_peer {
@@ -60,26 +59,20 @@ struct dm_op {
 	int status;
 };
 
-static const char *role_name(unsigned int role)
-{
-	switch (role) {
-	case TPT_DM_ROLE_TARGET: return "target";
-	case TPT_DM_ROLE_CONTROLLER: return "controller";
-	case TPT_DM_ROLE_HOST: return "host";
-	default: return "?";
-	}
-}
+static const struct word roles[] = {
+	{ "host", TPT_DM_ROLE_HOST },
+	{ "controller", TPT_DM_ROLE_CONTROLLER },
+	{ "target", TPT_DM_ROLE_TARGET },
+	{ NULL, 0 },
+};
 
-static int parse_role(const char *s)
-{
-	if (!strcmp(s, "target"))
-		return TPT_DM_ROLE_TARGET;
-	if (!strcmp(s, "controller"))
-		return TPT_DM_ROLE_CONTROLLER;
-	if (!strcmp(s, "host"))
-		return TPT_DM_ROLE_HOST;
-	return -1;
-}
+/* What a buffer lets peers do: Get_Data from it, Put_Data into it. */
+static const struct word accesses[] = {
+	{ "r", TPT_DM_ACCESS_REMOTE_READ },
+	{ "w", TPT_DM_ACCESS_REMOTE_WRITE },
+	{ "rw", TPT_DM_ACCESS_REMOTE_READ | TPT_DM_ACCESS_REMOTE_WRITE },
+	{ NULL, 0 },
+};
 
 static int get_token(struct request *rq, uint8_t token[TPT_DM_TOKEN_LEN])
 {
@@ -150,13 +143,14 @@ static int dm_accept(void *arg, const struct tpt_dm_hello *hello,
 			continue;
 		c->accepted_peers++;
 		fprintf(stderr, "tpt-client: dm: accepted %s peer %u from %s\n",
-			role_name(hello->role), hello->peer_id, from);
+			word_text(roles, hello->role), hello->peer_id, from);
 		return 0;
 	}
 	c->refused_by_allow_list++;
 	fprintf(stderr, "tpt-client: dm: refused %s peer %u (array %" PRIu64
-		") from %s: not on the allow list\n", role_name(hello->role),
-		hello->peer_id, hello->array_id, from);
+		") from %s: not on the allow list\n",
+		word_text(roles, hello->role), hello->peer_id, hello->array_id,
+		from);
 	return -EACCES;
 }
 
@@ -238,9 +232,8 @@ int op_dm_open(struct client *c, struct request *rq)
 	    get_u64(rq, "array_id", false, &array_id) < 0 ||
 	    get_size(rq, "pool_bytes", false, MAX_BUF_BYTES, &pool_bytes) < 0)
 		return -1;
-	role = parse_role(role_text);
-	if (role < 0)
-		return fail(rq, BAD_ROLE);
+	if (word_value(rq, "role", role_text, roles, &role))
+		return -1;
 	if (pool_bytes < CLIENT_POOL_BUF_BYTES)
 		return fail(rq, "pool_bytes must be at least %u",
 			    CLIENT_POOL_BUF_BYTES);
@@ -285,8 +278,8 @@ int op_dm_allow(struct client *c, struct request *rq)
 	    (has_array = get_u64(rq, "array_id", false, &array_id)) < 0 ||
 	    get_str(rq, "role", false, &role_text) < 0)
 		return -1;
-	if (role_text && (role = parse_role(role_text)) < 0)
-		return fail(rq, BAD_ROLE);
+	if (role_text && word_value(rq, "role", role_text, roles, &role))
+		return -1;
 	a = item_new(&c->allowed, sizeof(*a), NULL);
 	if (!a)
 		return fail(rq, "out of memory");
@@ -322,8 +315,8 @@ int op_dm_connect(struct client *c, struct request *rq)
 		return -1;
 	memset(&hello, 0, sizeof(hello));
 	role = c->dm_role;
-	if (role_text && (role = parse_role(role_text)) < 0)
-		return fail(rq, BAD_ROLE);
+	if (role_text && word_value(rq, "role", role_text, roles, &role))
+		return -1;
 	peer_id = c->dm_peer_id;
 	hello.array_id = c->dm_array_id;
 	if (get_int(rq, "peer_id", false, 0, 65535, &peer_id) < 0 ||
@@ -420,8 +413,7 @@ int op_buf(struct client *c, struct request *rq)
 	struct dm_buffer *b;
 	struct reply r;
 	size_t size;
-	unsigned int access;
-	int rc;
+	int access, rc;
 
 	if (need_dm(c, rq) || get_name(rq, "name", &name) ||
 	    get_size(rq, "size", true, MAX_BUF_BYTES, &size) ||
@@ -429,14 +421,8 @@ int op_buf(struct client *c, struct request *rq)
 		return -1;
 	if (!size)
 		return fail(rq, "a buffer needs at least one byte");
-	if (!strcmp(access_text, "r"))
-		access = TPT_DM_ACCESS_REMOTE_READ;
-	else if (!strcmp(access_text, "w"))
-		access = TPT_DM_ACCESS_REMOTE_WRITE;
-	else if (!strcmp(access_text, "rw"))
-		access = TPT_DM_ACCESS_REMOTE_READ | TPT_DM_ACCESS_REMOTE_WRITE;
-	else
-		return fail(rq, "field 'access' must be r, w or rw");
+	if (word_value(rq, "access", access_text, accesses, &access))
+		return -1;
 	if (item_find(c->bufs, name))
 		return fail(rq, "buffer '%s' already exists", name);
 
@@ -451,7 +437,8 @@ int op_buf(struct client *c, struct request *rq)
 		return fail(rq, "out of memory for %zu bytes", size);
 	}
 	memset(b->mem, 0, size);
-	rc = tpt_dm_register(c->dm, b->mem, size, access, &b->buf);
+	rc = tpt_dm_register(c->dm, b->mem, size, (unsigned int)access,
+			     &b->buf);
 	if (rc < 0) {
 		fail_errno(rq, rc, "tpt_dm_register: %s",
 			   tpt_dm_strerror(c->dm));

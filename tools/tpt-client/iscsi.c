@@ -363,16 +363,12 @@ static void command_done(struct iscsi_context *iscsi, int status,
 	}
 }
 
-static int parse_dir(const char *s)
-{
-	if (!strcmp(s, "none"))
-		return SCSI_XFER_NONE;
-	if (!strcmp(s, "in"))
-		return SCSI_XFER_READ;
-	if (!strcmp(s, "out"))
-		return SCSI_XFER_WRITE;
-	return -1;
-}
+static const struct word dirs[] = {
+	{ "none", SCSI_XFER_NONE },
+	{ "in", SCSI_XFER_READ },
+	{ "out", SCSI_XFER_WRITE },
+	{ NULL, 0 },
+};
 
 int op_send(struct client *c, struct request *rq)
 {
@@ -400,9 +396,8 @@ int op_send(struct client *c, struct request *rq)
 	if (cmd && cmd->state == CMD_DONE)
 		return fail(rq, "tag '%s' has a result wait has not collected",
 			    tag);
-	dir = parse_dir(dir_text);
-	if (dir < 0)
-		return fail(rq, "field 'dir' must be none, in or out");
+	if (word_value(rq, "dir", dir_text, dirs, &dir))
+		return -1;
 	lun = s->lun;
 	if (get_int(rq, "lun", false, 0, 0xffff, &lun) < 0 ||
 	    get_size(rq, "inlen", dir == SCSI_XFER_READ, MAX_XFER_BYTES,

@@ -193,6 +193,38 @@ int get_bool(struct request *rq, const char *key, bool *out)
 	return 0;
 }
 
+int word_value(struct request *rq, const char *key, const char *text,
+	       const struct word *words, int *value)
+{
+	char choices[128] = "";
+	const char *sep;
+	size_t len = 0;
+	int i;
+
+	for (i = 0; words[i].text; i++) {
+		if (!strcmp(words[i].text, text)) {
+			*value = words[i].value;
+			return 0;
+		}
+	}
+	for (i = 0; words[i].text && len < sizeof(choices); i++) {
+		sep = !i ? "" : words[i + 1].text ? ", " : " or ";
+		len += (size_t)snprintf(choices + len, sizeof(choices) - len,
+					"%s%s", sep, words[i].text);
+	}
+	return fail(rq, "field '%s' must be %s", key, choices);
+}
+
+const char *word_text(const struct word *words, int value)
+{
+	int i;
+
+	for (i = 0; words[i].text; i++)
+		if (words[i].value == value)
+			return words[i].text;
+	return "?";
+}
+
 int get_timeout(struct request *rq, long long *deadline)
 {
 	long long ms = DEFAULT_TIMEOUT_MS;
