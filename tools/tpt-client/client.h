@@ -115,6 +115,10 @@ struct reply {
 	json_t *obj;
 };
 
+/* What serves one op: 0 once it has answered, or -1 after fail() (the
+ * dispatcher then sends the error response). */
+typedef int op_fn(struct client *c, struct request *rq);
+
 /* ------------------------------------------------------------------ */
 /* protocol.c */
 
@@ -208,12 +212,7 @@ void session_close_context(struct session *s, const char *reason);
 /* Logs every session out, briefly, and frees them and all commands. */
 void iscsi_shutdown(struct client *c);
 
-int op_login(struct client *c, struct request *rq);
-int op_logout(struct client *c, struct request *rq);
-int op_drop(struct client *c, struct request *rq);
-int op_send(struct client *c, struct request *rq);
-int op_wait(struct client *c, struct request *rq);
-int op_abort(struct client *c, struct request *rq);
+op_fn op_login, op_logout, op_drop, op_send, op_wait, op_abort;
 
 /* ------------------------------------------------------------------ */
 /* dm.c */
@@ -224,16 +223,8 @@ void dm_reap_ops(struct client *c);
 /* Closes the datamover and frees every datamover record. */
 void dm_shutdown(struct client *c);
 
-int op_dm_open(struct client *c, struct request *rq);
-int op_dm_allow(struct client *c, struct request *rq);
-int op_dm_connect(struct client *c, struct request *rq);
-int op_dm_disconnect(struct client *c, struct request *rq);
-int op_dm_put(struct client *c, struct request *rq);
-int op_dm_get(struct client *c, struct request *rq);
-int op_buf(struct client *c, struct request *rq);
-int op_buf_write(struct client *c, struct request *rq);
-int op_buf_read(struct client *c, struct request *rq);
-int op_buf_release(struct client *c, struct request *rq);
-int op_stats(struct client *c, struct request *rq);
+op_fn op_dm_open, op_dm_allow, op_dm_connect, op_dm_disconnect;
+op_fn op_dm_put, op_dm_get, op_stats;
+op_fn op_buf, op_buf_write, op_buf_read, op_buf_release;
 
 #endif

@@ -133,33 +133,46 @@ static void session_free(struct client *c, struct session *s,
 /* ------------------------------------------------------------------ */
 /* login, logout, drop */
 
-static void session_logged_in(struct iscsi_context *iscsi, int status,
-			      void *command_data, void *private_data)
+/* The session of a callback for one step of logging in (connect, then
+ * login), or NULL when there is nothing left to do: the session is past
+ * that step (libiscsi may call the connect callback again when the
+ * connection goes away) or the step failed, which is recorded. */
+static struct session *login_step_done(struct iscsi_context *iscsi,
+				       int status, void *private_data,
+				       enum session_state step,
+				       const char *what)
 {
 	struct session *s = private_data;
 
+	if (s->state != step)
+		return NULL;
+	if (status != SCSI_STATUS_GOOD) {
+		session_failed(s, "%s failed: %s", what, iscsi_why(iscsi));
+		return NULL;
+	}
+	return s;
+}
+
+static void session_logged_in(struct iscsi_context *iscsi, int status,
+			      void *command_data, void *private_data)
+{
+	struct session *s = login_step_done(iscsi, status, private_data,
+					    SESSION_LOGGING_IN, "login");
+
 	(void)command_data;
-	if (s->state != SESSION_LOGGING_IN)
-		return;
-	if (status != SCSI_STATUS_GOOD)
-		session_failed(s, "login failed: %s", iscsi_why(iscsi));
-	else
+	if (s)
 		s->state = SESSION_UP;
 }
 
 static void session_connected(struct iscsi_context *iscsi, int status,
 			      void *command_data, void *private_data)
 {
-	struct session *s = private_data;
+	struct session *s = login_step_done(iscsi, status, private_data,
+					    SESSION_CONNECTING, "connect");
 
 	(void)command_data;
-	/* libiscsi may call this again when the connection goes away. */
-	if (s->state != SESSION_CONNECTING)
+	if (!s)
 		return;
-	if (status != SCSI_STATUS_GOOD) {
-		session_failed(s, "connect failed: %s", iscsi_why(iscsi));
-		return;
-	}
 	s->state = SESSION_LOGGING_IN;
 	if (iscsi_login_async(iscsi, session_logged_in, s))
 		session_failed(s, "cannot start login: %s",
@@ -318,6 +331,21 @@ int op_drop(struct client *c, struct request *rq)
 /* ------------------------------------------------------------------ */
 /* SCSI commands: send, wait, abort */
 
+/* The session named name, logged in, or NULL after fail(). */
+static struct session *session_up(struct client *c, struct request *rq,
+				  const char *name)
+{
+	struct session *s = item_find(c->sessions, name);
+
+	if (!s)
+		fail(rq, "no session '%s'", name);
+	else if (s->state != SESSION_UP)
+		fail(rq, "session '%s' is not logged in: %s", name, s->error);
+	else
+		return s;
+	return NULL;
+}
+
 /* Only for commands libiscsi no longer knows about. */
 static void command_free(struct client *c, struct command *cmd)
 {
@@ -384,12 +412,9 @@ int op_send(struct client *c, struct request *rq)
 	if (get_name(rq, "name", &name) || get_name(rq, "tag", &tag) ||
 	    get_str(rq, "dir", true, &dir_text))
 		return -1;
-	s = item_find(c->sessions, name);
+	s = session_up(c, rq, name);
 	if (!s)
-		return fail(rq, "no session '%s'", name);
-	if (s->state != SESSION_UP)
-		return fail(rq, "session '%s' is not logged in: %s", name,
-			    s->error);
+		return -1;
 	cmd = item_find(c->commands, tag);
 	if (cmd && cmd->state == CMD_PENDING)
 		return fail(rq, "tag '%s' is still in flight", tag);
@@ -634,12 +659,9 @@ int op_abort(struct client *c, struct request *rq)
 	if (get_name(rq, "name", &name) || get_name(rq, "tag", &tag) ||
 	    get_timeout(rq, &deadline))
 		return -1;
-	s = item_find(c->sessions, name);
+	s = session_up(c, rq, name);
 	if (!s)
-		return fail(rq, "no session '%s'", name);
-	if (s->state != SESSION_UP)
-		return fail(rq, "session '%s' is not logged in: %s", name,
-			    s->error);
+		return -1;
 	cmd = item_find(c->commands, tag);
 	if (!cmd)
 		return fail(rq, "unknown tag '%s'", tag);

@@ -165,7 +165,7 @@ static int op_quit(struct client *c, struct request *rq)
 
 struct op {
 	const char *name;
-	int (*run)(struct client *c, struct request *rq);
+	op_fn *run;
 	/* Accepted besides "op" and "id": a misspelt field is an error, not
 	 * a silently applied default. */
 	const char *fields[MAX_OP_FIELDS];
