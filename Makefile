@@ -59,9 +59,13 @@ FUZZ_SRCS := $(wildcard test/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:%.c=$(BUILD)/%)
 FUZZ_SECONDS ?= 10
 
-# Our command-line tools, each one C file under tools/.
+# Our command-line tools: each is one C file tools/NAME.c or a folder
+# tools/NAME/ of C files and its own headers; tools/*.h serve them all.
+# TOOL_LDLIBS_NAME is what tool NAME alone links.
 TOOL_SRCS := $(wildcard tools/*.c)
-TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BINDIR)/%)
+TOOL_DIRS := $(sort $(dir $(wildcard tools/*/*.c)))
+TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BINDIR)/%) $(TOOL_DIRS:tools/%/=$(BINDIR)/%)
+TOOL_LDLIBS_tpt-client := -ljansson
 
 .PHONY: all
 all: tgt libs tools unit-bins
@@ -69,9 +73,12 @@ all: tgt libs tools unit-bins
 .PHONY: tools
 tools: $(TOOL_BINS)
 
-$(BINDIR)/%: tools/%.c $(wildcard tools/*.h) $(TPT_LIBS)
+# A second expansion ($$) finds a tool's own files once the stem ($*) is
+# known.
+.SECONDEXPANSION:
+$(BINDIR)/%: $$(wildcard tools/$$*.c tools/$$*/*.c tools/$$*/*.h) $(wildcard tools/*.h) $(TPT_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(OUR_CFLAGS) $< -o $@ $(OUR_LDFLAGS) $(TPT_LIBS) -liscsi $(TPT_EXT_LIBS)
+	$(CC) $(OUR_CFLAGS) $(filter %.c,$^) -o $@ $(OUR_LDFLAGS) $(TPT_LIBS) -liscsi $(TOOL_LDLIBS_$*) $(TPT_EXT_LIBS)
 
 .PHONY: libs
 libs: $(TPT_LIBS)

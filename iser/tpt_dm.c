@@ -10,9 +10,7 @@
 #include "iser/tpt_dm_priv.h"
 #include "iser/tpt_dm_provider.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +23,6 @@
 #define DM_DEFAULT_CHUNK_BYTES (1u << 20)
 #define DM_DEFAULT_MAX_INFLIGHT 16u
 #define DM_MAX_INFLIGHT_LIMIT 4096u
-#define DM_EQ_SIZE 256
-/* Every posted chunk of every peer may complete before we read: a
- * hardware CQ must hold them all (256 peers at the default depth). */
-#define DM_CQ_SIZE 4096
 /* Rounds of EQ + CQ processing per tpt_dm_progress() call while the CQ
  * keeps handing out full batches: enough to drain a busy context, few
  * enough not to starve the owner's other fds.  When work is left we wake
@@ -40,7 +34,7 @@ int dm_error(struct tpt_dm *dm, int err, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(dm->errbuf, sizeof(dm->errbuf), fmt, ap);
+	vsnprintf(dm->fab.errbuf, sizeof(dm->fab.errbuf), fmt, ap);
 	va_end(ap);
 	return err;
 }
@@ -57,18 +51,6 @@ void dm_log(struct tpt_dm *dm, const char *fmt, ...)
 		dm->cfg.log(dm->cfg.log_arg, msg);
 	else
 		fprintf(stderr, "tpt-dm: %s\n", msg);
-}
-
-/* libfabric's own codes (FI_EOTHER and up) have no errno twin. */
-int dm_fi_errno(ssize_t fi_ret)
-{
-	int err = fi_ret < 0 ? (int)-fi_ret : (int)fi_ret;
-
-	if (err == 0)
-		return 0;
-	if (err >= FI_ERRNO_OFFSET)
-		return -EIO;
-	return -err;
 }
 
 void dm_wake(struct tpt_dm *dm)
@@ -94,84 +76,6 @@ static void dm_wake_drain(struct tpt_dm *dm)
 		dm_log(dm, "eventfd read: %s", strerror(errno));
 }
 
-static struct fi_info *dm_hints(const char *provider)
-{
-	struct fi_info *hints = fi_allocinfo();
-
-	if (!hints)
-		return NULL;
-	hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ |
-		      FI_REMOTE_WRITE;
-	hints->ep_attr->type = FI_EP_MSG;
-	/* The memory registration modes we know how to honour: local
-	 * descriptors, virtual addressing, allocated backing memory and
-	 * provider-chosen keys (verbs needs all four, tcp none). */
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
-				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	/* One thread touches the context at a time: the owner's loop. */
-	hints->domain_attr->threading = FI_THREAD_DOMAIN;
-	hints->fabric_attr->prov_name = strdup(provider);
-	if (!hints->fabric_attr->prov_name) {
-		fi_freeinfo(hints);
-		return NULL;
-	}
-	return hints;
-}
-
-static int dm_getinfo(struct tpt_dm *dm, const char *listen_addr)
-{
-	char service[8];
-	const char *node = listen_addr, *svc = NULL;
-	uint64_t flags = 0;
-	int ret;
-
-	if (node) {
-		flags = FI_SOURCE | FI_NUMERICHOST;
-		if (dm->cfg.listen_port) {
-			snprintf(service, sizeof(service), "%u",
-				 dm->cfg.listen_port);
-			svc = service;
-		}
-	}
-	/* Ask for delivery-complete writes first: a Put_Data must have
-	 * landed in the passive side's memory before its completion tells
-	 * the target to answer the controller, or the host could see the
-	 * SCSI status before the data. */
-	dm->hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
-	ret = fi_getinfo(DM_FI_VERSION, node, svc, flags, dm->hints, &dm->info);
-	if (ret) {
-		dm->hints->tx_attr->op_flags = 0;
-		ret = fi_getinfo(DM_FI_VERSION, node, svc, flags, dm->hints,
-				 &dm->info);
-	}
-	if (ret)
-		return dm_error(dm, dm_fi_errno(ret),
-				"fi_getinfo(%s, %s:%s): %s", dm->provider,
-				node ? node : "-", svc ? svc : "0",
-				fi_strerror(-ret));
-	dm->write_flags = FI_COMPLETION;
-	if (dm->info->tx_attr->op_flags & FI_DELIVERY_COMPLETE)
-		dm->write_flags |= FI_DELIVERY_COMPLETE;
-	/* Where writes on an endpoint are processed in order, the last
-	 * chunk's delivery vouches for the chunks before it, which then
-	 * only need to have left: one acknowledgement per put instead of
-	 * one per chunk. */
-	dm->early_write_flags = dm->write_flags;
-	if (dm->info->tx_attr->msg_order & FI_ORDER_WAW)
-		dm->early_write_flags = FI_COMPLETION;
-
-	/* Connects must land in the same fabric and domain. */
-	free(dm->hints->fabric_attr->name);
-	dm->hints->fabric_attr->name = strdup(dm->info->fabric_attr->name);
-	free(dm->hints->domain_attr->name);
-	dm->hints->domain_attr->name = strdup(dm->info->domain_attr->name);
-	if (!dm->hints->fabric_attr->name || !dm->hints->domain_attr->name)
-		return dm_error(dm, -ENOMEM, "out of memory");
-	dm->hints->tx_attr->op_flags = dm->info->tx_attr->op_flags &
-				       FI_DELIVERY_COMPLETE;
-	return 0;
-}
-
 static int dm_epoll_add(struct tpt_dm *dm, int fd, const char *what)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -183,35 +87,19 @@ static int dm_epoll_add(struct tpt_dm *dm, int fd, const char *what)
 	return 0;
 }
 
-static int dm_open_queues(struct tpt_dm *dm)
+/* The one fd the owner polls: the EQ's and CQ's wait fds and our own
+ * eventfd in an epoll set. */
+static int dm_open_event_fd(struct tpt_dm *dm)
 {
-	struct fi_eq_attr eq_attr = {
-		.size = DM_EQ_SIZE,
-		.wait_obj = FI_WAIT_FD,
-	};
-	struct fi_cq_attr cq_attr = {
-		.size = DM_CQ_SIZE,
-		.format = FI_CQ_FORMAT_CONTEXT,
-		.wait_obj = FI_WAIT_FD,
-		.wait_cond = FI_CQ_COND_NONE,
-	};
 	int eq_fd, cq_fd, ret;
 
-	ret = fi_eq_open(dm->fabric, &eq_attr, &dm->eq, dm);
+	ret = fi_control(&dm->fab.eq->fid, FI_GETWAIT, &eq_fd);
 	if (ret)
-		return dm_error(dm, dm_fi_errno(ret), "fi_eq_open: %s",
+		return dm_error(dm, tpt_dm_fabric_errno(ret), "EQ wait fd: %s",
 				fi_strerror(-ret));
-	ret = fi_cq_open(dm->domain, &cq_attr, &dm->cq, dm);
+	ret = fi_control(&dm->fab.cq->fid, FI_GETWAIT, &cq_fd);
 	if (ret)
-		return dm_error(dm, dm_fi_errno(ret), "fi_cq_open: %s",
-				fi_strerror(-ret));
-	ret = fi_control(&dm->eq->fid, FI_GETWAIT, &eq_fd);
-	if (ret)
-		return dm_error(dm, dm_fi_errno(ret), "EQ wait fd: %s",
-				fi_strerror(-ret));
-	ret = fi_control(&dm->cq->fid, FI_GETWAIT, &cq_fd);
-	if (ret)
-		return dm_error(dm, dm_fi_errno(ret), "CQ wait fd: %s",
+		return dm_error(dm, tpt_dm_fabric_errno(ret), "CQ wait fd: %s",
 				fi_strerror(-ret));
 
 	dm->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -229,46 +117,13 @@ static int dm_open_queues(struct tpt_dm *dm)
 	return ret;
 }
 
-static int dm_listen(struct tpt_dm *dm, const char *listen_addr)
-{
-	struct sockaddr_storage name;
-	const struct sockaddr_in *sin = (const struct sockaddr_in *)&name;
-	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&name;
-	size_t namelen = sizeof(name);
-	int ret;
-
-	ret = fi_passive_ep(dm->fabric, dm->info, &dm->pep, dm);
-	if (ret)
-		return dm_error(dm, dm_fi_errno(ret), "fi_passive_ep: %s",
-				fi_strerror(-ret));
-	ret = fi_pep_bind(dm->pep, &dm->eq->fid, 0);
-	if (ret)
-		return dm_error(dm, dm_fi_errno(ret), "fi_pep_bind: %s",
-				fi_strerror(-ret));
-	ret = fi_listen(dm->pep);
-	if (ret)
-		return dm_error(dm, dm_fi_errno(ret), "fi_listen on %s:%u: %s",
-				listen_addr, dm->cfg.listen_port,
-				fi_strerror(-ret));
-	ret = fi_getname(&dm->pep->fid, &name, &namelen);
-	if (ret)
-		return dm_error(dm, dm_fi_errno(ret), "fi_getname: %s",
-				fi_strerror(-ret));
-	if (name.ss_family == AF_INET)
-		dm->listen_port = ntohs(sin->sin_port);
-	else if (name.ss_family == AF_INET6)
-		dm->listen_port = ntohs(sin6->sin6_port);
-	else
-		dm->listen_port = dm->cfg.listen_port;
-	return 0;
-}
-
 static void dm_free(struct tpt_dm *dm)
 {
 	struct dm_list *pos, *next;
 
 	/* Endpoints first: closing them makes the provider hand back (or
-	 * drop) every context it still holds, then the queues they use. */
+	 * drop) every context it still holds; then the memory they used,
+	 * the registrations and the queues. */
 	for (pos = dm->peers.next; pos != &dm->peers; pos = pos->next) {
 		struct tpt_dm_peer *peer =
 			dm_container_of(pos, struct tpt_dm_peer, link);
@@ -278,26 +133,13 @@ static void dm_free(struct tpt_dm *dm)
 			peer->ep = NULL;
 		}
 	}
-	if (dm->pep)
-		fi_close(&dm->pep->fid);
-	if (dm->cq)
-		fi_close(&dm->cq->fid);
-	if (dm->eq)
-		fi_close(&dm->eq->fid);
 	for (pos = dm->peers.next; pos != &dm->peers; pos = next) {
 		next = pos->next;
 		dm_peer_free(dm_container_of(pos, struct tpt_dm_peer, link));
 	}
 	dm_bufs_close(dm);
 	dm_ops_close(dm);
-	if (dm->domain)
-		fi_close(&dm->domain->fid);
-	if (dm->fabric)
-		fi_close(&dm->fabric->fid);
-	if (dm->info)
-		fi_freeinfo(dm->info);
-	if (dm->hints)
-		fi_freeinfo(dm->hints);
+	tpt_dm_fabric_close(&dm->fab);
 	if (dm->epoll_fd >= 0)
 		close(dm->epoll_fd);
 	if (dm->wake_fd >= 0)
@@ -315,7 +157,6 @@ int tpt_dm_open(const struct tpt_dm_config *cfg, struct tpt_dm **out)
 	*out = NULL;
 	if (!cfg)
 		return -EINVAL;
-	tpt_dm_fabric_env();
 	dm = calloc(1, sizeof(*dm));
 	if (!dm)
 		return -ENOMEM;
@@ -355,38 +196,27 @@ int tpt_dm_open(const struct tpt_dm_config *cfg, struct tpt_dm **out)
 		goto fail;
 	}
 	dm->provider = strdup(provider);
-	dm->provider_is_verbs = !strcmp(provider, "verbs");
-	dm->hints = dm_hints(provider);
-	if (!dm->provider || !dm->hints) {
+	if (!dm->provider) {
 		ret = dm_error(dm, -ENOMEM, "out of memory");
 		goto fail;
 	}
-
-	ret = dm_getinfo(dm, cfg->listen_addr);
+	dm->provider_is_verbs = !strcmp(provider, "verbs");
+	ret = tpt_dm_fabric_open(&dm->fab, provider, cfg->listen_addr,
+				 cfg->listen_port);
 	if (ret)
 		goto fail;
-	if (dm->cfg.chunk_bytes > dm->info->ep_attr->max_msg_size)
-		dm->cfg.chunk_bytes = dm->info->ep_attr->max_msg_size;
-	ret = fi_fabric(dm->info->fabric_attr, &dm->fabric, dm);
-	if (ret) {
-		ret = dm_error(dm, dm_fi_errno(ret), "fi_fabric: %s",
-			       fi_strerror(-ret));
-		goto fail;
-	}
-	ret = fi_domain(dm->fabric, dm->info, &dm->domain, dm);
-	if (ret) {
-		ret = dm_error(dm, dm_fi_errno(ret), "fi_domain: %s",
-			       fi_strerror(-ret));
-		goto fail;
-	}
-	ret = dm_open_queues(dm);
+	/* Where writes on an endpoint are processed in order, the last
+	 * chunk's delivery vouches for the chunks before it, which then
+	 * only need to have left: one acknowledgement per put instead of
+	 * one per chunk. */
+	dm->early_write_flags = dm->fab.write_flags;
+	if (dm->fab.info->tx_attr->msg_order & FI_ORDER_WAW)
+		dm->early_write_flags = FI_COMPLETION;
+	if (dm->cfg.chunk_bytes > dm->fab.info->ep_attr->max_msg_size)
+		dm->cfg.chunk_bytes = dm->fab.info->ep_attr->max_msg_size;
+	ret = dm_open_event_fd(dm);
 	if (ret)
 		goto fail;
-	if (cfg->listen_addr) {
-		ret = dm_listen(dm, cfg->listen_addr);
-		if (ret)
-			goto fail;
-	}
 	ret = dm_pool_open(dm);
 	if (ret)
 		goto fail;
@@ -400,7 +230,7 @@ int tpt_dm_open(const struct tpt_dm_config *cfg, struct tpt_dm **out)
 	return 0;
 
 fail:
-	dm_log(dm, "open failed: %s", dm->errbuf);
+	dm_log(dm, "open failed: %s", dm->fab.errbuf);
 	dm_free(dm);
 	return ret;
 }
@@ -441,9 +271,9 @@ static void dm_arm_wait(struct tpt_dm *dm)
 	int ret;
 
 	if (dm->eq_trywait_ok) {
-		fids[0] = &dm->cq->fid;
-		fids[1] = &dm->eq->fid;
-		ret = fi_trywait(dm->fabric, fids, 2);
+		fids[0] = &dm->fab.cq->fid;
+		fids[1] = &dm->fab.eq->fid;
+		ret = fi_trywait(dm->fab.fabric, fids, 2);
 		if (ret == -FI_EAGAIN) {
 			dm_wake(dm);
 			return;
@@ -452,8 +282,8 @@ static void dm_arm_wait(struct tpt_dm *dm)
 			return;
 		dm->eq_trywait_ok = false;
 	}
-	fids[0] = &dm->cq->fid;
-	ret = fi_trywait(dm->fabric, fids, 1);
+	fids[0] = &dm->fab.cq->fid;
+	ret = fi_trywait(dm->fab.fabric, fids, 1);
 	if (ret == -FI_EAGAIN) {
 		dm_wake(dm);
 	} else if (ret && !dm->trywait_failed) {
@@ -521,7 +351,7 @@ out:
 
 uint16_t tpt_dm_listen_port(const struct tpt_dm *dm)
 {
-	return dm->listen_port;
+	return dm->fab.listen_port;
 }
 
 const char *tpt_dm_provider_name(const struct tpt_dm *dm)
@@ -531,7 +361,7 @@ const char *tpt_dm_provider_name(const struct tpt_dm *dm)
 
 const char *tpt_dm_strerror(const struct tpt_dm *dm)
 {
-	return dm->errbuf[0] ? dm->errbuf : "no error";
+	return dm->fab.errbuf[0] ? dm->fab.errbuf : "no error";
 }
 
 void tpt_dm_set_peer_down_cb(struct tpt_dm *dm,

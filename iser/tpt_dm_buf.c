@@ -4,47 +4,17 @@
  * The pool's memory is mapped and registered once at open, so handing a
  * buffer out costs nothing on the data path.  Releasing a buffer closes
  * its MR — that is what makes an STag handed out for it stale — and
- * registers it again under a fresh key, ready for the next tpt_dm_buf_get.
- *
- * Keys: providers with FI_MR_PROV_KEY choose them; for the others (tcp)
- * we request them, unique per context by a counter and, where the key is
- * wide enough, with random upper bits so that a peer cannot predict the
- * next buffer's key from one it has seen. */
+ * registers it again under a fresh key (tpt_dm_fabric_mr_reg), ready for
+ * the next tpt_dm_buf_get. */
 #include "iser/tpt_dm_priv.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #define DM_ACCESS_MASK (TPT_DM_ACCESS_REMOTE_READ | TPT_DM_ACCESS_REMOTE_WRITE)
-#define DM_KEY_RETRIES 8
-
-/* splitmix64: a cheap generator for key bits, seeded from the kernel. */
-static uint64_t dm_key_random(struct tpt_dm *dm)
-{
-	uint64_t z = (dm->key_rng += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-static uint64_t dm_requested_key(struct tpt_dm *dm)
-{
-	static const uint64_t low32 = 0xffffffffULL;
-	uint64_t key;
-
-	dm->key_counter++;
-	if (dm->key_mask == UINT64_MAX)
-		key = (dm_key_random(dm) & ~low32) | (dm->key_counter & low32);
-	else
-		key = dm->key_counter & dm->key_mask;
-	/* 0 reads like "no key" in too many places. */
-	return key ? key : dm_requested_key(dm);
-}
 
 static uint64_t dm_fi_access(unsigned int access)
 {
@@ -62,20 +32,11 @@ static uint64_t dm_fi_access(unsigned int access)
 static int dm_mr_register(struct tpt_dm *dm, struct tpt_dm_buf *buf,
 			  uint64_t fi_access)
 {
-	uint64_t key = 0;
-	int ret, tries = 0;
+	int ret = tpt_dm_fabric_mr_reg(&dm->fab, buf->addr, buf->len,
+				       fi_access, buf, &buf->mr);
 
-	do {
-		if (!(dm->mr_mode & FI_MR_PROV_KEY))
-			key = dm_requested_key(dm);
-		ret = fi_mr_reg(dm->domain, buf->addr, buf->len, fi_access, 0,
-				key, 0, &buf->mr, buf);
-	} while (ret == -FI_ENOKEY && ++tries < DM_KEY_RETRIES);
-	if (ret) {
-		buf->mr = NULL;
-		return dm_error(dm, dm_fi_errno(ret), "fi_mr_reg %zu bytes: %s",
-				buf->len, fi_strerror(-ret));
-	}
+	if (ret)
+		return ret;
 	buf->stag = fi_mr_key(buf->mr);
 	buf->mr_access = fi_access;
 	return 0;
@@ -105,18 +66,8 @@ int dm_pool_open(struct tpt_dm *dm)
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t count = dm->cfg.pool_bytes / dm->cfg.pool_buf_bytes;
 	size_t stride = dm_round_up(dm->cfg.pool_buf_bytes, page);
-	size_t key_size = dm->info->domain_attr->mr_key_size;
 	size_t i;
 	int ret;
-
-	dm->mr_mode = (uint64_t)dm->info->domain_attr->mr_mode;
-	if (!key_size || key_size >= sizeof(uint64_t))
-		dm->key_mask = UINT64_MAX;
-	else
-		dm->key_mask = (1ULL << (8 * key_size)) - 1;
-	if (getrandom(&dm->key_rng, sizeof(dm->key_rng), GRND_NONBLOCK) !=
-	    sizeof(dm->key_rng))
-		dm->key_rng = (uint64_t)getpid() << 32 ^ (uintptr_t)dm;
 
 	dm->pool_count = count;
 	dm->pool_map_len = count * stride;
@@ -256,7 +207,8 @@ void tpt_dm_buf_release(struct tpt_dm_buf *buf)
 	/* A failure leaves the buffer unregistered; tpt_dm_buf_get tries
 	 * again when it comes round. */
 	if (dm_mr_register(dm, buf, dm_fi_access(DM_ACCESS_MASK)))
-		dm_log(dm, "re-registering a pool buffer: %s", dm->errbuf);
+		dm_log(dm, "re-registering a pool buffer: %s",
+		       dm->fab.errbuf);
 	buf->next_free = dm->pool_free;
 	dm->pool_free = buf;
 }
@@ -278,9 +230,5 @@ uint64_t tpt_dm_buf_stag(const struct tpt_dm_buf *buf)
 
 uint64_t tpt_dm_buf_rma_base(const struct tpt_dm_buf *buf)
 {
-	/* Offset-addressed providers (tcp) name the first byte 0; verbs and
-	 * the like name it by its virtual address. */
-	if (buf->dm->mr_mode & FI_MR_VIRT_ADDR)
-		return (uint64_t)(uintptr_t)buf->addr;
-	return 0;
+	return tpt_dm_fabric_rma_base(&buf->dm->fab, buf->addr);
 }

@@ -145,31 +145,6 @@ static void dm_format_addr(const struct sockaddr *sa, socklen_t len,
 		snprintf(buf, size, "%s:%s", host, port);
 }
 
-static int dm_ep_open(struct tpt_dm *dm, struct tpt_dm_peer *peer,
-		      struct fi_info *info)
-{
-	int ret;
-
-	ret = fi_endpoint(dm->domain, info, &peer->ep, peer);
-	if (ret) {
-		peer->ep = NULL;
-		return dm_error(dm, dm_fi_errno(ret), "fi_endpoint: %s",
-				fi_strerror(-ret));
-	}
-	ret = fi_ep_bind(peer->ep, &dm->eq->fid, 0);
-	if (!ret)
-		ret = fi_ep_bind(peer->ep, &dm->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (!ret)
-		ret = fi_enable(peer->ep);
-	if (ret) {
-		fi_close(&peer->ep->fid);
-		peer->ep = NULL;
-		return dm_error(dm, dm_fi_errno(ret), "endpoint setup: %s",
-				fi_strerror(-ret));
-	}
-	return 0;
-}
-
 int tpt_dm_connect(struct tpt_dm *dm, const char *addr, uint16_t port,
 		   const struct tpt_dm_hello *hello, tpt_dm_connect_cb cb,
 		   void *arg, struct tpt_dm_peer **out)
@@ -177,7 +152,6 @@ int tpt_dm_connect(struct tpt_dm *dm, const char *addr, uint16_t port,
 	uint8_t wire[DM_HELLO_WIRE_LEN];
 	struct tpt_dm_peer *peer;
 	struct fi_info *info = NULL;
-	char service[8];
 	int ret;
 
 	if (out)
@@ -187,14 +161,9 @@ int tpt_dm_connect(struct tpt_dm *dm, const char *addr, uint16_t port,
 				"port or hello");
 	if (dm->closing)
 		return dm_error(dm, -ESHUTDOWN, "connect: context closing");
-	snprintf(service, sizeof(service), "%u", port);
-	/* Numeric addresses only: name resolution would block. */
-	ret = fi_getinfo(DM_FI_VERSION, addr, service, FI_NUMERICHOST,
-			 dm->hints, &info);
+	ret = tpt_dm_fabric_dest_info(&dm->fab, addr, port, &info);
 	if (ret)
-		return dm_error(dm, ret == -FI_ENODATA ? -EADDRNOTAVAIL :
-				dm_fi_errno(ret), "connect %s:%u: %s", addr,
-				port, fi_strerror(-ret));
+		return ret;
 	peer = dm_peer_alloc(dm);
 	if (!peer) {
 		fi_freeinfo(info);
@@ -205,13 +174,13 @@ int tpt_dm_connect(struct tpt_dm *dm, const char *addr, uint16_t port,
 	peer->connect_arg = arg;
 	dm_format_addr(info->dest_addr, (socklen_t)info->dest_addrlen,
 		       peer->addr_str, sizeof(peer->addr_str));
-	ret = dm_ep_open(dm, peer, info);
+	ret = tpt_dm_fabric_ep_open(&dm->fab, info, peer, &peer->ep);
 	if (ret)
 		goto fail;
 	dm_hello_encode(hello, wire);
 	ret = fi_connect(peer->ep, info->dest_addr, wire, sizeof(wire));
 	if (ret) {
-		ret = dm_error(dm, dm_fi_errno(ret), "fi_connect %s: %s",
+		ret = dm_error(dm, tpt_dm_fabric_errno(ret), "fi_connect %s: %s",
 			       peer->addr_str, fi_strerror(-ret));
 		fi_close(&peer->ep->fid);
 		goto fail;
@@ -303,7 +272,7 @@ static void dm_refuse(struct tpt_dm *dm, struct fi_info *info,
 		       (unsigned long long)hello->array_id, from, why);
 	else
 		dm_log(dm, "refused connection from %s: %s", from, why);
-	ret = fi_reject(dm->pep, info->handle, NULL, 0);
+	ret = fi_reject(dm->fab.pep, info->handle, NULL, 0);
 	if (ret)
 		dm_log(dm, "fi_reject %s: %s", from, fi_strerror(-ret));
 }
@@ -355,8 +324,8 @@ static void dm_on_connreq(struct tpt_dm *dm, struct fi_eq_cm_entry *entry,
 	peer->accepted = true;
 	peer->hello = hello;
 	snprintf(peer->addr_str, sizeof(peer->addr_str), "%s", from);
-	if (dm_ep_open(dm, peer, info)) {
-		dm_refuse(dm, info, &hello, from, dm->errbuf);
+	if (tpt_dm_fabric_ep_open(&dm->fab, info, peer, &peer->ep)) {
+		dm_refuse(dm, info, &hello, from, dm->fab.errbuf);
 		free(peer->chunks);
 		free(peer);
 		goto out;
@@ -418,15 +387,15 @@ static void dm_on_eq_error(struct tpt_dm *dm)
 	ssize_t ret;
 
 	memset(&err, 0, sizeof(err));
-	ret = fi_eq_readerr(dm->eq, &err, 0);
+	ret = fi_eq_readerr(dm->fab.eq, &err, 0);
 	if (ret < 0) {
 		if (ret != -FI_EAGAIN)
 			dm_log(dm, "fi_eq_readerr: %s", fi_strerror((int)-ret));
 		return;
 	}
-	if (!err.fid || (dm->pep && err.fid == &dm->pep->fid)) {
+	if (!err.fid || (dm->fab.pep && err.fid == &dm->fab.pep->fid)) {
 		dm_log(dm, "listener error: %s",
-		       fi_eq_strerror(dm->eq, err.prov_errno, err.err_data,
+		       fi_eq_strerror(dm->fab.eq, err.prov_errno, err.err_data,
 				      NULL, 0));
 		return;
 	}
@@ -436,7 +405,7 @@ static void dm_on_eq_error(struct tpt_dm *dm)
 	if (peer->state != DM_PEER_ACCEPTING && err.prov_errno)
 		dm_log(dm, "peer %s: connection error: %s (%s)", peer->addr_str,
 		       fi_strerror(err.err),
-		       fi_eq_strerror(dm->eq, err.prov_errno, err.err_data,
+		       fi_eq_strerror(dm->fab.eq, err.prov_errno, err.err_data,
 				      NULL, 0));
 	else if (peer->state != DM_PEER_ACCEPTING)
 		dm_log(dm, "peer %s: connection error: %s", peer->addr_str,
@@ -460,7 +429,7 @@ int dm_eq_progress(struct tpt_dm *dm)
 	int handled = 0;
 
 	for (;;) {
-		ret = fi_eq_read(dm->eq, &event, &ev, sizeof(ev), 0);
+		ret = fi_eq_read(dm->fab.eq, &event, &ev, sizeof(ev), 0);
 		if (ret == -FI_EAGAIN)
 			break;
 		if (ret == -FI_EAVAIL) {
@@ -469,7 +438,7 @@ int dm_eq_progress(struct tpt_dm *dm)
 			continue;
 		}
 		if (ret < 0)
-			return dm_error(dm, dm_fi_errno(ret), "fi_eq_read: %s",
+			return dm_error(dm, tpt_dm_fabric_errno(ret), "fi_eq_read: %s",
 					fi_strerror((int)-ret));
 		handled++;
 		switch (event) {

@@ -2,8 +2,11 @@
  *
  *   tpt_dm.c       context: open/close, the event fd, progress, errors
  *   tpt_dm_peer.c  hello codec, connect/accept, EQ events, peer teardown
- *   tpt_dm_buf.c   pre-registered pool, caller registrations, MR keys
+ *   tpt_dm_buf.c   pre-registered pool, caller registrations
  *   tpt_dm_rma.c   Put_Data/Get_Data: chunking, posting, CQ completions
+ *
+ * and the libfabric set-up they stand on, which tools/tpt-fi-rma-bench
+ * shares: tpt_dm_fabric.h (fabric, domain, queues, endpoints, MR keys).
  *
  * Everything runs on the owner's thread: no locks.  Memory the provider
  * may still reference (chunk contexts, peers owning them) is only freed
@@ -12,21 +15,12 @@
 #define TPT_ISER_DM_PRIV_H
 
 #include "iser/tpt_dm.h"
+#include "iser/tpt_dm_fabric.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_eq.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
-
-#define DM_FI_VERSION FI_VERSION(1, 17)
 
 /* --- intrusive doubly linked list --- */
 
@@ -175,14 +169,8 @@ struct tpt_dm {
 	struct tpt_dm_config cfg;	/* defaults filled in */
 	char *provider;
 	bool provider_is_verbs;	/* its CQ errors need decoding */
-	struct fi_info *hints;	/* also used for connects */
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_eq *eq;
-	struct fid_cq *cq;
-	struct fid_pep *pep;
-	uint16_t listen_port;
+	/* libfabric objects, MR keys, put flags, the last error's words */
+	struct tpt_dm_fabric fab;
 
 	int epoll_fd;		/* tpt_dm_event_fd */
 	int wake_fd;		/* eventfd: "call tpt_dm_progress again" */
@@ -190,13 +178,9 @@ struct tpt_dm {
 	bool eq_trywait_ok;	/* fi_trywait accepts the EQ */
 	bool trywait_failed;	/* ... and not even the CQ: logged once */
 
-	/* MR addressing of the provider */
-	uint64_t mr_mode;
-	uint64_t key_mask;	/* requested keys must fit mr_key_size */
-	uint64_t key_counter;	/* requested keys: unique by this */
-	uint64_t key_rng;	/* and unpredictable by this */
-	uint64_t write_flags;	/* fi_writemsg flags of a put's last chunk */
-	uint64_t early_write_flags;	/* ... and of the chunks before it */
+	/* fi_writemsg flags of a put's chunks before its last (the last
+	 * takes fab.write_flags) */
+	uint64_t early_write_flags;
 
 	/* pool */
 	void *pool_mem;
@@ -224,7 +208,6 @@ struct tpt_dm {
 	int callbacks_run;
 	bool closing;
 	struct tpt_dm_stats stats;
-	char errbuf[256];
 };
 
 /* tpt_dm.c */
@@ -232,8 +215,6 @@ int dm_error(struct tpt_dm *dm, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void dm_log(struct tpt_dm *dm, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* libfabric return code (negative FI_E*) to negative errno. */
-int dm_fi_errno(ssize_t fi_ret);
 void dm_wake(struct tpt_dm *dm);
 
 /* tpt_dm_peer.c */

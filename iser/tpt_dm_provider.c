@@ -1,11 +1,7 @@
 #include "iser/tpt_dm_provider.h"
+#include "iser/tpt_dm_fabric.h"
 
 #include <stdlib.h>
-#include <string.h>
-
-#include <rdma/fabric.h>
-
-#define TPT_FI_VERSION FI_VERSION(1, 17)
 
 void tpt_dm_fabric_env(void)
 {
@@ -26,18 +22,13 @@ bool tpt_dm_provider_usable(const char *prov_name)
 	bool usable;
 
 	tpt_dm_fabric_env();
-	hints = fi_allocinfo();
+	/* With the datamover's own hints: usable means tpt_dm_open can
+	 * use it. */
+	hints = tpt_dm_fabric_hints(prov_name);
 	if (!hints)
 		return false;
-	hints->caps = FI_MSG | FI_RMA;
-	hints->ep_attr->type = FI_EP_MSG;
-	/* The modes the datamover handles (tpt_dm.c asks for the same):
-	 * without them verbs, which needs FI_MR_LOCAL, never matches. */
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
-				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	hints->fabric_attr->prov_name = strdup(prov_name);
-	usable = hints->fabric_attr->prov_name &&
-		 fi_getinfo(TPT_FI_VERSION, NULL, NULL, 0, hints, &info) == 0;
+	usable = fi_getinfo(TPT_DM_FI_VERSION, NULL, NULL, 0, hints,
+			    &info) == 0;
 	if (info)
 		fi_freeinfo(info);
 	fi_freeinfo(hints);

@@ -121,7 +121,7 @@ static ssize_t dm_post_chunk(struct tpt_dm_peer *peer, struct dm_op *op,
 		 * semantics; tcp's is "left our socket", we want "landed". */
 		return fi_writemsg(peer->ep, &msg,
 				   done + len == op->len ?
-				   dm->write_flags : dm->early_write_flags);
+				   dm->fab.write_flags : dm->early_write_flags);
 	return fi_read(peer->ep, local, len, desc, 0, remote, op->stag, chunk);
 }
 
@@ -158,7 +158,7 @@ void dm_peer_kick(struct tpt_dm_peer *peer)
 			dm_log(dm, "posting %s of %zu bytes to %s: %s",
 			       op->is_put ? "write" : "read", len,
 			       peer->addr_str, fi_strerror((int)-ret));
-			peer->fail_pending = dm_fi_errno(ret);
+			peer->fail_pending = tpt_dm_fabric_errno(ret);
 			dm_wake(dm);
 			return;
 		}
@@ -306,7 +306,7 @@ static void dm_chunk_done(struct tpt_dm *dm, struct dm_chunk *chunk,
 		       op->is_put ? "write" : "read", chunk->len,
 		       peer->addr_str, fi_strerror(err->err),
 		       err->prov_errno ? " (" : "",
-		       err->prov_errno ? fi_cq_strerror(dm->cq,
+		       err->prov_errno ? fi_cq_strerror(dm->fab.cq,
 							err->prov_errno,
 							err->err_data,
 							NULL, 0) : "",
@@ -334,18 +334,18 @@ int dm_cq_progress(struct tpt_dm *dm, bool *more)
 
 	*more = true;
 	for (batch = 0; batch < DM_CQ_MAX_BATCHES; batch++) {
-		ret = fi_cq_read(dm->cq, entries, DM_CQ_BATCH);
+		ret = fi_cq_read(dm->fab.cq, entries, DM_CQ_BATCH);
 		if (ret == -FI_EAGAIN) {
 			*more = false;
 			break;
 		}
 		if (ret == -FI_EAVAIL) {
 			memset(&err, 0, sizeof(err));
-			ret = fi_cq_readerr(dm->cq, &err, 0);
+			ret = fi_cq_readerr(dm->fab.cq, &err, 0);
 			if (ret == -FI_EAGAIN)
 				continue;
 			if (ret < 0)
-				return dm_error(dm, dm_fi_errno(ret),
+				return dm_error(dm, tpt_dm_fabric_errno(ret),
 						"fi_cq_readerr: %s",
 						fi_strerror((int)-ret));
 			if (err.op_context)
@@ -354,7 +354,7 @@ int dm_cq_progress(struct tpt_dm *dm, bool *more)
 			continue;
 		}
 		if (ret < 0)
-			return dm_error(dm, dm_fi_errno(ret), "fi_cq_read: %s",
+			return dm_error(dm, tpt_dm_fabric_errno(ret), "fi_cq_read: %s",
 					fi_strerror((int)-ret));
 		for (i = 0; i < ret; i++)
 			if (entries[i].op_context)

@@ -5,11 +5,12 @@
  * side (one registered region, a connected endpoint, and a loop that
  * keeps the provider progressing), the parent keeps --inflight RMA
  * operations outstanding for --seconds per size and prints MB/s.  No
- * datamover code is involved: fabric, domain, EQ, CQ, endpoint and MRs
- * are set up here, straight from the libfabric man pages. */
-#include "iser/tpt_dm_provider.h"
+ * datamover code is on the data path: the fabric, domain, EQ, CQ,
+ * endpoint and MRs are set up as the datamover sets up its own
+ * (iser/tpt_dm_fabric.h), then this side posts fi_write/fi_read itself
+ * and reads the CQ. */
+#include "iser/tpt_dm_fabric.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
@@ -20,19 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_eq.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
-
 #include "tool_bench.h"
 
 #define PROG "tpt-fi-rma-bench"
-#define FIVERSION FI_VERSION(1, 17)
-#define REQUESTED_KEY 0x7470740aULL
 /* How long the passive side blocks in the CQ before looking at its pipe. */
 #define PASSIVE_WAIT_MS 100
 
@@ -53,16 +44,10 @@ struct lent_region {
 
 /* The libfabric objects of one side. */
 struct fabric_side {
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_eq *eq;
-	struct fid_cq *cq;
-	struct fid_pep *pep;
+	struct tpt_dm_fabric fab;
 	struct fid_ep *ep;
 	struct fid_mr *mr;
 	void *region;
-	size_t region_len;
 };
 
 static void usage(FILE *out)
@@ -130,83 +115,24 @@ static int fi_fail(const char *side, const char *what, ssize_t ret)
 	return -1;
 }
 
-static struct fi_info *make_hints(const char *provider)
+/* A set-up step failed: tpt_dm_fabric.c left why in fab.errbuf. */
+static int fab_fail(const struct fabric_side *f, const char *side)
 {
-	struct fi_info *hints = fi_allocinfo();
-
-	if (!hints)
-		return NULL;
-	hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ |
-		      FI_REMOTE_WRITE;
-	hints->ep_attr->type = FI_EP_MSG;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
-				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	hints->domain_attr->threading = FI_THREAD_DOMAIN;
-	hints->fabric_attr->prov_name = strdup(provider);
-	return hints;
-}
-
-static int open_queues(struct fabric_side *f, const char *side)
-{
-	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_UNSPEC };
-	struct fi_cq_attr cq_attr = {
-		.format = FI_CQ_FORMAT_CONTEXT,
-		.wait_obj = FI_WAIT_UNSPEC,
-		.size = 4096,
-	};
-	int ret;
-
-	ret = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
-	if (ret)
-		return fi_fail(side, "fi_fabric", ret);
-	ret = fi_domain(f->fabric, f->info, &f->domain, NULL);
-	if (ret)
-		return fi_fail(side, "fi_domain", ret);
-	ret = fi_eq_open(f->fabric, &eq_attr, &f->eq, NULL);
-	if (ret)
-		return fi_fail(side, "fi_eq_open", ret);
-	ret = fi_cq_open(f->domain, &cq_attr, &f->cq, NULL);
-	if (ret)
-		return fi_fail(side, "fi_cq_open", ret);
-	return 0;
+	fprintf(stderr, PROG ": %s: %s\n", side, f->fab.errbuf);
+	return -1;
 }
 
 static int register_region(struct fabric_side *f, size_t len, uint64_t access,
 			   const char *side)
 {
-	uint64_t key = 0;
-	int ret;
-
 	if (posix_memalign(&f->region, 4096, len)) {
 		fprintf(stderr, PROG ": %s: out of memory\n", side);
 		return -1;
 	}
 	memset(f->region, 0, len);
-	f->region_len = len;
-	if (!(f->info->domain_attr->mr_mode & FI_MR_PROV_KEY))
-		key = REQUESTED_KEY;
-	ret = fi_mr_reg(f->domain, f->region, len, access, 0, key, 0, &f->mr,
-			NULL);
-	if (ret)
-		return fi_fail(side, "fi_mr_reg", ret);
-	return 0;
-}
-
-static int bind_and_enable(struct fabric_side *f, struct fi_info *info,
-			   const char *side)
-{
-	int ret;
-
-	ret = fi_endpoint(f->domain, info, &f->ep, NULL);
-	if (ret)
-		return fi_fail(side, "fi_endpoint", ret);
-	ret = fi_ep_bind(f->ep, &f->eq->fid, 0);
-	if (!ret)
-		ret = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (!ret)
-		ret = fi_enable(f->ep);
-	if (ret)
-		return fi_fail(side, "endpoint setup", ret);
+	if (tpt_dm_fabric_mr_reg(&f->fab, f->region, len, access, NULL,
+				 &f->mr))
+		return fab_fail(f, side);
 	return 0;
 }
 
@@ -218,11 +144,11 @@ static int wait_cm_event(struct fabric_side *f, uint32_t want,
 	uint32_t event;
 	ssize_t ret;
 
-	ret = fi_eq_sread(f->eq, &event, entry, sizeof(*entry), BENCH_STALL_MS,
-			  0);
+	ret = fi_eq_sread(f->fab.eq, &event, entry, sizeof(*entry),
+			  BENCH_STALL_MS, 0);
 	if (ret == -FI_EAVAIL) {
 		memset(&err, 0, sizeof(err));
-		fi_eq_readerr(f->eq, &err, 0);
+		fi_eq_readerr(f->fab.eq, &err, 0);
 		return fi_fail(side, "connection", err.err);
 	}
 	if (ret < 0)
@@ -239,20 +165,9 @@ static void close_side(struct fabric_side *f)
 {
 	if (f->ep)
 		fi_close(&f->ep->fid);
-	if (f->pep)
-		fi_close(&f->pep->fid);
 	if (f->mr)
 		fi_close(&f->mr->fid);
-	if (f->cq)
-		fi_close(&f->cq->fid);
-	if (f->eq)
-		fi_close(&f->eq->fid);
-	if (f->domain)
-		fi_close(&f->domain->fid);
-	if (f->fabric)
-		fi_close(&f->fabric->fid);
-	if (f->info)
-		fi_freeinfo(f->info);
+	tpt_dm_fabric_close(&f->fab);
 	free(f->region);
 }
 
@@ -271,49 +186,32 @@ static int serve(void *ctx, int to_parent, int from_parent)
 	static const char side[] = "passive side";
 	const struct rma_opts *o = ctx;
 	struct fabric_side f = { 0 };
-	struct fi_info *hints = make_hints(o->b.provider);
 	struct fi_eq_cm_entry entry;
 	struct fi_cq_entry comp[16];
-	struct sockaddr_storage name;
-	size_t namelen = sizeof(name);
 	struct lent_region lent;
 	unsigned long spins = 0;
 	int ret, rc = 1;
 
-	ret = fi_getinfo(FIVERSION, o->b.addr, NULL, FI_SOURCE | FI_NUMERICHOST,
-			 hints, &f.info);
-	if (ret) {
-		fi_fail(side, "fi_getinfo", ret);
-		goto out;
-	}
-	if (open_queues(&f, side))
-		goto out;
-	ret = fi_passive_ep(f.fabric, f.info, &f.pep, NULL);
-	if (!ret)
-		ret = fi_pep_bind(f.pep, &f.eq->fid, 0);
-	if (!ret)
-		ret = fi_listen(f.pep);
-	if (!ret)
-		ret = fi_getname(&f.pep->fid, &name, &namelen);
-	if (ret) {
-		fi_fail(side, "listening", ret);
+	if (tpt_dm_fabric_open(&f.fab, o->b.provider, o->b.addr, 0)) {
+		fab_fail(&f, side);
 		goto out;
 	}
 	lent.len = (uint64_t)o->b.inflight * bench_max_size(&o->b);
 	if (register_region(&f, lent.len, FI_REMOTE_READ | FI_REMOTE_WRITE,
 			    side))
 		goto out;
-	lent.port = ntohs(((struct sockaddr_in *)&name)->sin_port);
+	lent.port = f.fab.listen_port;
 	lent.key = fi_mr_key(f.mr);
-	lent.rma_base = (f.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
-			(uint64_t)(uintptr_t)f.region : 0;
+	lent.rma_base = tpt_dm_fabric_rma_base(&f.fab, f.region);
 	if (write(to_parent, &lent, sizeof(lent)) != sizeof(lent))
 		goto out;
 
 	if (wait_cm_event(&f, FI_CONNREQ, &entry, side))
 		goto out;
-	ret = bind_and_enable(&f, entry.info, side);
-	if (!ret) {
+	ret = tpt_dm_fabric_ep_open(&f.fab, entry.info, NULL, &f.ep);
+	if (ret) {
+		fab_fail(&f, side);
+	} else {
 		ret = fi_accept(f.ep, NULL, 0);
 		if (ret)
 			fi_fail(side, "fi_accept", ret);
@@ -326,11 +224,11 @@ static int serve(void *ctx, int to_parent, int from_parent)
 	 * reads the CQ: keep reading it until the parent is done. */
 	for (;;) {
 		if (o->busy_poll) {
-			ret = (int)fi_cq_read(f.cq, comp, 16);
+			ret = (int)fi_cq_read(f.fab.cq, comp, 16);
 			if (++spins % 4096 == 0 && parent_done(from_parent))
 				break;
 		} else {
-			ret = (int)fi_cq_sread(f.cq, comp, 16, NULL,
+			ret = (int)fi_cq_sread(f.fab.cq, comp, 16, NULL,
 					       PASSIVE_WAIT_MS);
 			if (parent_done(from_parent))
 				break;
@@ -343,7 +241,6 @@ static int serve(void *ctx, int to_parent, int from_parent)
 	rc = 0;
 out:
 	close_side(&f);
-	fi_freeinfo(hints);
 	return rc;
 }
 
@@ -426,13 +323,13 @@ static int run_phase(void *ctx, bool put, size_t size, double end,
 			return -1;
 	while (r->outstanding || r->unposted) {
 		if (r->o->busy_poll || !r->outstanding)
-			ret = fi_cq_read(r->f.cq, comp, 64);
+			ret = fi_cq_read(r->f.fab.cq, comp, 64);
 		else
-			ret = fi_cq_sread(r->f.cq, comp, 64, NULL,
+			ret = fi_cq_sread(r->f.fab.cq, comp, 64, NULL,
 					  BENCH_STALL_MS);
 		if (ret == -FI_EAVAIL) {
 			memset(&err, 0, sizeof(err));
-			fi_cq_readerr(r->f.cq, &err, 0);
+			fi_cq_readerr(r->f.fab.cq, &err, 0);
 			return fi_fail("active side", "completion", err.err);
 		}
 		if (ret == -FI_EAGAIN && !r->o->busy_poll && r->outstanding) {
@@ -469,30 +366,18 @@ static int drive(void *ctx, const void *lent_arg, int done_fd)
 	const struct bench_opts *o = &ro->b;
 	const struct lent_region *lent = lent_arg;
 	struct run r = { .o = ro, .lent = *lent };
-	struct fi_info *hints = make_hints(o->provider);
+	struct fi_info *dest = NULL;
 	struct fi_eq_cm_entry entry;
-	char service[8];
 	int ret, rc = 1;
 
-	snprintf(service, sizeof(service), "%u", (unsigned int)lent->port);
-	hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
-	ret = fi_getinfo(FIVERSION, o->addr, service, FI_NUMERICHOST, hints,
-			 &r.f.info);
-	if (ret) {
-		hints->tx_attr->op_flags = 0;
-		ret = fi_getinfo(FIVERSION, o->addr, service, FI_NUMERICHOST,
-				 hints, &r.f.info);
-	}
-	if (ret) {
-		fi_fail(side, "fi_getinfo", ret);
+	if (tpt_dm_fabric_open(&r.f.fab, o->provider, NULL, 0) ||
+	    tpt_dm_fabric_dest_info(&r.f.fab, o->addr, (uint16_t)lent->port,
+				    &dest) ||
+	    tpt_dm_fabric_ep_open(&r.f.fab, dest, NULL, &r.f.ep)) {
+		fab_fail(&r.f, side);
 		goto out;
 	}
-	r.write_flags = FI_COMPLETION;
-	if (r.f.info->tx_attr->op_flags & FI_DELIVERY_COMPLETE)
-		r.write_flags |= FI_DELIVERY_COMPLETE;
-	if (open_queues(&r.f, side) || bind_and_enable(&r.f, r.f.info, side))
-		goto out;
-	ret = fi_connect(r.f.ep, r.f.info->dest_addr, NULL, 0);
+	ret = fi_connect(r.f.ep, dest->dest_addr, NULL, 0);
 	if (ret) {
 		fi_fail(side, "fi_connect", ret);
 		goto out;
@@ -503,9 +388,10 @@ static int drive(void *ctx, const void *lent_arg, int done_fd)
 			    FI_READ | FI_WRITE, side))
 		goto out;
 	r.desc = fi_mr_desc(r.f.mr);
+	r.write_flags = r.f.fab.write_flags;
 
 	printf("# " PROG " provider=%s inflight=%u seconds=%g%s%s\n",
-	       r.f.info->fabric_attr->prov_name, o->inflight, o->seconds,
+	       r.f.fab.info->fabric_attr->prov_name, o->inflight, o->seconds,
 	       ro->transmit_complete ? " transmit-complete" :
 	       (r.write_flags & FI_DELIVERY_COMPLETE) ? " delivery-complete"
 						      : "",
@@ -515,8 +401,9 @@ static int drive(void *ctx, const void *lent_arg, int done_fd)
 	rc = 0;
 out:
 	close(done_fd);
+	if (dest)
+		fi_freeinfo(dest);
 	close_side(&r.f);
-	fi_freeinfo(hints);
 	return rc;
 }
 

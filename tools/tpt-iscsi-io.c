@@ -25,13 +25,6 @@
 #define DEFAULT_INITIATOR "iqn.2026-11.org.tptraid:tpt-iscsi-io"
 #define DEFAULT_CHUNK (1u << 20)
 
-struct lun_handle {
-	struct iscsi_context *iscsi;
-	int lun;
-	uint32_t block_size;
-	uint64_t nr_blocks;
-};
-
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -77,42 +70,7 @@ static int task_failed(struct iscsi_context *iscsi, struct scsi_task *task,
 	return 0;
 }
 
-static int lun_open(struct lun_handle *h, const char *initiator,
-		    const char *url_text)
-{
-	const struct tool_iscsi_login how = {
-		.prog = "tpt-iscsi-io",
-		.initiator = initiator,
-		.digest = ISCSI_HEADER_DIGEST_NONE_CRC32C,
-		/* A lost session is an error to report, not a reason to
-		 * spin. */
-		.noautoreconnect = true,
-	};
-	struct scsi_task *task;
-
-	if (tool_iscsi_login(&how, url_text, &h->iscsi, &h->lun))
-		return -1;
-	task = iscsi_readcapacity16_sync(h->iscsi, h->lun);
-	if (task_failed(h->iscsi, task, "READ CAPACITY(16)"))
-		return -1;
-	if (tool_iscsi_capacity(task, &h->block_size, &h->nr_blocks)) {
-		fprintf(stderr, "tpt-iscsi-io: cannot decode READ CAPACITY(16)\n");
-		scsi_free_scsi_task(task);
-		return -1;
-	}
-	scsi_free_scsi_task(task);
-	return 0;
-}
-
-static void lun_close(struct lun_handle *h)
-{
-	if (!h->iscsi)
-		return;
-	iscsi_logout_sync(h->iscsi);
-	iscsi_destroy_context(h->iscsi);
-}
-
-static int check_range(const struct lun_handle *h, uint64_t lba,
+static int check_range(const struct tool_lun *h, uint64_t lba,
 		       uint64_t blocks)
 {
 	if (lba > h->nr_blocks || blocks > h->nr_blocks - lba) {
@@ -124,7 +82,7 @@ static int check_range(const struct lun_handle *h, uint64_t lba,
 	return 0;
 }
 
-static int do_read(struct lun_handle *h, uint64_t lba, uint64_t blocks,
+static int do_read(struct tool_lun *h, uint64_t lba, uint64_t blocks,
 		   uint32_t chunk_blocks)
 {
 	while (blocks) {
@@ -178,7 +136,7 @@ static unsigned char *slurp_stdin(size_t *len)
 	return buf;
 }
 
-static int do_write(struct lun_handle *h, uint64_t lba, uint32_t chunk_blocks)
+static int do_write(struct tool_lun *h, uint64_t lba, uint32_t chunk_blocks)
 {
 	size_t len, off = 0;
 	unsigned char *data = slurp_stdin(&len);
@@ -224,8 +182,16 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *initiator = DEFAULT_INITIATOR, *cmd;
-	struct lun_handle h = { 0 };
+	struct tool_iscsi_login how = {
+		.prog = "tpt-iscsi-io",
+		.initiator = DEFAULT_INITIATOR,
+		.digest = ISCSI_HEADER_DIGEST_NONE_CRC32C,
+		/* A lost session is an error to report, not a reason to
+		 * spin. */
+		.noautoreconnect = true,
+	};
+	const char *cmd;
+	struct tool_lun h = { 0 };
 	uint64_t chunk = DEFAULT_CHUNK, lba = 0, blocks = 0;
 	uint32_t chunk_blocks;
 	int c, ret = 2, nargs;
@@ -233,7 +199,7 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "i:c:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
-			initiator = optarg;
+			how.initiator = optarg;
 			break;
 		case 'c':
 			if (parse_u64(optarg, "chunk size", &chunk) || !chunk ||
@@ -272,7 +238,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	if (lun_open(&h, initiator, argv[optind + 1])) {
+	if (tool_lun_open(&how, argv[optind + 1], &h)) {
 		ret = 1;
 		goto out;
 	}
@@ -288,6 +254,6 @@ int main(int argc, char **argv)
 		ret = do_write(&h, lba, chunk_blocks);
 	}
 out:
-	lun_close(&h);
+	tool_lun_close(&h, true);
 	return ret;
 }

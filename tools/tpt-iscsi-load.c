@@ -37,7 +37,6 @@
 #define DEFAULT_TIMEOUT 60.0
 #define MAX_QD 1024
 #define MAX_BS (32u << 20)
-#define UA_RETRIES 8
 
 enum pattern {
 	SEQ_READ,
@@ -74,9 +73,7 @@ struct slot {
 
 struct load {
 	const struct load_opts *o;
-	struct iscsi_context *iscsi;
-	int lun;
-	uint32_t block_size;
+	struct tool_lun lu;
 	uint64_t lun_bytes;
 	uint64_t span;
 	uint64_t nr_units;	/* --bs sized units in the span */
@@ -313,32 +310,6 @@ static bool is_write(enum pattern p)
 	return p == SEQ_WRITE || p == RAND_WRITE;
 }
 
-static void print_task_error(struct load *l, int status,
-			     struct scsi_task *task, const char *what)
-{
-	switch (status) {
-	case SCSI_STATUS_CHECK_CONDITION:
-		fprintf(stderr, PROG ": %s failed: CHECK CONDITION, sense key"
-			" 0x%x (%s), ASC/ASCQ 0x%04x (%s)\n", what,
-			task->sense.key, scsi_sense_key_str(task->sense.key),
-			task->sense.ascq, scsi_sense_ascq_str(task->sense.ascq));
-		break;
-	case SCSI_STATUS_CANCELLED:
-	case SCSI_STATUS_ERROR:
-	case SCSI_STATUS_TIMEOUT:
-		/* Not from the target: libiscsi gave up on the command. */
-		fprintf(stderr, PROG ": %s failed in libiscsi (%s): %s\n", what,
-			status == SCSI_STATUS_CANCELLED ? "cancelled" :
-			status == SCSI_STATUS_ERROR ? "error" : "timeout",
-			iscsi_get_error(l->iscsi));
-		break;
-	default:
-		fprintf(stderr, PROG ": %s failed: SCSI status 0x%02x\n", what,
-			(unsigned int)status);
-		break;
-	}
-}
-
 static int submit(struct slot *s);
 
 static void io_done(struct iscsi_context *iscsi, int status,
@@ -364,7 +335,8 @@ static void io_done(struct iscsi_context *iscsi, int status,
 		/* The first failure says what went wrong; the rest only
 		 * count (a dead session fails every queued command). */
 		if (!l->nr_errors++)
-			print_task_error(l, status, task, what);
+			tool_iscsi_report(PROG, what, l->lu.iscsi, status,
+					  task);
 		l->failed = true;
 	} else if (task->residual_status != SCSI_RESIDUAL_NO_RESIDUAL &&
 		   task->residual) {
@@ -400,18 +372,18 @@ static int submit(struct slot *s)
 {
 	struct load *l = s->load;
 	const struct load_opts *o = l->o;
-	uint64_t lba = next_offset(l) / l->block_size;
+	uint64_t lba = next_offset(l) / l->lu.block_size;
 	struct scsi_task *task;
 
 	if (o->bytes && l->issued_bytes >= o->bytes)
 		return 0;
 	if (is_write(o->pattern)) {
-		task = iscsi_write16_task(l->iscsi, l->lun, lba, s->buf,
-					  (uint32_t)o->bs, (int)l->block_size,
+		task = iscsi_write16_task(l->lu.iscsi, l->lu.lun, lba, s->buf,
+					  (uint32_t)o->bs, (int)l->lu.block_size,
 					  0, 0, 0, 0, 0, io_done, s);
 	} else {
-		task = iscsi_read16_task(l->iscsi, l->lun, lba,
-					 (uint32_t)o->bs, (int)l->block_size,
+		task = iscsi_read16_task(l->lu.iscsi, l->lu.lun, lba,
+					 (uint32_t)o->bs, (int)l->lu.block_size,
 					 0, 0, 0, 0, 0, io_done, s);
 		/* Before the event loop runs again: Data-In goes straight
 		 * into our buffer, not one libiscsi allocates. */
@@ -423,31 +395,13 @@ static int submit(struct slot *s)
 	}
 	if (!task) {
 		fprintf(stderr, PROG ": cannot queue command: %s\n",
-			iscsi_get_error(l->iscsi));
+			iscsi_get_error(l->lu.iscsi));
 		return -1;
 	}
 	s->task = task;
 	l->outstanding++;
 	l->issued_bytes += o->bs;
 	return 0;
-}
-
-/* Synchronous commands before the run may see the UNIT ATTENTION a new
- * nexus gets after login; retry those a few times. */
-static struct scsi_task *readcapacity(struct load *l)
-{
-	struct scsi_task *task = NULL;
-	int i;
-
-	for (i = 0; i < UA_RETRIES; i++) {
-		task = iscsi_readcapacity16_sync(l->iscsi, l->lun);
-		if (!task || task->status != SCSI_STATUS_CHECK_CONDITION ||
-		    task->sense.key != SCSI_SENSE_UNIT_ATTENTION)
-			break;
-		scsi_free_scsi_task(task);
-		task = NULL;
-	}
-	return task;
 }
 
 static int lun_open(struct load *l)
@@ -457,35 +411,15 @@ static int lun_open(struct load *l)
 		.initiator = l->o->initiator,
 		.digest = ISCSI_HEADER_DIGEST_NONE,
 	};
-	struct scsi_task *task;
-	uint64_t nr_blocks;
 
-	if (tool_iscsi_login(&how, l->o->url, &l->iscsi, &l->lun))
+	if (tool_lun_open(&how, l->o->url, &l->lu))
 		return -1;
 	/* A dropped connection is an error to report, not to paper over.
 	 * Set once logged in, as it always was, not through
 	 * how.noautoreconnect: a drop during iscsi_full_connect_sync's own
 	 * commands is still retried by libiscsi. */
-	iscsi_set_noautoreconnect(l->iscsi, 1);
-
-	task = readcapacity(l);
-	if (!task) {
-		fprintf(stderr, PROG ": READ CAPACITY(16) failed: %s\n",
-			iscsi_get_error(l->iscsi));
-		return -1;
-	}
-	if (task->status != SCSI_STATUS_GOOD) {
-		print_task_error(l, task->status, task, "READ CAPACITY(16)");
-		scsi_free_scsi_task(task);
-		return -1;
-	}
-	if (tool_iscsi_capacity(task, &l->block_size, &nr_blocks)) {
-		fprintf(stderr, PROG ": cannot decode READ CAPACITY(16)\n");
-		scsi_free_scsi_task(task);
-		return -1;
-	}
-	l->lun_bytes = nr_blocks * l->block_size;
-	scsi_free_scsi_task(task);
+	iscsi_set_noautoreconnect(l->lu.iscsi, 1);
+	l->lun_bytes = l->lu.nr_blocks * l->lu.block_size;
 	return 0;
 }
 
@@ -493,9 +427,9 @@ static int check_geometry(struct load *l)
 {
 	const struct load_opts *o = l->o;
 
-	if (o->bs % l->block_size) {
+	if (o->bs % l->lu.block_size) {
 		fprintf(stderr, PROG ": --bs %" PRIu64 " is not a multiple of"
-			" the LUN's %u-byte blocks\n", o->bs, l->block_size);
+			" the LUN's %u-byte blocks\n", o->bs, l->lu.block_size);
 		return -1;
 	}
 	l->span = o->span ? o->span : l->lun_bytes;
@@ -576,12 +510,12 @@ static int run(struct load *l, double *elapsed)
 		if (!l->stopping && (l->failed ||
 				     (!o->bytes && since(&t0) >= o->seconds)))
 			l->stopping = true;
-		pfd.fd = iscsi_get_fd(l->iscsi);
-		pfd.events = (short)iscsi_which_events(l->iscsi);
+		pfd.fd = iscsi_get_fd(l->lu.iscsi);
+		pfd.events = (short)iscsi_which_events(l->lu.iscsi);
 		pfd.revents = 0;
 		if (pfd.fd < 0 || !pfd.events) {
 			fprintf(stderr, PROG ": connection lost: %s\n",
-				iscsi_get_error(l->iscsi));
+				iscsi_get_error(l->lu.iscsi));
 			return -1;
 		}
 		n = poll(&pfd, 1, 100);
@@ -589,9 +523,9 @@ static int run(struct load *l, double *elapsed)
 			perror(PROG ": poll");
 			return -1;
 		}
-		if (iscsi_service(l->iscsi, n > 0 ? pfd.revents : 0) < 0) {
+		if (iscsi_service(l->lu.iscsi, n > 0 ? pfd.revents : 0) < 0) {
 			fprintf(stderr, PROG ": connection error: %s\n",
-				iscsi_get_error(l->iscsi));
+				iscsi_get_error(l->lu.iscsi));
 			return -1;
 		}
 		if (l->outstanding && since(&l->last_progress) > o->timeout) {
@@ -635,13 +569,9 @@ int main(int argc, char **argv)
 	       (double)l.done_ops / elapsed);
 	rc = fflush(stdout) ? 1 : 0;
 out:
-	if (l.iscsi) {
-		l.closing = true;
-		/* Logout only over a healthy session with nothing queued. */
-		if (!l.outstanding && iscsi_is_logged_in(l.iscsi))
-			iscsi_logout_sync(l.iscsi);
-		iscsi_destroy_context(l.iscsi);
-	}
+	l.closing = true;
+	/* Logout only over a healthy session with nothing queued. */
+	tool_lun_close(&l.lu, !l.outstanding);
 	free_slots(&l);
 	return rc;
 }

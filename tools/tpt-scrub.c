@@ -28,10 +28,7 @@
 #define CHUNK (1u << 20)
 
 struct member {
-	struct iscsi_context *iscsi;
-	int lun;
-	uint64_t blocks;
-	uint32_t block_size;
+	struct tool_lun lu;
 	uint8_t *buf;
 };
 
@@ -55,20 +52,9 @@ static int member_open(struct member *m, const char *url_text)
 		/* Name the member that failed: several may share a portal. */
 		.name_url = true,
 	};
-	struct scsi_task *task;
 
-	if (tool_iscsi_login(&how, url_text, &m->iscsi, &m->lun))
+	if (tool_lun_open(&how, url_text, &m->lu))
 		return -1;
-	task = iscsi_readcapacity16_sync(m->iscsi, m->lun);
-	if (!task || task->status != SCSI_STATUS_GOOD ||
-	    tool_iscsi_capacity(task, &m->block_size, &m->blocks)) {
-		fprintf(stderr, "tpt-scrub: READ CAPACITY of %s failed\n",
-			url_text);
-		if (task)
-			scsi_free_scsi_task(task);
-		return -1;
-	}
-	scsi_free_scsi_task(task);
 	m->buf = aligned_alloc(TPT_PARITY_ALIGN, CHUNK);
 	return m->buf ? 0 : -1;
 }
@@ -78,15 +64,15 @@ static int member_read(struct member *m, uint64_t lba, uint32_t bytes)
 	struct scsi_task *task;
 	int ok;
 
-	task = iscsi_read16_sync(m->iscsi, m->lun, lba, bytes, m->block_size,
-				 0, 0, 0, 0, 0);
+	task = iscsi_read16_sync(m->lu.iscsi, m->lu.lun, lba, bytes,
+				 m->lu.block_size, 0, 0, 0, 0, 0);
 	ok = task && task->status == SCSI_STATUS_GOOD &&
 	     task->datain.size == (int)bytes;
 	if (ok)
 		memcpy(m->buf, task->datain.data, bytes);
 	else
 		fprintf(stderr, "tpt-scrub: READ at %" PRIu64 " failed: %s\n",
-			lba, iscsi_get_error(m->iscsi));
+			lba, iscsi_get_error(m->lu.iscsi));
 	if (task)
 		scsi_free_scsi_task(task);
 	return ok ? 0 : -1;
@@ -132,16 +118,16 @@ int main(int argc, char **argv)
 	for (i = 0; i < n; i++)
 		if (member_open(&m[i], argv[optind + i]))
 			goto out;
-	bs = m[0].block_size;
-	blocks = m[0].blocks;
+	bs = m[0].lu.block_size;
+	blocks = m[0].lu.nr_blocks;
 	for (i = 1; i < n; i++) {
-		if (m[i].block_size != bs) {
+		if (m[i].lu.block_size != bs) {
 			fprintf(stderr, "tpt-scrub: members disagree on the "
 				"block size\n");
 			goto out;
 		}
-		if (m[i].blocks < blocks)
-			blocks = m[i].blocks;
+		if (m[i].lu.nr_blocks < blocks)
+			blocks = m[i].lu.nr_blocks;
 	}
 	/* The array uses whole stripe units of the smallest member. */
 	blocks -= blocks % (unit / bs);
@@ -189,10 +175,7 @@ out_sum:
 	free(sum);
 out:
 	for (i = 0; i < n; i++) {
-		if (m[i].iscsi) {
-			iscsi_logout_sync(m[i].iscsi);
-			iscsi_destroy_context(m[i].iscsi);
-		}
+		tool_lun_close(&m[i].lu, true);
 		free(m[i].buf);
 	}
 	return ret;
