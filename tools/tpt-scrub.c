@@ -22,6 +22,7 @@
 #include <iscsi/scsi-lowlevel.h>
 
 #include "scsi/tpt_parity.h"
+#include "controller/member_sb.h"
 #include "tool_iscsi.h"
 
 #define MAX_MEMBERS 32
@@ -129,7 +130,9 @@ int main(int argc, char **argv)
 		if (m[i].lu.nr_blocks < blocks)
 			blocks = m[i].lu.nr_blocks;
 	}
-	/* The array uses whole stripe units of the smallest member. */
+	/* The array uses whole stripe units of the smallest member, short
+	 * of the metadata each keeps at its end (controller/member_sb.h). */
+	blocks = tpt_member_sb_lba(blocks, bs);
 	blocks -= blocks % (unit / bs);
 	sum = aligned_alloc(TPT_PARITY_ALIGN, CHUNK);
 	if (!sum)

@@ -14,8 +14,11 @@ TPT_OBJS += $(addprefix tpt_controller/, bs_tptraid.o array.o member.o \
 	recovery.o mode_tpt.o mode_baseline.o array_show.o)
 TGTD_OBJS += $(TPT_OBJS)
 INCLUDES += -I$(TPT_TOP)
-LIBS += $(TPT_LIBDIR)/libtptctl.a $(TPT_LIBDIR)/libtptiser.a \
-	$(TPT_LIBDIR)/libtptscsi.a -liscsi -lfabric -lisal
+TPT_LIBS = $(TPT_LIBDIR)/libtptctl.a $(TPT_LIBDIR)/libtptiser.a \
+	$(TPT_LIBDIR)/libtptscsi.a
+LIBS += $(TPT_LIBS) -liscsi -lfabric -lisal
+# tgt's rule knows only its objects: relink when one of ours changes.
+tgtd: $(TPT_LIBS)
 
 # Our files meet our own bar, not just tgt's.
 $(TPT_OBJS): CFLAGS += -Wextra -Wno-unused-parameter -Wno-sign-compare \

@@ -143,13 +143,16 @@ static void member_teardown(struct tpt_member *m)
 	}
 	if (was == MEMBER_OFFLINE)
 		return;
+	/* A box that stays away is said once, not at every attempt. */
 	if (was == MEMBER_ONLINE)
 		eprintf("tptraid: member %u (%s) failed: %s\n", m->id, m->url,
 			m->fail_reason ? m->fail_reason : member_error(m));
-	else
-		eprintf("tptraid: member %u (%s) unreachable: %s\n", m->id,
-			m->url, m->fail_reason ? m->fail_reason :
-			member_error(m));
+	else if (!m->unreachable_said)
+		eprintf("tptraid: member %u (%s) unreachable: %s (trying "
+			"again every %u s)\n", m->id, m->url, m->fail_reason ?
+			m->fail_reason : member_error(m),
+			MEMBER_RECONNECT_INTERVAL);
+	m->unreachable_said = true;
 	m->link = MEMBER_OFFLINE;
 	m->next_connect = now_s() + MEMBER_RECONNECT_INTERVAL;
 	m->nop_sent = 0;
@@ -375,6 +378,7 @@ static void member_capacity_done(struct tpt_member *m, struct scsi_task *task,
 	m->block_size = rc16->block_length;
 	m->nr_blocks = rc16->returned_lba + 1;
 	m->link = MEMBER_ONLINE;
+	m->unreachable_said = false;
 	m->nop_sent = 0;
 	array_member_online(m->array, m);
 }

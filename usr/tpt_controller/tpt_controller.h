@@ -95,6 +95,7 @@ struct tpt_member {
 	struct list_head watch_link;	/* every member, for the tick */
 	struct list_head fail_link;	/* teardown pending */
 	bool failing;
+	bool unreachable_said;		/* logged once per absence */
 	const char *fail_reason;
 	time_t nop_sent;		/* monotonic seconds; 0: no NOP in flight */
 	time_t next_connect;

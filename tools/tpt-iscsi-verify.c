@@ -1,0 +1,436 @@
+/* tpt-iscsi-verify: random writes and reads on a LUN, checked against a
+ * byte model, with commands in flight all the time - the load the
+ * failure tests put on an array while they kill its members.
+ *
+ * The model lives in two files of a directory (--model DIR), mapped into
+ * memory: DIR/data holds what every block of the span should read, and
+ * DIR/unknown marks, a byte per block, blocks whose content is not known:
+ * a write that was sent but not acknowledged may or may not have reached
+ * them.  A block is marked before its write goes out and cleared when the
+ * write is acknowledged, so the files are right whenever this process
+ * stops, even killed; a later run (--verify) checks the LUN against them,
+ * after a controller was restarted, say.  A write that fails leaves its
+ * blocks unknown; every other block must read back exactly.
+ *
+ * Writes and reads are random in place and size and never overlap a
+ * command in flight, so every read can be checked when it completes.
+ * Prints one line: writes=N reads=N errors=N mismatches=N, and each
+ * error and mismatch on stderr.  Exit status: 0 when there were neither,
+ * 1 otherwise, 2 usage. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
+
+#include "tool_iscsi.h"
+
+#define PROG "tpt-iscsi-verify"
+#define MAX_QD 64
+
+struct verify;
+
+struct io {
+	struct verify *v;
+	bool busy;
+	bool write;
+	uint64_t lba;			/* within the span */
+	uint32_t blocks;
+	uint8_t *buf;
+	struct scsi_task *task;
+};
+
+struct verify {
+	struct tool_lun lun;
+	uint64_t span_blocks;
+	uint32_t max_blocks;
+	unsigned int qd;
+	uint64_t seed;
+	uint8_t *data;			/* DIR/data, mapped */
+	uint8_t *unknown;		/* DIR/unknown, mapped: a byte per block */
+	uint8_t *busy;			/* a byte per block: a command in flight */
+	struct io io[MAX_QD];
+	unsigned int inflight;
+	uint64_t writes, reads, errors, mismatches, reported;
+	bool stop, lost;
+};
+
+static uint64_t rnd(struct verify *v)
+{
+	uint64_t z = (v->seed += 0x9e3779b97f4a7c15);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+	return z ^ (z >> 31);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Map DIR/NAME, @size bytes, created (zero) when absent. */
+static uint8_t *map_file(const char *dir, const char *name, size_t size)
+{
+	char path[4096];
+	struct stat st;
+	uint8_t *p;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0 || fstat(fd, &st) ||
+	    ((size_t)st.st_size != size && ftruncate(fd, (off_t)size))) {
+		fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		fprintf(stderr, PROG ": mmap %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	return p;
+}
+
+static void report_mismatch(struct verify *v, uint64_t block)
+{
+	v->mismatches++;
+	if (v->reported++ < 16)
+		fprintf(stderr, PROG ": block %" PRIu64 " does not read back "
+			"as written\n", block);
+}
+
+/* Compare what a read returned with the model, known blocks only. */
+static void check_read(struct verify *v, const struct io *io)
+{
+	uint32_t bs = v->lun.block_size, i;
+
+	for (i = 0; i < io->blocks; i++) {
+		uint64_t b = io->lba + i;
+
+		if (!v->unknown[b] &&
+		    memcmp(io->buf + (uint64_t)i * bs, v->data + b * bs, bs))
+			report_mismatch(v, b);
+	}
+}
+
+static void io_done(struct iscsi_context *iscsi, int status,
+		    void *command_data, void *private_data)
+{
+	struct io *io = private_data;
+	struct verify *v = io->v;
+	uint32_t bs = v->lun.block_size;
+
+	(void)command_data;
+	if (status != SCSI_STATUS_GOOD) {
+		v->errors++;
+		if (v->errors <= 16)
+			tool_iscsi_report(PROG, io->write ? "WRITE(16)" :
+					  "READ(16)", iscsi, status, io->task);
+		if (status == SCSI_STATUS_CANCELLED ||
+		    status == SCSI_STATUS_ERROR || status == SCSI_STATUS_TIMEOUT)
+			v->lost = true;
+	} else if (io->write) {
+		memcpy(v->data + io->lba * bs, io->buf,
+		       (uint64_t)io->blocks * bs);
+		memset(v->unknown + io->lba, 0, io->blocks);
+	} else {
+		check_read(v, io);
+	}
+	memset(v->busy + io->lba, 0, io->blocks);
+	scsi_free_scsi_task(io->task);
+	io->task = NULL;
+	io->busy = false;
+	v->inflight--;
+}
+
+/* A random range of blocks that no command in flight touches. */
+static bool pick_range(struct verify *v, uint64_t *lba, uint32_t *blocks)
+{
+	unsigned int tries, i;
+
+	for (tries = 0; tries < 16; tries++) {
+		uint32_t n = 1 + (uint32_t)(rnd(v) % v->max_blocks);
+		uint64_t at;
+
+		if (n > v->span_blocks)
+			n = (uint32_t)v->span_blocks;
+		at = rnd(v) % (v->span_blocks - n + 1);
+		/* Often aligned, so whole units and stripes come up. */
+		if (rnd(v) % 2)
+			at -= at % n;
+		for (i = 0; i < n && !v->busy[at + i]; i++)
+			;
+		if (i == n) {
+			*lba = at;
+			*blocks = n;
+			return true;
+		}
+	}
+	return false;
+}
+
+static int issue(struct verify *v, struct io *io, bool write, uint64_t lba,
+		 uint32_t blocks)
+{
+	uint32_t bs = v->lun.block_size, i;
+
+	io->write = write;
+	io->lba = lba;
+	io->blocks = blocks;
+	if (write) {
+		for (i = 0; i < blocks * bs / 8; i++) {
+			uint64_t r = rnd(v);
+
+			memcpy(io->buf + (size_t)i * 8, &r, 8);
+		}
+		/* Unknown until acknowledged: the model files stay right
+		 * whenever we stop. */
+		memset(v->unknown + lba, 1, blocks);
+		io->task = iscsi_write16_task(v->lun.iscsi, v->lun.lun, lba,
+					      io->buf, blocks * bs, bs, 0, 0, 0,
+					      0, 0, io_done, io);
+	} else {
+		io->task = iscsi_read16_task(v->lun.iscsi, v->lun.lun, lba,
+					     blocks * bs, bs, 0, 0, 0, 0, 0,
+					     io_done, io);
+		if (io->task && scsi_task_add_data_in_buffer(io->task,
+							     (int)(blocks * bs),
+							     io->buf)) {
+			fprintf(stderr, PROG ": out of memory\n");
+			return -1;
+		}
+	}
+	if (!io->task) {
+		fprintf(stderr, PROG ": cannot queue a command: %s\n",
+			iscsi_get_error(v->lun.iscsi));
+		return -1;
+	}
+	memset(v->busy + lba, 1, blocks);
+	io->busy = true;
+	v->inflight++;
+	if (write)
+		v->writes++;
+	else
+		v->reads++;
+	return 0;
+}
+
+static int service(struct verify *v, int timeout_ms)
+{
+	struct pollfd pfd = {
+		.fd = iscsi_get_fd(v->lun.iscsi),
+		.events = (short)iscsi_which_events(v->lun.iscsi),
+	};
+
+	if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
+		return -1;
+	if (iscsi_service(v->lun.iscsi, pfd.revents) < 0) {
+		fprintf(stderr, PROG ": session lost: %s\n",
+			iscsi_get_error(v->lun.iscsi));
+		v->lost = true;
+		return -1;
+	}
+	return 0;
+}
+
+/* Reads of the whole span, in max-size pieces, one at a time. */
+static void check_all(struct verify *v)
+{
+	uint64_t lba;
+
+	for (lba = 0; lba < v->span_blocks && !v->lost;) {
+		uint32_t n = v->max_blocks;
+
+		if (n > v->span_blocks - lba)
+			n = (uint32_t)(v->span_blocks - lba);
+		if (issue(v, &v->io[0], false, lba, n))
+			return;
+		while (v->inflight && !v->lost)
+			if (service(v, 1000))
+				return;
+		lba += n;
+	}
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: " PROG " --model DIR [OPTIONS] URL\n\n"
+		"Random writes and reads checked against the byte model in DIR\n"
+		"(DIR/data, DIR/unknown; created when absent: the LUN is then\n"
+		"read once to start it, unless --zero says it holds zeroes).\n\n"
+		"  --span BYTES     use the first BYTES of the LUN (all)\n"
+		"  --qd N           commands in flight (8, at most %d)\n"
+		"  --seconds S      run for S seconds (10)\n"
+		"  --ops N          stop after N commands instead\n"
+		"  --max-bs BYTES   largest command (256k)\n"
+		"  --seed N         random seed (1)\n"
+		"  --zero           a new model starts all zeroes\n"
+		"  --verify         no load: read the whole span and check it\n"
+		"  --final-check    after the load, check the whole span too\n"
+		"  --initiator IQN  initiator name\n\n"
+		"Exit status: 0 no error and no mismatch, 1 otherwise, 2 usage.\n",
+		MAX_QD);
+}
+
+static int parse_bytes(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	switch (*end) {
+	case 'k': v <<= 10; end++; break;
+	case 'm': v <<= 20; end++; break;
+	case 'g': v <<= 30; end++; break;
+	default: break;
+	}
+	if (*end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "model", required_argument, NULL, 'm' },
+		{ "span", required_argument, NULL, 's' },
+		{ "qd", required_argument, NULL, 'q' },
+		{ "seconds", required_argument, NULL, 't' },
+		{ "ops", required_argument, NULL, 'o' },
+		{ "max-bs", required_argument, NULL, 'b' },
+		{ "seed", required_argument, NULL, 'r' },
+		{ "zero", no_argument, NULL, 'z' },
+		{ "verify", no_argument, NULL, 'v' },
+		{ "final-check", no_argument, NULL, 'f' },
+		{ "initiator", required_argument, NULL, 'i' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct tool_iscsi_login how = {
+		.prog = PROG,
+		.initiator = "iqn.2026-11.org.tptraid:tpt-iscsi-verify",
+		.digest = ISCSI_HEADER_DIGEST_NONE_CRC32C,
+		.noautoreconnect = true,
+	};
+	uint64_t span = 0, max_bs = 256 << 10, ops = 0, seconds = 10, v64;
+	const char *model = NULL;
+	bool zero = false, verify_only = false, final_check = false, fresh;
+	struct verify v = { .qd = 8, .seed = 1 };
+	double deadline;
+	char path[4096];
+	unsigned int i;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': model = optarg; break;
+		case 's': if (parse_bytes(optarg, &span)) goto bad; break;
+		case 'q':
+			if (parse_bytes(optarg, &v64) || !v64 || v64 > MAX_QD)
+				goto bad;
+			v.qd = (unsigned int)v64;
+			break;
+		case 't': if (parse_bytes(optarg, &seconds)) goto bad; break;
+		case 'o': if (parse_bytes(optarg, &ops)) goto bad; break;
+		case 'b': if (parse_bytes(optarg, &max_bs) || !max_bs) goto bad; break;
+		case 'r': if (parse_bytes(optarg, &v.seed)) goto bad; break;
+		case 'z': zero = true; break;
+		case 'v': verify_only = true; break;
+		case 'f': final_check = true; break;
+		case 'i': how.initiator = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: goto bad;
+		}
+	}
+	if (optind + 1 != argc || !model)
+		goto bad;
+	if (tool_lun_open(&how, argv[optind], &v.lun))
+		return 1;
+	v.span_blocks = span ? span / v.lun.block_size : v.lun.nr_blocks;
+	if (!v.span_blocks || v.span_blocks > v.lun.nr_blocks ||
+	    v.span_blocks > (1ULL << 32)) {
+		fprintf(stderr, PROG ": --span out of the LUN\n");
+		return 2;
+	}
+	v.max_blocks = (uint32_t)(max_bs / v.lun.block_size);
+	if (!v.max_blocks)
+		v.max_blocks = 1;
+	snprintf(path, sizeof(path), "%s/data", model);
+	fresh = access(path, F_OK) != 0;
+	v.data = map_file(model, "data", v.span_blocks * v.lun.block_size);
+	v.unknown = map_file(model, "unknown", v.span_blocks);
+	v.busy = calloc(v.span_blocks, 1);
+	for (i = 0; i < v.qd; i++) {
+		v.io[i].v = &v;
+		v.io[i].buf = aligned_alloc(4096, (size_t)v.max_blocks *
+					    v.lun.block_size);
+		if (!v.io[i].buf)
+			return 1;
+	}
+	if (!v.data || !v.unknown || !v.busy)
+		return 1;
+	if (fresh && !zero) {
+		/* Whatever the LUN holds now is what it should hold. */
+		memset(v.unknown, 1, v.span_blocks);
+		check_all(&v);
+		memset(v.unknown, 0, v.span_blocks);
+	}
+	if (verify_only) {
+		check_all(&v);
+	} else {
+		deadline = now_s() + (double)seconds;
+		while (!v.lost && (ops ? v.writes + v.reads < ops :
+				   now_s() < deadline)) {
+			for (i = 0; i < v.qd && !v.lost; i++) {
+				uint64_t lba;
+				uint32_t n;
+
+				if (v.io[i].busy || !pick_range(&v, &lba, &n))
+					continue;
+				if (issue(&v, &v.io[i], rnd(&v) % 3 != 0, lba, n))
+					return 1;
+			}
+			if (service(&v, 100))
+				break;
+		}
+		while (v.inflight && !v.lost)
+			if (service(&v, 1000))
+				break;
+		if (final_check && !v.lost)
+			check_all(&v);
+	}
+	printf("writes=%" PRIu64 " reads=%" PRIu64 " errors=%" PRIu64
+	       " mismatches=%" PRIu64 "\n", v.writes, v.reads, v.errors,
+	       v.mismatches);
+	msync(v.data, v.span_blocks * v.lun.block_size, MS_SYNC);
+	msync(v.unknown, v.span_blocks, MS_SYNC);
+	tool_lun_close(&v.lun, !v.lost);
+	return v.errors || v.mismatches || v.lost ? 1 : 0;
+bad:
+	usage(stderr);
+	return 2;
+}
