@@ -162,10 +162,12 @@ $(BUILD)/test/unit/%: test/unit/%.c $(UNIT_HDRS) $(TPT_LIBS)
 unit: $(UNIT_BINS)
 	@scripts/run-unit $(UNIT_BINS)
 
-$(BUILD)/test/fuzz/%: test/fuzz/%.c $(SCSI_SRCS) $(wildcard scsi/*.h)
+# Every fuzz target links the pure libraries' sources: the codec and the
+# controller's parsers.
+$(BUILD)/test/fuzz/%: test/fuzz/%.c $(SCSI_SRCS) $(CTL_SRCS) $(wildcard scsi/*.h controller/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -I$(TOP) -fsanitize=fuzzer,address,undefined \
-		$< $(SCSI_SRCS) -o $@ -lisal
+		$< $(SCSI_SRCS) $(CTL_SRCS) -o $@ -lisal
 
 .PHONY: fuzz
 fuzz: $(FUZZ_BINS)

@@ -1,0 +1,210 @@
+/*
+ * Reading and writing the array's state file (controller/state_file.h).
+ */
+#include "controller/state_file.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+__attribute__((format(printf, 4, 5)))
+static int state_error(char *err, size_t errlen, unsigned int line,
+		       const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (err && errlen) {
+		n = snprintf(err, errlen, "line %u: ", line);
+		if (n < 0 || (size_t)n >= errlen)
+			n = 0;
+		va_start(ap, fmt);
+		vsnprintf(err + n, errlen - n, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+static bool parse_uint(const char *s, uint64_t max, uint64_t *out, int base)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!*s || *s == '-' || *s == '+' || *s == ' ')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, base);
+	if (errno || *end || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* One line, without its newline: KEY and the rest. */
+static int parse_line(char *l, unsigned int n, struct tpt_state *st,
+		      bool seen[4], char *err, size_t errlen)
+{
+	char *rest = strchr(l, ' '), *arg2;
+	uint64_t a, b;
+	char check[256];
+
+	if (!rest)
+		return state_error(err, errlen, n, "expected KEY VALUE");
+	*rest++ = '\0';
+	if (!strcmp(l, "tptraid-state")) {
+		if (seen[0] || !parse_uint(rest, UINT32_MAX, &a, 10) ||
+		    a != TPT_STATE_VERSION)
+			return state_error(err, errlen, n, "expected "
+					   "\"tptraid-state %d\" first",
+					   TPT_STATE_VERSION);
+		seen[0] = true;
+		return 0;
+	}
+	if (!seen[0])
+		return state_error(err, errlen, n, "not a tptraid state file");
+	if (!strcmp(l, "array")) {
+		if (seen[1] || strlen(rest) != 16 ||
+		    !parse_uint(rest, UINT64_MAX, &a, 16) || !a)
+			return state_error(err, errlen, n, "array: expected "
+					   "one 16-digit hex id, non-zero");
+		st->array_id = a;
+		seen[1] = true;
+		return 0;
+	}
+	if (!strcmp(l, "spec")) {
+		if (seen[2] || strlen(rest) >= sizeof(st->spec))
+			return state_error(err, errlen, n, "spec: once, at "
+					   "most %zu bytes",
+					   sizeof(st->spec) - 1);
+		strcpy(st->spec, rest);
+		seen[2] = true;
+		return 0;
+	}
+	if (strcmp(l, "box") && strcmp(l, "position"))
+		return state_error(err, errlen, n, "%s: unknown key (expected "
+				   "tptraid-state, array, spec, box, position)",
+				   l);
+	arg2 = strchr(rest, ' ');
+	if (!arg2)
+		return state_error(err, errlen, n, "%s: expected two values",
+				   l);
+	*arg2++ = '\0';
+	if (!strcmp(l, "box")) {
+		if (!parse_uint(rest, TPT_STATE_MAX_BOXES - 1, &a, 10) ||
+		    a != st->nr_boxes)
+			return state_error(err, errlen, n, "box %s: ids go "
+					   "0, 1, 2... in order, at most %u",
+					   rest, TPT_STATE_MAX_BOXES);
+		if (tpt_spec_member_url(arg2, check, sizeof(check)))
+			return state_error(err, errlen, n, "box %s", check);
+		strcpy(st->box[st->nr_boxes++], arg2);
+		return 0;
+	}
+	/* position */
+	{
+		if (!parse_uint(rest, TPT_SPEC_MAX_MEMBERS - 1, &a, 10) ||
+		    a != st->nr_positions)
+			return state_error(err, errlen, n, "position %s: "
+					   "positions go 0, 1, 2... in order, "
+					   "at most %u", rest,
+					   TPT_SPEC_MAX_MEMBERS);
+		if (!strcmp(arg2, "-1")) {
+			st->position[st->nr_positions++] = -1;
+			return 0;
+		}
+		if (!parse_uint(arg2, TPT_STATE_MAX_BOXES - 1, &b, 10) ||
+		    b >= st->nr_boxes)
+			return state_error(err, errlen, n, "position %s: box "
+					   "%s is not listed before", rest,
+					   arg2);
+		st->position[st->nr_positions++] = (int)b;
+		return 0;
+	}
+}
+
+int tpt_state_parse(const char *text, size_t len, struct tpt_state *out,
+		    char *err, size_t errlen)
+{
+	bool seen[4] = { false }, used[TPT_STATE_MAX_BOXES] = { false };
+	unsigned int line = 0, p;
+	char buf[TPT_STATE_SPEC_MAX + 64];
+	size_t at = 0;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	while (at < len) {
+		const char *nl = memchr(text + at, '\n', len - at);
+		size_t n = nl ? (size_t)(nl - (text + at)) : len - at;
+
+		line++;
+		if (n >= sizeof(buf))
+			return state_error(err, errlen, line, "line too long");
+		if (memchr(text + at, '\0', n))
+			return state_error(err, errlen, line, "a NUL byte");
+		memcpy(buf, text + at, n);
+		buf[n] = '\0';
+		at += n + (nl ? 1 : 0);
+		if (!n || buf[0] == '#')
+			continue;
+		ret = parse_line(buf, line, out, seen, err, errlen);
+		if (ret)
+			return ret;
+	}
+	if (!seen[0] || !seen[1] || !seen[2])
+		return state_error(err, errlen, line, "tptraid-state, array "
+				   "and spec lines are required");
+	if (!out->nr_positions || !out->nr_boxes)
+		return state_error(err, errlen, line, "no box or position "
+				   "lines");
+	for (p = 0; p < out->nr_positions; p++) {
+		int b = out->position[p];
+
+		if (b < 0)
+			continue;
+		if (used[b])
+			return state_error(err, errlen, line, "box %d serves "
+					   "two positions", b);
+		used[b] = true;
+	}
+	return 0;
+}
+
+int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
+{
+	size_t at = 0;
+	unsigned int i;
+	int n;
+
+	if (!st->array_id || !st->nr_boxes || !st->nr_positions ||
+	    st->nr_boxes > TPT_STATE_MAX_BOXES ||
+	    st->nr_positions > TPT_SPEC_MAX_MEMBERS ||
+	    strchr(st->spec, '\n'))
+		return -EINVAL;
+	n = snprintf(buf, len, "# TPT-RAID array state, written by the "
+		     "controller (docs/controller.md)\ntptraid-state %d\n"
+		     "array %016" PRIx64 "\nspec %s\n", TPT_STATE_VERSION,
+		     st->array_id, st->spec);
+	if (n < 0 || (size_t)n >= len)
+		return -ENOSPC;
+	at = (size_t)n;
+	for (i = 0; i < st->nr_boxes; i++) {
+		if (strchr(st->box[i], '\n') || strchr(st->box[i], ' '))
+			return -EINVAL;
+		n = snprintf(buf + at, len - at, "box %u %s\n", i, st->box[i]);
+		if (n < 0 || (size_t)n >= len - at)
+			return -ENOSPC;
+		at += (size_t)n;
+	}
+	for (i = 0; i < st->nr_positions; i++) {
+		n = snprintf(buf + at, len - at, "position %u %d\n", i,
+			     st->position[i]);
+		if (n < 0 || (size_t)n >= len - at)
+			return -ENOSPC;
+		at += (size_t)n;
+	}
+	return (int)at;
+}

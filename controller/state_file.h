@@ -1,0 +1,55 @@
+/*
+ * The array's state file, the controller's own record of an array: the
+ * file --backing-store names (docs/controller.md, "What the controller
+ * keeps").  A few lines of text an engineer can read:
+ *
+ *   tptraid-state 1
+ *   array 65c854e8e9b3c6ab
+ *   spec raid=5;unit=64k;mode=tpt;dm=...;member=...;member=...;...
+ *   box 0 iscsi://10.0.0.11:3260/iqn...:box1/1
+ *   box 5 iscsi://10.0.0.16:3260/iqn...:spare1/1
+ *   position 0 0
+ *   position 1 5
+ *
+ * "spec" is the definition as --bsopts gave it, so that the LU can be
+ * created again from the file alone; "box" lines are every member and
+ * spare, with their ids (peer ids), including spares added later with
+ * tgtadm; "position" lines say which box serves each position now, which
+ * differs from the definition's member= order once a spare has taken
+ * over.  Parsing is strict: a damaged file is refused with the line and
+ * what is wrong, never half used.  Pure: no I/O.
+ */
+#ifndef TPT_CONTROLLER_STATE_FILE_H
+#define TPT_CONTROLLER_STATE_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "controller/array_spec.h"
+
+#define TPT_STATE_VERSION 1
+#define TPT_STATE_SPEC_MAX 12288
+#define TPT_STATE_MAX_BOXES (TPT_SPEC_MAX_MEMBERS + TPT_SPEC_MAX_SPARES)
+
+struct tpt_state {
+	uint64_t array_id;
+	char spec[TPT_STATE_SPEC_MAX];
+	unsigned int nr_boxes;
+	char box[TPT_STATE_MAX_BOXES][TPT_SPEC_URL_MAX];	/* by id */
+	unsigned int nr_positions;
+	int position[TPT_SPEC_MAX_MEMBERS];	/* box id, or -1: none */
+};
+
+/*
+ * Parse @text (@len bytes) into @out: 0, or -EINVAL with "line N: what"
+ * in @err.  Box ids must be 0..n-1 without gaps, each position named
+ * once, from 0 on, and naming a box or -1.
+ */
+int tpt_state_parse(const char *text, size_t len, struct tpt_state *out,
+		    char *err, size_t errlen);
+
+/* Format @st into @buf: the length, or -ENOSPC (or -EINVAL for a state
+ * that would not parse back). */
+int tpt_state_format(const struct tpt_state *st, char *buf, size_t len);
+
+#endif

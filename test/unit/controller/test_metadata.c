@@ -1,0 +1,202 @@
+/*
+ * What the controller writes about an array and reads back after a
+ * restart: the member superblock (controller/member_sb.c), the region
+ * record (controller/intent_file.c) and the state file
+ * (controller/state_file.c).  Byte layouts as their comments give them,
+ * round trips, and refusal of anything damaged.
+ */
+#include "controller/intent_file.h"
+#include "controller/member_sb.h"
+#include "controller/state_file.h"
+#include "scsi/tpt_cdb.h"
+#include "test/unit/unit.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void superblock_layout(void)
+{
+	struct tpt_member_sb sb = {
+		.array_id = 0x0123456789abcdefULL, .event = 42, .position = 3,
+		.nr_members = 5, .raid_level = 5, .unit_bytes = 65536,
+		.member_blocks = 1000448, .block_size = 512,
+	}, back;
+	static uint8_t buf[TPT_SB_LEN];
+
+	CHECK_EQ(tpt_member_sb_encode(&sb, buf, sizeof(buf)), TPT_SB_LEN);
+	CHECK_MEM(buf, "TPTRAIDM", 8);
+	CHECK_EQ(tpt_get_be(&buf[8], 4), 1);
+	CHECK_EQ(tpt_get_be(&buf[12], 4), 64);
+	CHECK_EQ(tpt_get_be(&buf[16], 8), 0x0123456789abcdefULL);
+	CHECK_EQ(tpt_get_be(&buf[24], 8), 42);
+	CHECK_EQ(tpt_get_be(&buf[32], 4), 3);
+	CHECK_EQ(tpt_get_be(&buf[36], 4), 5);
+	CHECK_EQ(tpt_get_be(&buf[44], 4), 65536);
+	CHECK_EQ(tpt_get_be(&buf[48], 8), 1000448);
+	CHECK_EQ(tpt_get_be(&buf[56], 4), 512);
+	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), 0);
+	CHECK_MEM(&back, &sb, sizeof(sb));
+
+	/* A flipped bit anywhere, a reserved byte set: damaged. */
+	buf[25] ^= 1;
+	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), -EINVAL);
+	buf[25] ^= 1;
+	buf[4000] = 1;
+	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), -EINVAL);
+	memset(buf, 0, sizeof(buf));
+	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), -ENOENT);
+	CHECK_EQ(tpt_member_sb_decode(buf, 100, &back), -EINVAL);
+	sb.array_id = 0;
+	CHECK_EQ(tpt_member_sb_encode(&sb, buf, sizeof(buf)), -EINVAL);
+	sb.array_id = 1;
+	sb.position = 5;	/* beyond the members */
+	tpt_member_sb_encode(&sb, buf, sizeof(buf));
+	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), -EINVAL);
+	sb.position = TPT_SB_SPARE;
+	tpt_member_sb_encode(&sb, buf, sizeof(buf));
+	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), 0);
+
+	/* Where it lives: the last MiB of the member. */
+	CHECK_EQ(tpt_member_sb_lba(4096, 512), 2048);
+	CHECK_EQ(tpt_member_sb_lba(1024, 4096), 768);
+	CHECK_EQ(tpt_member_sb_lba(2048, 512), 0);
+	CHECK_EQ(tpt_member_sb_lba(4096, 3000), 0);
+}
+
+static void intent_round_trip(void)
+{
+	uint8_t intent[3], missed[3][3], got_i[3], got_m[3][3];
+	struct tpt_intent_record r = {
+		.seq = 7, .array_id = 99, .nr_regions = 20,
+		.region_stripes = 64, .nr_positions = 3,
+		.missing_since = { 0, 5, 0 },
+		.intent = intent,
+	}, back = {
+		.nr_regions = 20, .region_stripes = 64, .nr_positions = 3,
+		.intent = got_i,
+	};
+	size_t len = tpt_intent_copy_len(20, 3);
+	uint8_t *buf = calloc(1, len);
+	unsigned int p;
+
+	CHECK_EQ(len, 4096);
+	memset(intent, 0, sizeof(intent));
+	memset(missed, 0, sizeof(missed));
+	intent[0] = 0x81;
+	intent[2] = 0x08;	/* region 19 */
+	missed[1][1] = 0x40;
+	for (p = 0; p < 3; p++) {
+		r.missed[p] = missed[p];
+		back.missed[p] = got_m[p];
+	}
+	CHECK_EQ(tpt_intent_encode(&r, buf, len), (int)len);
+	CHECK_MEM(buf, "TPTRAIDI", 8);
+	CHECK_EQ(tpt_get_be(&buf[16], 8), 7);
+	CHECK_EQ(tpt_get_be(&buf[48 + 8], 8), 5);
+	CHECK_EQ(buf[48 + 24], 0x81);
+	CHECK_EQ(tpt_intent_decode(buf, len, &back), 0);
+	CHECK_EQ(back.seq, 7);
+	CHECK_EQ(back.array_id, 99);
+	CHECK_EQ(back.missing_since[1], 5);
+	CHECK_MEM(got_i, intent, 3);
+	CHECK_MEM(got_m[1], missed[1], 3);
+
+	/* Torn, or for another geometry: refused. */
+	buf[100] ^= 0x10;
+	CHECK_EQ(tpt_intent_decode(buf, len, &back), -EINVAL);
+	buf[100] ^= 0x10;
+	back.nr_regions = 21;
+	CHECK_EQ(tpt_intent_decode(buf, len, &back), -EINVAL);
+	back.nr_regions = 20;
+	/* A bit past the last region. */
+	intent[2] = 0x10;
+	tpt_intent_encode(&r, buf, len);
+	CHECK_EQ(tpt_intent_decode(buf, len, &back), -EINVAL);
+	memset(buf, 0, len);
+	CHECK_EQ(tpt_intent_decode(buf, len, &back), -ENOENT);
+	CHECK_EQ(tpt_intent_copy_len(0, 3), 0);
+	CHECK_EQ(tpt_intent_copy_len(10, 0), 0);
+	CHECK_EQ(tpt_intent_copy_len(10, 33), 0);
+	free(buf);
+}
+
+static const char good_state[] =
+	"# comment\n"
+	"tptraid-state 1\n"
+	"array 65c854e8e9b3c6ab\n"
+	"spec raid=5;unit=64k;member=iscsi://h/iqn.x:a/1\n"
+	"box 0 iscsi://h:3261/iqn.x:a/1\n"
+	"box 1 iscsi://h:3262/iqn.x:b/1\n"
+	"box 2 iscsi://h:3263/iqn.x:c/1\n"
+	"box 3 iscsi://h:3264/iqn.x:d/1\n"
+	"position 0 0\n"
+	"position 1 3\n"
+	"position 2 -1\n";
+
+static void expect_refused(const char *text, const char *why)
+{
+	struct tpt_state *st = malloc(sizeof(*st));
+	char err[256] = "";
+
+	CHECK_EQ(tpt_state_parse(text, strlen(text), st, err, sizeof(err)),
+		 -EINVAL);
+	if (!strstr(err, why)) {
+		fprintf(stderr, "expected \"%s\" in \"%s\"\n", why, err);
+		unit_failures++;
+	}
+	free(st);
+}
+
+static void state_file(void)
+{
+	struct tpt_state *st = malloc(sizeof(*st)), *back = malloc(sizeof(*back));
+	char err[256], *buf = malloc(1 << 16);
+	int n;
+
+	CHECK_EQ(tpt_state_parse(good_state, strlen(good_state), st, err,
+				 sizeof(err)), 0);
+	CHECK_EQ(st->array_id, 0x65c854e8e9b3c6abULL);
+	CHECK_EQ(st->nr_boxes, 4);
+	CHECK_EQ(st->nr_positions, 3);
+	CHECK_EQ(st->position[1], 3);
+	CHECK_EQ(st->position[2], -1);
+	CHECK(!strcmp(st->box[3], "iscsi://h:3264/iqn.x:d/1"));
+	n = tpt_state_format(st, buf, 1 << 16);
+	CHECK(n > 0);
+	CHECK_EQ(tpt_state_parse(buf, (size_t)n, back, err, sizeof(err)), 0);
+	CHECK_MEM(back, st, sizeof(*st));
+	CHECK_EQ(tpt_state_format(st, buf, 20), -ENOSPC);
+
+	expect_refused("array 0000000000000001\n", "line 1: not a tptraid");
+	expect_refused("tptraid-state 2\n", "tptraid-state 1");
+	expect_refused("tptraid-state 1\narray 12\n", "line 2: array");
+	expect_refused("tptraid-state 1\narray 0000000000000000\n", "array");
+	expect_refused("tptraid-state 1\narray 0000000000000001\nspec x\n"
+		       "box 1 iscsi://h/iqn.x:a/1\n", "line 4: box 1: ids");
+	expect_refused("tptraid-state 1\narray 0000000000000001\nspec x\n"
+		       "box 0 http://h/\n", "line 4: box");
+	expect_refused("tptraid-state 1\narray 0000000000000001\nspec x\n"
+		       "box 0 iscsi://h/iqn.x:a/1\nposition 0 1\n",
+		       "line 5: position 0: box 1");
+	expect_refused("tptraid-state 1\narray 0000000000000001\nspec x\n"
+		       "box 0 iscsi://h/iqn.x:a/1\nposition 0 0\n"
+		       "position 1 0\n", "serves two positions");
+	expect_refused("tptraid-state 1\narray 0000000000000001\nspec x\n"
+		       "box 0 iscsi://h/iqn.x:a/1\n", "no box or position");
+	expect_refused("tptraid-state 1\nfrob 1\n", "line 2: frob: unknown");
+	expect_refused("tptraid-state 1\narray 0000000000000001\n",
+		       "spec lines are required");
+	free(st);
+	free(back);
+	free(buf);
+}
+
+int main(void)
+{
+	RUN(superblock_layout);
+	RUN(intent_round_trip);
+	RUN(state_file);
+	return unit_failures ? 1 : 0;
+}
