@@ -144,6 +144,16 @@ int tpt_spec_member_url(const char *value, char *err, size_t errlen)
 	return 0;
 }
 
+static int parse_yes_no(const char *key, const char *value, bool *out,
+			char *err, size_t errlen)
+{
+	if (strcmp(value, "yes") && strcmp(value, "no"))
+		return spec_error(err, errlen, "%s=%s: expected yes or no",
+				  key, value);
+	*out = !strcmp(value, "yes");
+	return 0;
+}
+
 static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 			char *err, size_t errlen)
 {
@@ -191,13 +201,12 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 	if (!strcmp(key, "spare"))
 		return add_url(out->spare, &out->nr_spares,
 			       TPT_SPEC_MAX_SPARES, key, value, err, errlen);
-	if (!strcmp(key, "assume_clean")) {
-		if (strcmp(value, "yes") && strcmp(value, "no"))
-			return spec_error(err, errlen, "assume_clean=%s: "
-					  "expected yes or no", value);
-		out->assume_clean = !strcmp(value, "yes");
-		return 0;
-	}
+	if (!strcmp(key, "assume_clean"))
+		return parse_yes_no(key, value, &out->assume_clean, err,
+				    errlen);
+	if (!strcmp(key, "start_dirty_degraded"))
+		return parse_yes_no(key, value, &out->start_dirty_degraded,
+				    err, errlen);
 	if (!strcmp(key, "fail_timeout"))
 		return tpt_spec_fail_timeout(value, &out->fail_timeout, err,
 					     errlen);
@@ -206,7 +215,8 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 					     errlen);
 	return spec_error(err, errlen, "%s: unknown option (expected raid, "
 			  "unit, mode, dm, initiator, member, spare, "
-			  "fail_timeout, rebuild_rate, assume_clean)", key);
+			  "fail_timeout, rebuild_rate, assume_clean, "
+			  "start_dirty_degraded)", key);
 }
 
 static int check_whole(struct tpt_array_spec *out, char *err, size_t errlen)

@@ -48,6 +48,9 @@ struct tpt_array_spec {
 	/* A new array's members are known to agree (all zero, say): no
 	 * initial resync of its parity. */
 	bool assume_clean;
+	/* Start even after a crash that left writes in flight while a
+	 * member was missing (as md's start_dirty_degraded). */
+	bool start_dirty_degraded;
 };
 
 #define TPT_SPEC_FAIL_TIMEOUT_DEFAULT 8

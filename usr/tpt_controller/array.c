@@ -41,6 +41,7 @@
 #include "tgtd.h"
 #include "log.h"
 #include "tgtadm_error.h"
+#include "controller/state_file.h"
 #include "tpt_controller.h"
 
 /* Stripes one span may cover: in TPT mode a member may need a slot per
@@ -136,24 +137,6 @@ static void span_settle_missing(struct tpt_array *a, struct tpt_span *s)
 	}
 }
 
-/* Record, before it is planned, that @s writes regions that positions it
- * cannot reach will miss. */
-static void span_note_missed(struct tpt_array *a, const struct tpt_span *s)
-{
-	uint64_t first = s->first_stripe / TPT_RECOVERY_REGION_STRIPES;
-	uint64_t last = s->last_stripe / TPT_RECOVERY_REGION_STRIPES, r;
-	unsigned int p;
-
-	if (s->kind != TPT_SPAN_WRITE)
-		return;
-	for (p = 0; p < a->nr_members; p++) {
-		if (!(array_span_missing(s) & (1u << p)) || !a->pos[p].missed)
-			continue;
-		for (r = first; r <= last; r++)
-			a->pos[p].missed[r / 8] |= 1u << (r % 8);
-	}
-}
-
 /* ---- spans and stripe locks ---- */
 
 static bool spans_overlap(const struct tpt_span *x, const struct tpt_span *y)
@@ -215,7 +198,9 @@ static int span_try_start(struct tpt_array *a, struct tpt_span *s)
 		return -EBUSY;
 	span_settle_missing(a, s);
 	span_buffer(a, s);
-	span_note_missed(a, s);
+	/* Its regions marked durably first: parked until then. */
+	if (array_intent_hold(a, s))
+		return 0;
 	if (s->missing) {
 		pthread_mutex_lock(&a->counters_lock);
 		a->counters.degraded_spans++;
@@ -224,6 +209,7 @@ static int span_try_start(struct tpt_array *a, struct tpt_span *s)
 	list_add_tail(&s->link, &a->running);
 	if (a->mode->start(s)) {
 		list_del(&s->link);
+		array_intent_release(a, s);
 		a->starved = true;
 		return -EAGAIN;
 	}
@@ -389,6 +375,7 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 	uint64_t bytes = (uint64_t)s->blocks * a->block_size;
 
 	list_del(&s->link);
+	array_intent_release(a, s);
 	if (delta)
 		tpt_array_count(a, delta);
 	if (result && retry && span_may_retry(a, s)) {
@@ -715,6 +702,7 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 		if (pos->state == TPT_POS_IN_SYNC) {
 			pos->missing_since = a->event + 1;
 			pos->missed_valid = true;
+			array_regions_changed(a);
 		}
 		pos->state = TPT_POS_MISSING;
 		eprintf("tptraid: position %d has no member now: the array is "
@@ -947,6 +935,14 @@ maps:
 		if (!a->pos[p].missed)
 			return -ENOMEM;
 	}
+	a->intent = calloc((a->nr_regions + 7) / 8, 1);
+	a->region_gen = calloc(a->nr_regions, sizeof(*a->region_gen));
+	a->region_inflight = calloc(a->nr_regions, sizeof(*a->region_inflight));
+	a->region_idle_since = calloc(a->nr_regions,
+				      sizeof(*a->region_idle_since));
+	if (!a->intent || !a->region_gen || !a->region_inflight ||
+	    !a->region_idle_since)
+		return -ENOMEM;
 	return 0;
 }
 
@@ -955,10 +951,10 @@ maps:
  * created again (tgtd restarted with the same definition) is the same
  * array.  A box without a superblock joins as new; mixed ids are refused.
  */
-static int array_identity(struct tpt_array *a,
+static int array_identity(struct tpt_array *a, const struct tpt_state *state,
 			  const struct tpt_member_sb **found)
 {
-	uint64_t id = 0, event = 0;
+	uint64_t id = state ? state->array_id : 0, event = 0;
 	unsigned int i;
 
 	*found = NULL;
@@ -966,6 +962,9 @@ static int array_identity(struct tpt_array *a,
 		struct tpt_member *m = &a->member[i];
 
 		if (!m->ready || m->sb_status)
+			continue;
+		/* The state file names the array: others are refused later. */
+		if (state && m->sb.array_id != id)
 			continue;
 		if (id && m->sb.array_id != id) {
 			eprintf("tptraid: members carry superblocks of arrays "
@@ -979,11 +978,17 @@ static int array_identity(struct tpt_array *a,
 			*found = &m->sb;
 		}
 	}
+	if (state && !*found) {
+		eprintf("tptraid: no member of array %016" PRIx64 " (its state "
+			"file) can be read: cannot assemble it\n", id);
+		return -ENODEV;
+	}
 	if (id) {
 		a->array_id = id;
 		a->event = event;
 		eprintf("tptraid: assembling array %016" PRIx64 " at event %"
-			PRIu64 " from its members' superblocks\n", id, event);
+			PRIu64 " from %s\n", id, event, state ? "its state file" :
+			"its members' superblocks");
 		return 0;
 	}
 	if (getrandom(&a->array_id, sizeof(a->array_id), 0) !=
@@ -1001,12 +1006,19 @@ static void array_free(struct tpt_array *a, bool set_up)
 
 	a->stopping = true;
 	recovery_stop(a);
+	array_files_close(a);
 	if (set_up)
 		a->mode->teardown(a);
 	for (i = 0; i < a->nr_boxes; i++)
 		member_close(&a->member[i]);
 	for (i = 0; i < a->nr_members; i++)
 		free(a->pos[i].missed);
+	recovery_free(a);
+	free(a->intent);
+	free(a->region_gen);
+	free(a->region_inflight);
+	free(a->region_idle_since);
+	free(a->spec_text);
 	if (a->efd >= 0) {
 		tgt_event_del(a->efd);
 		close(a->efd);
@@ -1024,7 +1036,10 @@ static int array_check_members(struct tpt_array *a)
 	for (p = 0; p < a->nr_members; p++) {
 		struct tpt_member *m = array_position_member(a, p);
 
-		if (!m->ready || m->refused) {
+		if (!m) {
+			eprintf("tptraid: position %u has no member\n", p);
+			down++;
+		} else if (!m->ready || m->refused) {
 			eprintf("tptraid: member %u (%s) is %s\n", m->id,
 				m->url, m->refused ? "refused" :
 				m->link == MEMBER_ONLINE ? "not set up" :
@@ -1045,13 +1060,101 @@ static int array_check_members(struct tpt_array *a)
 	return 0;
 }
 
+/* The boxes and positions: the state file's if there is one (spares
+ * added since, positions taken over), else the definition's. */
+static int array_boxes(struct tpt_array *a, const struct tpt_array_spec *spec,
+		       const struct tpt_state *state)
+{
+	unsigned int i, p;
+	int ret;
+
+	if (state && state->nr_positions != spec->nr_members) {
+		eprintf("tptraid: the state file has %u positions, the "
+			"definition %u members\n", state->nr_positions,
+			spec->nr_members);
+		return -EINVAL;
+	}
+	a->nr_boxes = state ? state->nr_boxes :
+		      spec->nr_members + spec->nr_spares;
+	for (i = 0; i < a->nr_boxes; i++) {
+		ret = member_init(a, &a->member[i], i, state ? state->box[i] :
+				  i < a->nr_members ? spec->member[i] :
+				  spec->spare[i - a->nr_members]);
+		if (ret)
+			return ret;
+	}
+	for (p = 0; p < a->nr_members; p++) {
+		int b = state ? state->position[p] : (int)p;
+
+		a->pos[p].member = b;
+		a->pos[p].state = b < 0 ? TPT_POS_MISSING : TPT_POS_IN_SYNC;
+		if (b >= 0)
+			a->member[b].position = (int)p;
+	}
+	return 0;
+}
+
+/* Positions that cannot serve now: missing, or a box still catching up. */
+static uint32_t array_unusable(struct tpt_array *a)
+{
+	uint32_t mask = 0;
+	unsigned int p;
+
+	for (p = 0; p < a->nr_members; p++) {
+		struct tpt_member *m = array_position_member(a, p);
+
+		if (a->pos[p].state != TPT_POS_IN_SYNC || !m || !m->ready ||
+		    m->refused)
+			mask |= 1u << p;
+	}
+	return mask;
+}
+
+/*
+ * After a crash of the controller the regions of the write-intent record
+ * may hold stripes whose parity does not match their data (the write
+ * hole): they are resynchronised before anything else.  With a member
+ * missing too, that member's blocks there cannot be rebuilt from a
+ * parity that may be wrong: like md, the array does not start by itself.
+ */
+static int array_after_crash(struct tpt_array *a, uint8_t *dirty)
+{
+	size_t mb = (a->nr_regions + 7) / 8, i;
+	uint32_t unusable = array_unusable(a);
+	uint64_t regions = 0;
+
+	for (i = 0; i < mb; i++)
+		regions += (uint64_t)__builtin_popcount(dirty[i]);
+	if (!regions)
+		return 0;
+	if (unusable && !a->spec.start_dirty_degraded) {
+		eprintf("tptraid: the controller stopped with writes in flight "
+			"in %" PRIu64 " regions while member positions 0x%x "
+			"could not be used: parity there may not match the data "
+			"and those positions' blocks there cannot be rebuilt. "
+			"Not starting (as md); to start anyway, accepting that "
+			"those blocks may be wrong, add start_dirty_degraded=yes "
+			"to --bsopts\n", regions, unusable);
+		return -EUCLEAN;
+	}
+	eprintf("tptraid: the controller stopped with writes in flight in %"
+		PRIu64 " regions: resyncing their parity\n", regions);
+	a->recovery.resync_map = malloc(mb);
+	if (!a->recovery.resync_map)
+		return -ENOMEM;
+	memcpy(a->recovery.resync_map, dirty, mb);
+	return 0;
+}
+
 int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
-		     struct tpt_array **out)
+		     const char *spec_text, const struct tpt_state *state,
+		     const char *path, struct tpt_array **out)
 {
 	const struct tpt_member_sb *sb;
 	struct retry_entry *re;
 	struct tpt_array *a;
-	unsigned int i, p;
+	uint8_t *dirty = NULL;
+	unsigned int i;
 	int ret;
 
 	a = calloc(1, sizeof(*a));
@@ -1063,9 +1166,9 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 	}
 	a->lu = lu;
 	a->spec = *spec;
+	a->spec_text = strdup(spec_text);
 	a->efd = -1;
 	a->nr_members = spec->nr_members;
-	a->nr_boxes = spec->nr_members + spec->nr_spares;
 	a->fail_timeout = spec->fail_timeout ? spec->fail_timeout :
 			  TPT_SPEC_FAIL_TIMEOUT_DEFAULT;
 	a->rebuild_rate = spec->rebuild_rate;
@@ -1075,49 +1178,42 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 	INIT_LIST_HEAD(&a->running);
 	INIT_LIST_HEAD(&a->waiting);
 	INIT_LIST_HEAD(&a->retrying);
+	INIT_LIST_HEAD(&a->intent_waiting);
 	a->level = raid_level_find(spec->raid_level);
 	a->mode = spec->mode == TPT_MODE_BASELINE ? &tpt_mode_baseline :
 						    &tpt_mode_tpt;
-	if (!a->level) {
-		eprintf("tptraid: RAID level %u is not implemented\n",
-			spec->raid_level);
+	if (!a->spec_text || !a->level) {
+		if (!a->level)
+			eprintf("tptraid: RAID level %u is not implemented\n",
+				spec->raid_level);
 		free(re);
 		array_free(a, false);
-		return -EINVAL;
+		return a->level ? -ENOMEM : -EINVAL;
 	}
-	for (i = 0; i < a->nr_boxes; i++) {
-		ret = member_init(a, &a->member[i], i, i < a->nr_members ?
-				  spec->member[i] :
-				  spec->spare[i - a->nr_members]);
-		if (ret) {
-			free(re);
-			array_free(a, false);
-			return ret;
-		}
-	}
-	for (p = 0; p < a->nr_members; p++) {
-		a->pos[p].member = (int)p;
-		a->member[p].position = (int)p;
-	}
-	ret = a->mode->setup(a);
+	ret = array_boxes(a, spec, state);
 	if (ret) {
 		free(re);
-		array_free(a, true);
+		array_free(a, false);
 		return ret;
 	}
+	ret = a->mode->setup(a);
+	if (ret)
+		goto fail;
 	for (i = 0; i < a->nr_boxes; i++)
 		member_connect(&a->member[i]);
 	member_wait(a, TPT_ASSEMBLE_SECONDS);
-	ret = array_identity(a, &sb);
+	ret = array_identity(a, state, &sb);
 	if (!ret && !sb)
 		ret = array_check_members(a);
 	if (!ret)
 		ret = array_geometry(a, sb);
+	if (!ret) {
+		dirty = calloc((a->nr_regions + 7) / 8, 1);
+		ret = dirty ? array_files_open(a, path, dirty) : -ENOMEM;
+	}
 	if (ret)
 		goto fail;
 	a->assembled = true;
-	if (a->fresh && !spec->assume_clean)
-		a->recovery.initial_sync = true;
 	for (i = 0; i < a->nr_boxes; i++) {
 		struct tpt_member *m = &a->member[i];
 
@@ -1135,6 +1231,16 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		}
 	}
 	ret = array_check_members(a);
+	if (!ret)
+		ret = array_after_crash(a, dirty);
+	if (!ret && a->fresh && !spec->assume_clean) {
+		a->recovery.resync_map = malloc((a->nr_regions + 7) / 8);
+		if (a->recovery.resync_map)
+			memset(a->recovery.resync_map, 0xff,
+			       (a->nr_regions + 7) / 8);
+		else
+			ret = -ENOMEM;
+	}
 	if (ret)
 		goto fail;
 	a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -1143,6 +1249,7 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		goto fail;
 	}
 	array_new_event(a);
+	array_save_state(a);
 	re->array = a;
 	list_add_tail(&re->link, &retry_arrays);
 	eprintf("tptraid: %s %s of %u members, %u KiB unit, %" PRIu64 " MiB, "
@@ -1150,9 +1257,11 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		a->level->name, a->nr_members, spec->unit_bytes >> 10,
 		tpt_array_bytes(a) >> 20, a->array_id, a->event);
 	recovery_kick(a);
+	free(dirty);
 	*out = a;
 	return 0;
 fail:
+	free(dirty);
 	free(re);
 	array_free(a, true);
 	return ret;
@@ -1201,6 +1310,7 @@ static int array_add_spare(struct tpt_array *a, const char *url)
 		return TGTADM_UNKNOWN_ERR;
 	eprintf("tptraid: spare %u added: %s\n", a->nr_boxes, url);
 	member_connect(&a->member[a->nr_boxes++]);
+	array_save_state(a);
 	return TGTADM_SUCCESS;
 }
 

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "list.h"
@@ -28,12 +29,14 @@
 #include "spc.h"
 #include "util.h"
 #include "bs_thread.h"
+#include "controller/state_file.h"
 #include "tpt.h"
 #include "tpt_controller.h"
 
 struct tptraid_bs {
 	struct bs_thread_info th;	/* first: BS_THREAD_I() finds it */
 	struct tpt_array *array;
+	char *bsopts;			/* the definition, until assembly */
 	/*
 	 * Read-modify-write commands (COMPARE AND WRITE, ORWRITE) must not
 	 * see another write between their read and their write: they take
@@ -299,37 +302,23 @@ static tgtadm_err tptraid_init(struct scsi_lu *lu, char *bsopts)
 {
 	pthread_rwlockattr_t rmw_lock_attr;
 	struct tptraid_bs *bs = (struct tptraid_bs *)BS_THREAD_I(lu);
-	struct tpt_array_spec *spec;
-	char err[256];
 	tgtadm_err adm;
-	int ret;
 
-	spec = malloc(sizeof(*spec));
-	if (!spec)
+	/* The array is assembled in tptraid_open(), which knows where its
+	 * state file is. */
+	bs->bsopts = bsopts && *bsopts ? strdup(bsopts) : NULL;
+	if (bsopts && *bsopts && !bs->bsopts)
 		return TGTADM_NOMEM;
-	if (tpt_array_spec_parse(bsopts, spec, err, sizeof(err))) {
-		eprintf("tptraid: --bsopts: %s\n", err);
-		free(spec);
-		return TGTADM_INVALID_REQUEST;
-	}
 	/* glibc's default prefers readers: a stream of READs would starve
 	 * COMPARE AND WRITE and ORWRITE of their exclusive turn. */
 	pthread_rwlockattr_init(&rmw_lock_attr);
 	pthread_rwlockattr_setkind_np(&rmw_lock_attr,
 			PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&bs->rmw_lock, &rmw_lock_attr);
-	ret = tpt_array_create(lu, spec, &bs->array);
-	free(spec);
-	if (ret) {
-		eprintf("tptraid: cannot assemble the array: %s\n",
-			strerror(-ret));
-		return ret == -EINVAL ? TGTADM_INVALID_REQUEST :
-					TGTADM_UNKNOWN_ERR;
-	}
 	adm = bs_thread_open(&bs->th, tptraid_request, nr_iothreads);
 	if (adm) {
-		tpt_array_destroy(bs->array);
-		bs->array = NULL;
+		free(bs->bsopts);
+		bs->bsopts = NULL;
 	}
 	return adm;
 }
@@ -342,42 +331,128 @@ static void tptraid_exit(struct scsi_lu *lu)
 	if (bs->array)
 		tpt_array_destroy(bs->array);
 	bs->array = NULL;
+	free(bs->bsopts);
+	bs->bsopts = NULL;
 }
 
-/* The state file: for now the array's definition and geometry, written at
- * assembly so an engineer can see what the LU is made of. */
+/* What the state file at @path says, or NULL (and 0) when there is none
+ * yet: a new array.  -EINVAL, logged, for a damaged one. */
+static int read_state(const char *path, struct tpt_state **out)
+{
+	struct tpt_state *st;
+	char err[256], *text;
+	struct stat sb;
+	ssize_t n;
+	int fd, ret;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &sb) || sb.st_size > (1 << 20)) {
+		close(fd);
+		eprintf("tptraid: %s: not a state file\n", path);
+		return -EINVAL;
+	}
+	if (!sb.st_size) {
+		close(fd);
+		return 0;
+	}
+	text = malloc((size_t)sb.st_size);
+	st = malloc(sizeof(*st));
+	n = text && st ? read(fd, text, (size_t)sb.st_size) : -1;
+	close(fd);
+	ret = n == sb.st_size ?
+	      tpt_state_parse(text, (size_t)n, st, err, sizeof(err)) : -EIO;
+	if (ret) {
+		if (n == sb.st_size)
+			eprintf("tptraid: %s: %s\n", path, err);
+		free(st);
+		st = NULL;
+	}
+	free(text);
+	*out = st;
+	return ret;
+}
+
+/*
+ * Assemble the array: from --bsopts for a new one; from its state file
+ * when the LU is created again (--bsopts then empty, or the very
+ * definition the file recorded: anything else is refused rather than
+ * silently preferred).
+ */
 static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
 			uint64_t *size)
 {
-	struct tpt_array *a = array_of(lu);
-	unsigned int i;
-	FILE *f;
+	struct tptraid_bs *bs = (struct tptraid_bs *)BS_THREAD_I(lu);
+	struct tpt_array_spec *spec = NULL;
+	struct tpt_state *state = NULL;
+	const char *text;
+	char err[256];
+	int ret;
 
-	if (!a)
+	if (bs->array) {
+		eprintf("tptraid: the array's state file cannot change\n");
 		return -EINVAL;
-	if (a->block_size != (1U << (lu->blk_shift ? lu->blk_shift : 9))) {
+	}
+	ret = read_state(path, &state);
+	if (ret)
+		goto out;
+	if (state && bs->bsopts && strcmp(state->spec, bs->bsopts)) {
+		eprintf("tptraid: %s records array %016" PRIx64 " defined as "
+			"\"%s\": give no --bsopts to assemble it, or remove "
+			"the file to define a new array\n", path,
+			state->array_id, state->spec);
+		ret = -EINVAL;
+		goto out;
+	}
+	text = bs->bsopts ? bs->bsopts : state ? state->spec : NULL;
+	if (!text) {
+		eprintf("tptraid: no --bsopts and no state file at %s: nothing "
+			"to assemble\n", path);
+		ret = -EINVAL;
+		goto out;
+	}
+	spec = malloc(sizeof(*spec));
+	if (!spec) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (tpt_array_spec_parse(text, spec, err, sizeof(err))) {
+		eprintf("tptraid: --bsopts: %s\n", err);
+		ret = -EINVAL;
+		goto out;
+	}
+	ret = tpt_array_create(lu, spec, text, state, path, &bs->array);
+	if (ret) {
+		eprintf("tptraid: cannot assemble the array: %s\n",
+			strerror(-ret));
+		goto out;
+	}
+	if (bs->array->block_size != (1U << (lu->blk_shift ? lu->blk_shift : 9))) {
 		eprintf("tptraid: the members' %u-byte blocks differ from the "
-			"LU's block size (--blocksize)\n", a->block_size);
-		return -EINVAL;
+			"LU's block size (--blocksize)\n",
+			bs->array->block_size);
+		ret = -EINVAL;
+		goto out;
 	}
-	*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	/* tgt keeps an fd of the backing store: the state file's (being
+	 * written by now, and replaced by renames later). */
+	*fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (*fd < 0) {
-		eprintf("tptraid: cannot open state file %s: %m\n", path);
-		return -errno;
+		ret = -errno;
+		eprintf("tptraid: cannot open %s: %m\n", path);
+		goto out;
 	}
-	f = fdopen(dup(*fd), "w");
-	if (f) {
-		fprintf(f, "tptraid array %016" PRIx64 "\nmode %s\nraid %u\n"
-			"unit %u\nmembers %u\nmember_blocks %" PRIu64 "\n",
-			a->array_id, a->mode->name, a->level->level,
-			a->spec.unit_bytes, a->nr_members,
-			a->geo.member_blocks);
-		for (i = 0; i < a->nr_members; i++)
-			fprintf(f, "member %u %s\n", i, a->member[i].url);
-		fclose(f);
+	*size = tpt_array_bytes(bs->array);
+out:
+	if (ret && bs->array) {
+		tpt_array_destroy(bs->array);
+		bs->array = NULL;
 	}
-	*size = tpt_array_bytes(a);
-	return 0;
+	free(spec);
+	free(state);
+	return ret;
 }
 
 static void tptraid_close(struct scsi_lu *lu)

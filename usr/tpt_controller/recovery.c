@@ -6,9 +6,11 @@
  *   - a spare takes over a position that has no box, rebuilt in full
  *     (paper III-D 5: "a background process of reconstruction onto a
  *     spare disk ... begins");
- *   - a new array's parity is computed from its data (its members' old
- *     contents need not agree), unless the array was created
- *     assume_clean.
+ *   - the parity of regions is computed from their data: all of a new
+ *     array's (its members' old contents need not agree), unless it was
+ *     created assume_clean, or those that had writes in flight when the
+ *     controller stopped without warning (the write-intent record of
+ *     array_files.c), which closes the write hole.
  *
  * The work goes through the span queue like host I/O, a batch of stripes
  * at a time under their stripe locks, so host reads and writes go on
@@ -45,20 +47,20 @@ static double elapsed(const struct timespec *since)
 	       (double)(now.tv_nsec - since->tv_nsec) / 1e9;
 }
 
-static bool region_missed(const struct tpt_position *pos, uint64_t stripe)
+static bool map_has(const uint8_t *map, uint64_t stripe)
 {
 	uint64_t r = stripe / TPT_RECOVERY_REGION_STRIPES;
 
-	return pos->missed[r / 8] & (1u << (r % 8));
+	return map[r / 8] & (1u << (r % 8));
 }
 
-static uint64_t missed_stripes(const struct tpt_array *a,
-			       const struct tpt_position *pos)
+/* Stripes of the regions set in @map. */
+static uint64_t map_stripes(const struct tpt_array *a, const uint8_t *map)
 {
 	uint64_t r, n = 0, first;
 
 	for (r = 0; r < a->nr_regions; r++) {
-		if (!(pos->missed[r / 8] & (1u << (r % 8))))
+		if (!(map[r / 8] & (1u << (r % 8))))
 			continue;
 		first = r * TPT_RECOVERY_REGION_STRIPES;
 		n += first + TPT_RECOVERY_REGION_STRIPES <= a->nr_stripes ?
@@ -77,7 +79,8 @@ static void recovery_finish(struct tpt_array *a)
 
 	rc->active = false;
 	if (rc->position == RAID_PARITY_MEMBER) {
-		rc->initial_sync = false;
+		free(rc->resync_map);
+		rc->resync_map = NULL;
 		eprintf("tptraid: parity of %" PRIu64 " stripes computed in "
 			"%.1f s\n", rc->done_stripes, secs);
 	} else {
@@ -88,6 +91,7 @@ static void recovery_finish(struct tpt_array *a)
 		pos->recover_point = 0;
 		pos->missed_valid = false;
 		memset(pos->missed, 0, (a->nr_regions + 7) / 8);
+		array_regions_changed(a);
 		eprintf("tptraid: position %u %s: %" PRIu64 " stripes in %.1f "
 			"s (%.1f MB/s); the array is %s\n", rc->position,
 			rc->catch_up ? "caught up" : "rebuilt",
@@ -129,6 +133,7 @@ static void recovery_span_done(struct tpt_span *s, int result)
 		return;
 	}
 	rc->done_stripes += n;
+	rc->done_point = rc->next;
 	if (rc->position != RAID_PARITY_MEMBER)
 		a->pos[rc->position].recover_point = rc->next;
 	recovery_step(a);
@@ -150,17 +155,20 @@ static void recovery_resume(void *data)
 	recovery_step(a);
 }
 
-/* The next stripe to recover from @from on: for a catch-up, only stripes
- * of the regions the box missed. */
+/* The next stripe to recover from @from on: for a catch-up only stripes
+ * of the regions the box missed, for a resync those of its map. */
 static uint64_t recovery_next(struct tpt_array *a, uint64_t from)
 {
 	struct tpt_recovery *rc = &a->recovery;
-	const struct tpt_position *pos;
+	const uint8_t *map;
 
-	if (rc->position == RAID_PARITY_MEMBER || !rc->catch_up)
+	if (rc->position == RAID_PARITY_MEMBER)
+		map = rc->resync_map;
+	else if (rc->catch_up)
+		map = a->pos[rc->position].missed;
+	else
 		return from;
-	pos = &a->pos[rc->position];
-	while (from < a->nr_stripes && !region_missed(pos, from))
+	while (from < a->nr_stripes && !map_has(map, from))
 		from = (from / TPT_RECOVERY_REGION_STRIPES + 1) *
 		       TPT_RECOVERY_REGION_STRIPES;
 	return from < a->nr_stripes ? from : a->nr_stripes;
@@ -228,9 +236,14 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 	rc->position = position;
 	rc->catch_up = catch_up;
 	rc->next = 0;
+	rc->done_point = 0;
 	rc->done_stripes = 0;
-	rc->total_stripes = catch_up ? missed_stripes(a, &a->pos[position]) :
-				       a->nr_stripes;
+	if (position == RAID_PARITY_MEMBER)
+		rc->total_stripes = map_stripes(a, rc->resync_map);
+	else if (catch_up)
+		rc->total_stripes = map_stripes(a, a->pos[position].missed);
+	else
+		rc->total_stripes = a->nr_stripes;
 	rc->error = 0;
 	clock_gettime(CLOCK_MONOTONIC, &rc->started);
 	if (position == RAID_PARITY_MEMBER)
@@ -267,6 +280,7 @@ static bool recovery_take_spare(struct tpt_array *a, unsigned int position)
 		pos->catch_up = false;
 		eprintf("tptraid: spare %u (%s) takes over position %u\n", i,
 			m->url, position);
+		array_save_state(a);
 		return true;
 	}
 	return false;
@@ -296,9 +310,19 @@ void recovery_kick(struct tpt_array *a)
 			return;
 		}
 	}
-	if (a->recovery.initial_sync &&
-	    tpt_array_state(a) == TPT_ARRAY_OPTIMAL)
+	if (a->recovery.resync_map && tpt_array_state(a) == TPT_ARRAY_OPTIMAL)
 		recovery_start(a, RAID_PARITY_MEMBER, false);
+}
+
+bool recovery_keeps_region(const struct tpt_array *a, uint64_t r)
+{
+	const struct tpt_recovery *rc = &a->recovery;
+
+	if (!rc->resync_map || !(rc->resync_map[r / 8] & (1u << (r % 8))))
+		return false;
+	/* A running resync has done the regions below its point. */
+	return !(rc->active && rc->position == RAID_PARITY_MEMBER &&
+		 (r + 1) * TPT_RECOVERY_REGION_STRIPES <= rc->done_point);
 }
 
 void recovery_stop(struct tpt_array *a)
@@ -307,6 +331,12 @@ void recovery_stop(struct tpt_array *a)
 		del_work(&a->recovery.timer);
 	a->recovery.paused = false;
 	a->recovery.active = false;
+}
+
+void recovery_free(struct tpt_array *a)
+{
+	free(a->recovery.resync_map);
+	a->recovery.resync_map = NULL;
 }
 
 void recovery_progress(const struct tpt_array *a, char *buf, size_t len)

@@ -231,6 +231,10 @@ struct tpt_span {
 	/* Positions planned without, and those failing this span alone
 	 * (a local medium error): see array_span_missing(). */
 	uint32_t missing, excluded;
+	/* WRITE: the region record generation it waits for, and whether it
+	 * counts among its regions' writes in flight (array_files.c). */
+	uint64_t need_gen;
+	bool intent_counted;
 	unsigned int attempts;
 	struct timespec first_try;
 	struct list_head link;		/* array's running or waiting list */
@@ -298,14 +302,36 @@ enum tpt_array_state {
 const char *tpt_array_state_name(enum tpt_array_state st);
 enum tpt_array_state tpt_array_state(const struct tpt_array *a);
 
+/* ---- array_files.c ---- */
+
+/* Open (creating) PATH.regions and load the record: 0 with the regions
+ * whose writes may not have finished (to resync) set in @dirty. */
+int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty);
+void array_files_close(struct tpt_array *a);
+/* Ask for the state file to be written as the array now stands. */
+void array_save_state(struct tpt_array *a);
+/* The region record changed (a position went missing, a map was cleared):
+ * write it, nothing waits for it. */
+void array_regions_changed(struct tpt_array *a);
+/* Before a WRITE span starts: mark its regions (and, for the positions it
+ * misses, their missed maps); true when it must wait for that to be
+ * durable - it is parked and queued again then. */
+bool array_intent_hold(struct tpt_array *a, struct tpt_span *s);
+/* A WRITE span ended (or will be planned again). */
+void array_intent_release(struct tpt_array *a, struct tpt_span *s);
+
 /* ---- recovery.c ---- */
 
 struct tpt_recovery {
-	bool initial_sync;		/* a new array's parity still to compute */
+	/* Regions whose parity must be computed from their data: a new
+	 * array's, or those with writes in flight when the controller
+	 * stopped (the write-intent record); NULL when none. */
+	uint8_t *resync_map;
 	bool active;
 	unsigned int position;		/* or RAID_PARITY_MEMBER */
 	bool catch_up;			/* only the regions its box missed */
 	uint64_t next;			/* next stripe to recover */
+	uint64_t done_point;		/* stripes below are recovered */
 	uint64_t done_stripes, total_stripes;
 	struct timespec started;
 	unsigned int in_flight;
@@ -316,13 +342,17 @@ struct tpt_recovery {
 
 /* Start whatever the array's state calls for, if nothing runs. */
 void recovery_kick(struct tpt_array *a);
+/* Whether region @r still awaits its parity resync: its intent bit stays. */
+bool recovery_keeps_region(const struct tpt_array *a, uint64_t r);
 void recovery_stop(struct tpt_array *a);
+void recovery_free(struct tpt_array *a);
 /* "NN.N% ETA Ns R MB/s", or "" when nothing runs. */
 void recovery_progress(const struct tpt_array *a, char *buf, size_t len);
 
 struct tpt_array {
 	struct scsi_lu *lu;
 	struct tpt_array_spec spec;
+	char *spec_text;		/* --bsopts as given: the definition */
 	const struct raid_level_ops *level;
 	const struct tpt_mode_ops *mode;
 	void *mode_priv;
@@ -350,15 +380,32 @@ struct tpt_array {
 	struct list_head running;	/* spans holding stripe locks */
 	struct list_head waiting;	/* spans in arrival order */
 	struct list_head retrying;	/* spans waiting out a backoff */
+	struct list_head intent_waiting;	/* WRITE spans: regions being marked */
 	bool starved;			/* a waiting span lacks the mode's resources */
 	bool draining, redrain;		/* run_waiting() re-entry */
+
+	/* The region record (array_files.c): intent bits, the generation
+	 * of each region's last change, writes in flight per region. */
+	struct array_files *files;
+	uint8_t *intent;
+	uint64_t *region_gen;
+	uint32_t *region_inflight;
+	time_t *region_idle_since;
+	uint64_t change_gen;
 
 	pthread_mutex_t counters_lock;	/* show reads, the loop writes */
 	struct tpt_array_counters counters;
 };
 
+struct tpt_state;
+/*
+ * Assemble the array @spec defines (@spec_text as --bsopts gave it),
+ * whose files are at @path; @state is what the state file there says, or
+ * NULL for a new array.  0 or -errno, logged.
+ */
 int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
-		     struct tpt_array **out);
+		     const char *spec_text, const struct tpt_state *state,
+		     const char *path, struct tpt_array **out);
 void tpt_array_destroy(struct tpt_array *a);
 uint64_t tpt_array_bytes(const struct tpt_array *a);
 void tpt_array_get_counters(struct tpt_array *a, struct tpt_array_counters *out);

@@ -1,0 +1,567 @@
+/*
+ * The array's files on the controller's own disk (docs/controller.md,
+ * "What the controller keeps"):
+ *
+ *   PATH          the state file (controller/state_file.h), rewritten
+ *                 whole, synced and renamed into place;
+ *   PATH.regions  the region record (controller/intent_file.h): the
+ *                 write-intent bits and the missed-write maps, two copies
+ *                 written alternately and synced.
+ *
+ * A thread of their own writes them, so the event loop never waits for
+ * a disk.  Writes that must not reach a member before their region is
+ * marked durably wait, parked, for the flush that covers them
+ * (array_intent_hold()); everything else only asks for a flush.
+ *
+ * The write-intent protocol, md's write-intent bitmap: a region's bit is
+ * durable before any write of the region goes out, counts the writes in
+ * flight there, and is cleared once the region has been idle for
+ * TPT_INTENT_IDLE_SECONDS; the clearing need not be durable soon, since a
+ * bit left set costs only a resync of its region after a crash.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "list.h"
+#include "tgtd.h"
+#include "log.h"
+#include "controller/intent_file.h"
+#include "controller/state_file.h"
+#include "tpt_controller.h"
+
+#define TPT_INTENT_IDLE_SECONDS 2
+
+struct array_files {
+	struct tpt_array *a;
+	char path[PATH_MAX];
+	char regions_path[PATH_MAX + 16];
+	int regions_fd;
+	size_t copy_len;
+	uint64_t seq;			/* of the last copy encoded */
+
+	pthread_t thread;
+	bool thread_up;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int efd;			/* the thread's completions */
+	bool stop;
+
+	/* Jobs, one of each kind in the thread's hands at a time. */
+	char *state_text;		/* to write, or NULL */
+	size_t state_len;
+	uint8_t *regions_buf;		/* to write, or NULL */
+	uint64_t regions_gen;		/* what that copy covers */
+	uint64_t done_gen;		/* the thread's last durable copy */
+	int error;			/* the thread's last failure */
+
+	/* The loop's side. */
+	bool state_busy, state_again;
+	bool regions_busy;
+	uint64_t durable_gen;
+	bool error_said;
+	struct tgt_work tick;
+};
+
+static struct array_files *files_of(const struct tpt_array *a)
+{
+	return a->files;
+}
+
+/* ---- the thread ---- */
+
+static int write_all(int fd, const void *buf, size_t len, off_t at)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, at);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		len -= (size_t)n;
+		at += n;
+	}
+	return 0;
+}
+
+/* The state file, replaced atomically: a crash leaves the old one or the
+ * new one, never a mix. */
+static int write_state(struct array_files *f, const char *text, size_t len)
+{
+	char tmp[PATH_MAX + 8], dir[PATH_MAX], *slash;
+	int fd, err, dfd;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", f->path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	err = write_all(fd, text, len, 0);
+	if (!err && fsync(fd))
+		err = -errno;
+	close(fd);
+	if (!err && rename(tmp, f->path))
+		err = -errno;
+	snprintf(dir, sizeof(dir), "%s", f->path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return err;
+}
+
+static void *files_thread(void *arg)
+{
+	struct array_files *f = arg;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&f->lock);
+	for (;;) {
+		char *text;
+		uint8_t *buf;
+		uint64_t gen, seq;
+		size_t len;
+		int err = 0, werr;
+
+		while (!f->stop && !f->state_text && !f->regions_buf)
+			pthread_cond_wait(&f->cond, &f->lock);
+		if (f->stop && !f->state_text && !f->regions_buf)
+			break;
+		text = f->state_text;
+		len = f->state_len;
+		buf = f->regions_buf;
+		gen = f->regions_gen;
+		pthread_mutex_unlock(&f->lock);
+		if (text)
+			err = write_state(f, text, len);
+		if (buf) {
+			seq = tpt_get_be(&buf[16], 8);
+			werr = write_all(f->regions_fd, buf, f->copy_len,
+					 (off_t)((seq % 2) * f->copy_len));
+			if (!werr && fdatasync(f->regions_fd))
+				werr = -errno;
+			if (werr)
+				err = werr;
+		}
+		pthread_mutex_lock(&f->lock);
+		if (text) {
+			free(f->state_text);
+			f->state_text = NULL;
+		}
+		if (buf) {
+			f->regions_buf = NULL;
+			if (!err)
+				f->done_gen = gen;
+		}
+		if (err)
+			f->error = err;
+		pthread_mutex_unlock(&f->lock);
+		/* The loop reads it; a full counter cannot be, but say so. */
+		if (write(f->efd, &one, sizeof(one)) < 0)
+			perror("tptraid: eventfd write");
+		free(buf);
+		pthread_mutex_lock(&f->lock);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+/* ---- the region record ---- */
+
+static void regions_encode(struct tpt_array *a, struct tpt_intent_record *r)
+{
+	unsigned int p;
+
+	memset(r, 0, sizeof(*r));
+	r->array_id = a->array_id;
+	r->nr_regions = a->nr_regions;
+	r->region_stripes = TPT_RECOVERY_REGION_STRIPES;
+	r->nr_positions = a->nr_members;
+	r->intent = a->intent;
+	for (p = 0; p < a->nr_members; p++) {
+		r->missed[p] = a->pos[p].missed;
+		r->missing_since[p] = a->pos[p].missed_valid ?
+				      a->pos[p].missing_since : 0;
+	}
+}
+
+/* Hand the record as it stands to the thread, if it is free. */
+static void regions_flush(struct tpt_array *a)
+{
+	struct array_files *f = files_of(a);
+	struct tpt_intent_record r;
+	uint8_t *buf;
+
+	if (!f || f->regions_busy || f->durable_gen == a->change_gen)
+		return;
+	buf = aligned_alloc(4096, f->copy_len);
+	if (!buf)
+		return;
+	regions_encode(a, &r);
+	r.seq = ++f->seq;
+	if (tpt_intent_encode(&r, buf, f->copy_len) < 0) {
+		free(buf);
+		return;
+	}
+	f->regions_busy = true;
+	pthread_mutex_lock(&f->lock);
+	f->regions_buf = buf;
+	f->regions_gen = a->change_gen;
+	pthread_cond_signal(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void regions_done(struct tpt_array *a)
+{
+	struct array_files *f = files_of(a);
+	struct tpt_span *s, *tmp;
+	LIST_HEAD(ready);
+
+	pthread_mutex_lock(&f->lock);
+	f->durable_gen = f->done_gen;
+	f->regions_busy = f->regions_buf != NULL;
+	pthread_mutex_unlock(&f->lock);
+	list_for_each_entry_safe(s, tmp, &a->intent_waiting, link) {
+		if (s->need_gen > f->durable_gen)
+			continue;
+		list_del(&s->link);
+		list_add_tail(&s->link, &ready);
+	}
+	list_for_each_entry_safe(s, tmp, &ready, link) {
+		list_del(&s->link);
+		array_queue_span(a, s);
+	}
+	regions_flush(a);
+}
+
+static void files_event(int fd, int events, void *data)
+{
+	struct tpt_array *a = data;
+	struct array_files *f = files_of(a);
+	uint64_t count;
+	int err;
+
+	(void)events;
+	if (read(fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		eprintf("tptraid: eventfd read: %m\n");
+	pthread_mutex_lock(&f->lock);
+	err = f->error;
+	f->error = 0;
+	if (f->state_busy && !f->state_text)
+		f->state_busy = false;
+	pthread_mutex_unlock(&f->lock);
+	if (err && !f->error_said) {
+		eprintf("tptraid: cannot write the array's files beside %s: %s:"
+			" a crash now may need a full resync\n", f->path,
+			strerror(-err));
+		f->error_said = true;
+	}
+	if (!f->state_busy && f->state_again) {
+		f->state_again = false;
+		array_save_state(a);
+	}
+	if (f->regions_busy)
+		regions_done(a);
+}
+
+static bool bit(const uint8_t *map, uint64_t r)
+{
+	return map[r / 8] & (1u << (r % 8));
+}
+
+static void set_bit(uint8_t *map, uint64_t r)
+{
+	map[r / 8] |= 1u << (r % 8);
+}
+
+bool array_intent_hold(struct tpt_array *a, struct tpt_span *s)
+{
+	struct array_files *f = files_of(a);
+	uint64_t r, first = s->first_stripe / TPT_RECOVERY_REGION_STRIPES;
+	uint64_t last = s->last_stripe / TPT_RECOVERY_REGION_STRIPES;
+	uint32_t missing = array_span_missing(s);
+	uint64_t need = 0;
+	unsigned int p;
+
+	if (s->kind != TPT_SPAN_WRITE)
+		return false;
+	for (r = first; r <= last; r++) {
+		bool changed = !bit(a->intent, r);
+
+		set_bit(a->intent, r);
+		for (p = 0; p < a->nr_members; p++) {
+			if (!(missing & (1u << p)) || !a->pos[p].missed_valid ||
+			    bit(a->pos[p].missed, r))
+				continue;
+			set_bit(a->pos[p].missed, r);
+			changed = true;
+		}
+		if (changed)
+			a->region_gen[r] = ++a->change_gen;
+		if (a->region_gen[r] > need)
+			need = a->region_gen[r];
+	}
+	if (!f || need <= f->durable_gen) {
+		for (r = first; r <= last; r++)
+			a->region_inflight[r]++;
+		s->intent_counted = true;
+		return false;
+	}
+	s->need_gen = need;
+	list_add_tail(&s->link, &a->intent_waiting);
+	regions_flush(a);
+	return true;
+}
+
+void array_intent_release(struct tpt_array *a, struct tpt_span *s)
+{
+	uint64_t r, first = s->first_stripe / TPT_RECOVERY_REGION_STRIPES;
+	uint64_t last = s->last_stripe / TPT_RECOVERY_REGION_STRIPES;
+	time_t now = time(NULL);
+
+	if (!s->intent_counted)
+		return;
+	s->intent_counted = false;
+	for (r = first; r <= last; r++) {
+		a->region_inflight[r]--;
+		a->region_idle_since[r] = now;
+	}
+}
+
+/* Lazily, the intent bits of regions idle for a while; a parity resync
+ * keeps those it has not reached. */
+static void files_tick(void *data)
+{
+	struct tpt_array *a = data;
+	struct array_files *f = files_of(a);
+	time_t now = time(NULL);
+	bool cleared = false;
+	uint64_t r;
+
+	for (r = 0; r < a->nr_regions; r++) {
+		if (!bit(a->intent, r) || a->region_inflight[r] ||
+		    now - a->region_idle_since[r] < TPT_INTENT_IDLE_SECONDS ||
+		    recovery_keeps_region(a, r))
+			continue;
+		a->intent[r / 8] &= ~(1u << (r % 8));
+		cleared = true;
+	}
+	if (cleared) {
+		a->change_gen++;
+		regions_flush(a);
+	}
+	add_work(&f->tick, 1);
+}
+
+void array_regions_changed(struct tpt_array *a)
+{
+	a->change_gen++;
+	regions_flush(a);
+}
+
+/* ---- the state file ---- */
+
+void array_save_state(struct tpt_array *a)
+{
+	struct array_files *f = files_of(a);
+	struct tpt_state *st;
+	unsigned int i;
+	char *text;
+	int n;
+
+	if (!f)
+		return;
+	if (f->state_busy) {
+		f->state_again = true;
+		return;
+	}
+	st = calloc(1, sizeof(*st));
+	text = malloc(1 << 16);
+	if (!st || !text) {
+		free(st);
+		free(text);
+		return;
+	}
+	st->array_id = a->array_id;
+	snprintf(st->spec, sizeof(st->spec), "%s", a->spec_text);
+	st->nr_boxes = a->nr_boxes;
+	for (i = 0; i < a->nr_boxes; i++)
+		snprintf(st->box[i], sizeof(st->box[i]), "%s", a->member[i].url);
+	st->nr_positions = a->nr_members;
+	for (i = 0; i < a->nr_members; i++)
+		st->position[i] = a->pos[i].member;
+	n = tpt_state_format(st, text, 1 << 16);
+	free(st);
+	if (n < 0) {
+		free(text);
+		return;
+	}
+	f->state_busy = true;
+	pthread_mutex_lock(&f->lock);
+	f->state_text = text;
+	f->state_len = (size_t)n;
+	pthread_cond_signal(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- open, load, close ---- */
+
+/*
+ * Read the region record into the array's maps: 0 with the record's
+ * intent bits (the regions to resync) in @dirty, -ENOENT when there is
+ * none yet, or -EINVAL for one of another array or geometry.
+ */
+static int regions_load(struct tpt_array *a, struct array_files *f,
+			uint8_t *dirty)
+{
+	struct tpt_intent_record r[2];
+	uint8_t *buf = aligned_alloc(4096, f->copy_len);
+	int got[2], best = -1, i;
+	unsigned int p;
+	size_t mb = (a->nr_regions + 7) / 8;
+
+	if (!buf)
+		return -ENOMEM;
+	for (i = 0; i < 2; i++) {
+		memset(&r[i], 0, sizeof(r[i]));
+		r[i].nr_regions = a->nr_regions;
+		r[i].region_stripes = TPT_RECOVERY_REGION_STRIPES;
+		r[i].nr_positions = a->nr_members;
+		r[i].intent = calloc(1, mb);
+		for (p = 0; p < a->nr_members; p++)
+			r[i].missed[p] = calloc(1, mb);
+		got[i] = pread(f->regions_fd, buf, f->copy_len,
+			       (off_t)(i * f->copy_len)) == (ssize_t)f->copy_len ?
+			 tpt_intent_decode(buf, f->copy_len, &r[i]) : -ENOENT;
+		if (!got[i] && r[i].array_id == a->array_id &&
+		    (best < 0 || r[i].seq > r[best].seq))
+			best = i;
+	}
+	free(buf);
+	if (best >= 0) {
+		memcpy(dirty, r[best].intent, mb);
+		memcpy(a->intent, r[best].intent, mb);
+		for (p = 0; p < a->nr_members; p++) {
+			memcpy(a->pos[p].missed, r[best].missed[p], mb);
+			a->pos[p].missing_since = r[best].missing_since[p];
+			a->pos[p].missed_valid = r[best].missing_since[p] != 0;
+		}
+		f->seq = r[best].seq;
+	}
+	for (i = 0; i < 2; i++) {
+		free(r[i].intent);
+		for (p = 0; p < a->nr_members; p++)
+			free(r[i].missed[p]);
+	}
+	if (best >= 0)
+		return 0;
+	return got[0] == -ENOENT && got[1] == -ENOENT ? -ENOENT : -EINVAL;
+}
+
+int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
+{
+	struct array_files *f = calloc(1, sizeof(*f));
+	int ret;
+
+	if (!f)
+		return -ENOMEM;
+	f->a = a;
+	f->regions_fd = -1;
+	f->efd = -1;
+	snprintf(f->path, sizeof(f->path), "%s", path);
+	snprintf(f->regions_path, sizeof(f->regions_path), "%s.regions", path);
+	f->copy_len = tpt_intent_copy_len(a->nr_regions, a->nr_members);
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	a->files = f;
+	f->regions_fd = open(f->regions_path, O_RDWR | O_CREAT | O_CLOEXEC,
+			     0600);
+	if (f->regions_fd < 0) {
+		eprintf("tptraid: cannot open %s: %m\n", f->regions_path);
+		return -errno;
+	}
+	ret = regions_load(a, f, dirty);
+	if (ret == -EINVAL)
+		eprintf("tptraid: %s belongs to another array or geometry: "
+			"starting a new record (remove it to silence this)\n",
+			f->regions_path);
+	if (ret && ret != -ENOENT && ret != -EINVAL)
+		return ret;
+	f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (f->efd < 0 || tgt_event_add(f->efd, EPOLLIN, files_event, a))
+		return -EIO;
+	if (pthread_create(&f->thread, NULL, files_thread, f))
+		return -EIO;
+	f->thread_up = true;
+	/* The record as it stands is durable: nothing waits for it. */
+	f->durable_gen = a->change_gen;
+	f->tick.func = files_tick;
+	f->tick.data = a;
+	add_work(&f->tick, 1);
+	return 0;
+}
+
+/* At teardown: every write has ended, so the record is written one last
+ * time without intent (a clean stop resyncs nothing), synchronously. */
+void array_files_close(struct tpt_array *a)
+{
+	struct array_files *f = files_of(a);
+	struct tpt_intent_record r;
+	uint8_t *buf;
+
+	if (!f)
+		return;
+	if (f->thread_up) {
+		del_work(&f->tick);
+		pthread_mutex_lock(&f->lock);
+		f->stop = true;
+		pthread_cond_signal(&f->cond);
+		pthread_mutex_unlock(&f->lock);
+		pthread_join(f->thread, NULL);
+	}
+	if (f->regions_fd >= 0 && a->intent && a->assembled) {
+		uint64_t reg;
+
+		for (reg = 0; reg < a->nr_regions; reg++)
+			if (!recovery_keeps_region(a, reg))
+				a->intent[reg / 8] &= ~(1u << (reg % 8));
+		buf = aligned_alloc(4096, f->copy_len);
+		if (buf) {
+			regions_encode(a, &r);
+			r.seq = ++f->seq;
+			if (tpt_intent_encode(&r, buf, f->copy_len) > 0 &&
+			    !write_all(f->regions_fd, buf, f->copy_len,
+				       (off_t)((r.seq % 2) * f->copy_len)))
+				fdatasync(f->regions_fd);
+		}
+		free(buf);
+	}
+	if (f->regions_fd >= 0)
+		close(f->regions_fd);
+	if (f->efd >= 0) {
+		tgt_event_del(f->efd);
+		close(f->efd);
+	}
+	free(f->state_text);
+	free(f->regions_buf);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->cond);
+	free(f);
+	a->files = NULL;
+}
