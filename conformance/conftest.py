@@ -51,9 +51,9 @@ def workdir():
 def tgtd_factory(workdir, request):
     started = []
 
-    def start(name=None, **kw):
+    def start(name=None, host="127.0.0.1", netns=None, **kw):
         name = name or f"tgtd{len(started)}"
-        inst = Tgtd(workdir / name, name, next(_control_ports))
+        inst = Tgtd(workdir / name, name, next(_control_ports), host=host, netns=netns)
         started.append(inst)
         return inst.start(**kw)
 

@@ -21,24 +21,32 @@ class Cluster:
 
 
 def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
-          block_size=512):
+          block_size=512, spares=0, host="127.0.0.1", boxes=None, extra_opts=(), name=""):
+    """n members and `spares` spares; boxes maps a target index to a
+    tptlib.net.Link that target runs behind (its own namespace and
+    address); everything else listens on host."""
     targets, backings, urls = [], [], []
-    for i in range(n):
-        t = tgtd_factory(name=f"target{i}")
-        iqn = t.new_target(1, f"{IQN}:target{i}")
+    boxes = boxes or {}
+    for i in range(n + spares):
+        link = boxes.get(i)
+        addr = link.box_addr if link else host
+        t = tgtd_factory(name=f"{name}target{i}", host=addr, netns=link.name if link else None)
+        iqn = t.new_target(1, f"{IQN}:{name}target{i}")
         backings.append(t.new_file_lun(1, 1, member_bytes,
                                        blocksize=None if block_size == 512 else block_size))
         t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
-                 "--lun", 1, "--params", f"tpt_dm=127.0.0.1:{net.free_port()},tpt=on")
+                 "--lun", 1, "--params", f"tpt_dm={addr}:{net.free_port(host)},tpt=on")
         targets.append(t)
         urls.append(t.url(iqn, 1))
-    c = tgtd_factory(name="controller")
-    ciqn = c.new_target(1, f"{IQN}:array")
+    c = tgtd_factory(name=f"{name}controller", host=host)
+    ciqn = c.new_target(1, f"{IQN}:{name}array")
     # Fresh sparse member files hold zeroes: their parity agrees.
     opts = [f"raid=5", f"unit={unit // 1024}k", f"mode={mode}", "assume_clean=yes"]
     if mode == "tpt":
-        opts.append(f"dm=127.0.0.1:{net.free_port()}")
-    opts += [f"member={u}" for u in urls]
+        opts.append(f"dm={host}:{net.free_port(host)}")
+    opts += [f"member={u}" for u in urls[:n]]
+    opts += [f"spare={u}" for u in urls[n:]]
+    opts += list(extra_opts)
     c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid", bsopts=";".join(opts),
               blocksize=None if block_size == 512 else block_size)
     return Cluster(targets, c, backings, c.url(ciqn, 1), mode, unit, ciqn, urls)

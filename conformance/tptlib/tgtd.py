@@ -25,10 +25,14 @@ class TgtadmError(RuntimeError):
 class Tgtd:
     """One tgtd process.  Use start()/stop() or the tgtd_factory fixture."""
 
-    def __init__(self, workdir: Path, name: str, control_port: int, host: str = "127.0.0.1"):
+    def __init__(self, workdir: Path, name: str, control_port: int, host: str = "127.0.0.1",
+                 netns: str = None):
         self.dir = Path(workdir)
         self.name = name
         self.host = host
+        # A network namespace to run in (ip netns exec): a box whose link
+        # a test can cut.  tgtadm reaches it through its unix socket.
+        self.netns = netns
         self.control_port = control_port
         self.port = None
         self.proc = None
@@ -51,11 +55,16 @@ class Tgtd:
         self._logf = open(self.log_path, "ab")
         cmd = [str(paths.TGTD), "-f", "-C", str(self.control_port),
                "--iscsi", f"portal={self.host}:{self.port}", *extra_args]
+        if self.netns:
+            cmd = ["ip", "netns", "exec", self.netns, *cmd]
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=self._logf,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         try:
-            net.wait_listening(self.host, self.port, timeout, self.alive)
+            if self.netns:
+                net.wait_listening_in(self.netns, self.port, timeout, self.alive)
+            else:
+                net.wait_listening(self.host, self.port, timeout, self.alive)
             self._wait_mgmt(timeout)
         except Exception:
             self.kill()

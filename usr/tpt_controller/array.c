@@ -378,6 +378,9 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 	array_intent_release(a, s);
 	if (delta)
 		tpt_array_count(a, delta);
+	/* A recovery that was stopped does not want its batch any more. */
+	if (s->kind == TPT_SPAN_REBUILD && !a->recovery.active)
+		retry = false;
 	if (result && retry && span_may_retry(a, s)) {
 		pthread_mutex_lock(&a->counters_lock);
 		a->counters.replans++;
@@ -609,6 +612,7 @@ static void sb_written(struct tpt_member *m, struct scsi_task *task,
 		       int status, void *arg)
 {
 	(void)task;
+	m->array->sb_writes--;
 	if (status != SCSI_STATUS_GOOD && status != SCSI_STATUS_CANCELLED)
 		array_member_error(m->array, m, "superblock write failed");
 	free(arg);
@@ -650,6 +654,8 @@ static void sb_write(struct tpt_array *a, struct tpt_member *m)
 	if (member_send_cdb(m, cdb, SCSI_XFER_WRITE, w->buf, TPT_SB_LEN,
 			    sb_written, w))
 		free(w);
+	else
+		a->sb_writes++;
 }
 
 /* Membership changed: a new event count, on every member that is
@@ -693,6 +699,9 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 	pthread_mutex_lock(&a->counters_lock);
 	a->counters.member_failures++;
 	pthread_mutex_unlock(&a->counters_lock);
+	/* Whatever recovery ran was planned with this member: it starts
+	 * again from what the array is now. */
+	recovery_stop(a);
 	if (m->position >= 0) {
 		struct tpt_position *pos = &a->pos[m->position];
 
@@ -749,6 +758,17 @@ static void member_admit(struct tpt_array *a, struct tpt_member *m)
 	}
 	if (p < 0)
 		return;
+	/* A spare that was taking the position over says so only once it
+	 * has: it starts over. */
+	if (m->sb_status == 0 && sb->position == TPT_SB_SPARE &&
+	    a->pos[p].state != TPT_POS_IN_SYNC) {
+		a->pos[p].state = TPT_POS_RECOVERING;
+		a->pos[p].recover_point = 0;
+		a->pos[p].catch_up = false;
+		eprintf("tptraid: member %u (%s) is back: rebuilding position "
+			"%d onto it from the start\n", m->id, m->url, p);
+		return;
+	}
 	if (m->sb_status == 0 && sb->position != (uint32_t)p) {
 		eprintf("tptraid: member %u (%s) holds position %u, not %d: "
 			"refused (is the member= order right?)\n", m->id,
@@ -767,9 +787,12 @@ static void member_admit(struct tpt_array *a, struct tpt_member *m)
 	a->pos[p].recover_point = 0;
 	a->pos[p].catch_up = m->sb_status == 0 && a->pos[p].missed_valid &&
 			     sb->event + 1 >= a->pos[p].missing_since;
-	eprintf("tptraid: member %u (%s) is back at position %d: %s\n", m->id,
-		m->url, p, a->pos[p].catch_up ? "catching up on the regions "
-		"it missed" : "rebuilding it in full");
+	eprintf("tptraid: member %u (%s) is back at position %d from event %"
+		PRIu64 ": %s\n", m->id, m->url, p, m->sb_status ? 0 : sb->event,
+		a->pos[p].catch_up ? "catching up on the regions it missed" :
+		a->pos[p].missed_valid ? "rebuilding it in full (the array "
+		"has kept no record since that event)" : "rebuilding it in "
+		"full (no record of what it missed)");
 }
 
 static void member_set_up(struct tpt_member *m, int err)
@@ -857,7 +880,7 @@ bool array_settling(const struct tpt_array *a)
 		    (m->link == MEMBER_ONLINE && !m->ready && !m->refused))
 			return true;
 	}
-	return false;
+	return a->sb_writes > 0;
 }
 
 /* ---- assembly and teardown ---- */
@@ -1248,7 +1271,9 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		ret = -EIO;
 		goto fail;
 	}
+	/* The members say what they are before the LU serves anything. */
 	array_new_event(a);
+	member_wait(a, TPT_ASSEMBLE_SECONDS);
 	array_save_state(a);
 	re->array = a;
 	list_add_tail(&re->link, &retry_arrays);

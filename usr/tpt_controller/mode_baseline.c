@@ -305,8 +305,6 @@ static int bl_start(struct tpt_span *s)
 			eprintf("tptraid: cannot plan %u blocks at %" PRIu64
 				": %s\n", s->blocks, s->lba, strerror(-err));
 		run->failure = err;
-		/* Two members gone: no plan until one comes back. */
-		run->retry = err == -ENODATA;
 		bl_end(run);
 		return 0;
 	}

@@ -819,8 +819,7 @@ static int tp_start(struct tpt_span *s)
 			tpt_plan_free(&run->plan);
 		}
 		free(run);
-		/* Two members gone: no plan until one comes back. */
-		tpt_span_done(s, err, err == -ENODATA, NULL);
+		tpt_span_done(s, err, false, NULL);
 		return 0;
 	}
 	tp_step(run);

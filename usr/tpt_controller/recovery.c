@@ -116,8 +116,12 @@ static void recovery_span_done(struct tpt_span *s, int result)
 
 	rc->in_flight--;
 	free(s);
-	if (!rc->active)
+	if (!rc->active) {
+		/* Stopped meanwhile: start what the array needs now. */
+		if (!rc->in_flight)
+			recovery_kick(a);
 		return;
+	}
 	if (result) {
 		/* The target box or a source failed: membership changed, and
 		 * a kick starts again from what it finds, at once or in a

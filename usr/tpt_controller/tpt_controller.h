@@ -368,6 +368,7 @@ struct tpt_array {
 	unsigned int fail_timeout;	/* seconds without an answer */
 	unsigned int rebuild_rate;	/* MB/s, 0: unthrottled */
 	bool assembled;			/* geometry known, serving I/O */
+	unsigned int sb_writes;		/* superblock writes in flight */
 	bool fresh;			/* a new array: its parity is not yet known */
 	bool stopping;
 	struct tpt_recovery recovery;

@@ -1,0 +1,274 @@
+"""A lost box loses nothing and stops nothing (paper III-D; issue 11).
+
+Every test runs a TPT-RAID-5 array of real tgtd processes in both modes,
+puts tpt-iscsi-verify's load on it - random writes and reads with commands
+in flight, checked against a byte model - and then breaks a box: SIGKILL,
+SIGSTOP (a hung box), a cut link, the controller itself.  Afterwards every
+acknowledged write reads back exactly, a scrub of the members finds every
+stripe's parity right, and where one box was lost the host saw no error.
+"""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tptlib import cluster, net, paths
+
+FAIL_TIMEOUT = 3        # seconds: a silent member is failed after this
+MEMBER_BYTES = 16 << 20
+UNIT = 64 << 10
+OPTS = (f"fail_timeout={FAIL_TIMEOUT}",)
+
+
+# -- watching the array --------------------------------------------------------
+
+def show(c):
+    return c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+
+
+def array_state(c):
+    return re.search(r"TPT-RAID: .* state (\w+)", show(c)).group(1)
+
+
+def members(c):
+    """{box id: (url, state word, position)}"""
+    return {int(m.group(1)): (m.group(2), m.group(3), int(m.group(4)))
+            for m in re.finditer(r"TPT-RAID member (\d+): (\S+) (\S+) position (-?\d+)", show(c))}
+
+
+def counters(c):
+    line = re.search(r"TPT-RAID counters: (.*)", show(c)).group(1).split()
+    return {k: int(v) for k, v in zip(line[::2], line[1::2])}
+
+
+def wait_state(c, want, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = array_state(c)
+        if st in want:
+            return st
+        time.sleep(0.2)
+    raise AssertionError(f"array still {array_state(c)}, not {want}, after {timeout}s:\n{show(c)}")
+
+
+def scrub(c):
+    """tpt-scrub over the boxes now serving positions 0..N-1, in order."""
+    by_pos = sorted((pos, url) for url, _, pos in members(c).values() if pos >= 0)
+    r = subprocess.run([str(paths.tool("tpt-scrub")), "--unit", str(c.unit),
+                        *[u for _, u in by_pos]], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"(\d+) stripes checked, (\d+) mismatches", r.stdout)
+    assert m and m.group(2) == "0", r.stdout
+
+
+# -- load ----------------------------------------------------------------------
+
+class Load:
+    """tpt-iscsi-verify in the background against the array."""
+
+    def __init__(self, c, model_dir, seconds, qd=8, extra=()):
+        self.proc = subprocess.Popen(
+            [str(paths.tool("tpt-iscsi-verify")), "--model", str(model_dir), "--zero",
+             "--seconds", str(seconds), "--qd", str(qd), "--max-bs", "192k", *extra, c.url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def result(self, timeout=180):
+        out, err = self.proc.communicate(timeout=timeout)
+        m = re.search(r"writes=(\d+) reads=(\d+) errors=(\d+) mismatches=(\d+)", out)
+        assert m, f"tpt-iscsi-verify said: {out}{err}"
+        return {k: int(v) for k, v in zip(("writes", "reads", "errors", "mismatches"),
+                                          m.groups())}, err
+
+
+def verify_all(c, model_dir):
+    """Every known block reads back as the model says."""
+    r = subprocess.run([str(paths.tool("tpt-iscsi-verify")), "--model", str(model_dir),
+                        "--verify", "--max-bs", "256k", c.url],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "mismatches=0" in r.stdout and "errors=0" in r.stdout, r.stdout + r.stderr
+
+
+def clean_load(c, model_dir, seconds, during, report, what):
+    """Run the load for `seconds`, call during() a moment in, and require
+    that the host saw neither an error nor a wrong byte."""
+    load = Load(c, model_dir, seconds)
+    time.sleep(2)
+    during()
+    res, err = load.result()
+    report(f"{c.mode}: {what}: {res['writes']} writes {res['reads']} reads, "
+           f"{res['errors']} errors, {res['mismatches']} mismatches")
+    assert res["errors"] == 0 and res["mismatches"] == 0, err
+    assert res["writes"] > 50, res
+
+
+@pytest.fixture(params=["tpt", "baseline"])
+def mode(request):
+    return request.param
+
+
+def start(tgtd_factory, mode, **kw):
+    kw.setdefault("member_bytes", MEMBER_BYTES)
+    kw["extra_opts"] = OPTS + tuple(kw.get("extra_opts", ()))
+    return cluster.start(tgtd_factory, mode=mode, unit=UNIT, **kw)
+
+
+def kill(t):
+    t.killed_on_purpose = True
+    t.kill()
+
+
+def restart_target(c, i):
+    """Target i back on its box: same port, backing file and target name,
+    TPT mode on, as after a reboot."""
+    t = c.targets[i]
+    t.start(port=t.port)
+    t.new_target(1, c.target_urls[i].split("/")[3])
+    t.new_lun(1, 1, str(c.backings[i]))
+    t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
+             "--lun", 1, "--params", f"tpt_dm={t.host}:{net.free_port(t.host)},tpt=on")
+
+
+# -- the tests -----------------------------------------------------------------
+
+def test_killed_target_is_rebuilt_onto_a_spare(tgtd_factory, mode, tmp_path, report):
+    c = start(tgtd_factory, mode, n=5, spares=1)
+    clean_load(c, tmp_path, 14, lambda: kill(c.targets[2]), report,
+               "target 2 killed mid-load, spare rebuilt in")
+    wait_state(c, {"optimal"})
+    boxes = members(c)
+    assert boxes[5][1:] == ("up", 2), show(c)
+    assert boxes[2][1] == "spare" or boxes[2][2] == -1
+    assert counters(c)["member_failures"] == 1
+    verify_all(c, tmp_path)
+    scrub(c)
+
+
+def test_hung_target_is_failed_and_catches_up(tgtd_factory, mode, tmp_path, report):
+    """SIGSTOP: the box says nothing, TCP stays up.  Its NOP-Outs go
+    unanswered; it is failed after fail_timeout, and when it wakes it is
+    never trusted blindly: it catches up on what it missed."""
+    c = start(tgtd_factory, mode, n=5)
+    t3 = c.targets[3]
+
+    def hang():
+        os.killpg(t3.proc.pid, signal.SIGSTOP)
+        time.sleep(FAIL_TIMEOUT + 4)
+        assert array_state(c) == "degraded", show(c)
+        os.killpg(t3.proc.pid, signal.SIGCONT)
+
+    clean_load(c, tmp_path, 16, hang, report, "target 3 hung (SIGSTOP) mid-load")
+    wait_state(c, {"optimal"})
+    assert members(c)[3][1:] == ("up", 3)
+    verify_all(c, tmp_path)
+    scrub(c)
+
+
+def test_returning_member_resyncs_only_what_it_missed(tgtd_factory, mode, tmp_path, report):
+    """A member that comes back on the same box catches up from the missed
+    write record: only the regions written while it was away."""
+    c = start(tgtd_factory, mode, n=4)
+    kill(c.targets[1])
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    # Writes to the first MiB only: one region of the record.
+    res, err = Load(c, tmp_path, 3, extra=("--span", "1m")).result()
+    assert res["errors"] == 0 and res["mismatches"] == 0, err
+    restart_target(c, 1)
+    wait_state(c, {"optimal"}, timeout=60)
+    log = c.controller.log()
+    m = re.search(r"position 1 caught up: (\d+) stripes", log)
+    assert m, log[-3000:]
+    stripes = MEMBER_BYTES // UNIT
+    report(f"{mode}: returning member caught up on {m.group(1)} of about {stripes} stripes")
+    assert int(m.group(1)) < stripes // 2, m.group(0)
+    verify_all(c, tmp_path)
+    scrub(c)
+
+
+def test_second_member_lost_fails_clearly(tgtd_factory, mode, tmp_path, report):
+    """Two boxes gone: the host gets CHECK CONDITION for what cannot be
+    rebuilt, never wrong data, and the array says failed."""
+    c = start(tgtd_factory, mode, n=4)
+    res, _ = Load(c, tmp_path, 2).result()
+    assert res["errors"] == 0
+    kill(c.targets[0])
+    kill(c.targets[2])
+    wait_state(c, {"failed"}, timeout=FAIL_TIMEOUT + 10)
+    r = subprocess.run([str(paths.tool("tpt-iscsi-verify")), "--model", str(tmp_path),
+                        "--verify", c.url], capture_output=True, text=True, timeout=180)
+    report(f"{mode}: two members lost: {r.stdout.strip()}")
+    m = re.search(r"errors=(\d+) mismatches=(\d+)", r.stdout)
+    assert m and int(m.group(1)) > 0 and m.group(2) == "0", r.stdout + r.stderr
+    assert "CHECK CONDITION" in r.stderr, r.stderr
+
+
+def test_spare_killed_during_rebuild(tgtd_factory, mode, tmp_path, report):
+    """The spare being rebuilt dies: the array is degraded again, the host
+    sees nothing; when the spare box returns the rebuild starts over."""
+    c = start(tgtd_factory, mode, n=4, spares=1, extra_opts=("rebuild_rate=4",))
+    kill(c.targets[0])
+    wait_state(c, {"rebuilding"}, timeout=FAIL_TIMEOUT + 10)
+    clean_load(c, tmp_path, 8, lambda: kill(c.targets[4]), report,
+               "spare killed during its rebuild")
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                        "--tid", 1, "--lun", 1, "--params", "rebuild_rate=0")
+    restart_target(c, 4)
+    wait_state(c, {"optimal"}, timeout=60)
+    verify_all(c, tmp_path)
+    scrub(c)
+
+
+def test_controller_crash_resyncs_the_write_intent_regions(tgtd_factory, mode, tmp_path,
+                                                            report):
+    """kill -9 of the controller mid-write; tgtd started again with only the
+    state file: it resyncs exactly the regions of its write-intent record,
+    then every stripe's parity is right and every acknowledged write reads
+    back."""
+    c = start(tgtd_factory, mode, n=4)
+    load = Load(c, tmp_path, 20)
+    time.sleep(3)
+    kill(c.controller)
+    res, _ = load.result()
+    assert res["mismatches"] == 0
+    state = c.controller.dir / "array.state"
+    c.controller.start(port=c.controller.port)
+    c.controller.new_target(1, c.iqn)
+    c.controller.new_lun(1, 1, str(state), bstype="tptraid")
+    wait_state(c, {"optimal"}, timeout=60)
+    log = c.controller.log()
+    m = re.search(r"writes in flight in (\d+) regions: resyncing", log)
+    assert m, log[-3000:]
+    report(f"{mode}: controller killed mid-write: resynced {m.group(1)} regions")
+    verify_all(c, tmp_path)
+    scrub(c)
+
+
+def test_foreign_member_is_refused(tgtd_factory, mode, tmp_path):
+    """A box that carries another array's superblock is refused with one
+    clear line, and the array goes on without it."""
+    c = start(tgtd_factory, mode, n=4)
+    kill(c.targets[3])
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    # Another array's metadata on its disk: the last MiB, where the
+    # superblock lives, taken from a member of a second array.
+    other = cluster.start(tgtd_factory, n=3, mode=mode, unit=UNIT,
+                          member_bytes=MEMBER_BYTES, extra_opts=OPTS, name="other")
+    tail = MEMBER_BYTES - (1 << 20)
+    with open(other.backings[0], "rb") as f:
+        f.seek(tail)
+        block = f.read(4096)
+    assert block[:8] == b"TPTRAIDM"
+    with open(c.backings[3], "r+b") as f:
+        f.seek(tail)
+        f.write(block)
+    restart_target(c, 3)
+    deadline = time.monotonic() + 20
+    while "belongs to array" not in c.controller.log() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert re.search(r"member 3 \(.*\) belongs to array [0-9a-f]{16}, not [0-9a-f]{16}: "
+                     r"refused", c.controller.log())
+    assert array_state(c) == "degraded"
