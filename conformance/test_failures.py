@@ -272,3 +272,28 @@ def test_foreign_member_is_refused(tgtd_factory, mode, tmp_path):
     assert re.search(r"member 3 \(.*\) belongs to array [0-9a-f]{16}, not [0-9a-f]{16}: "
                      r"refused", c.controller.log())
     assert array_state(c) == "degraded"
+
+
+@pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
+def test_cut_link_then_restored(tgtd_factory, mode, tmp_path, report):
+    """A target behind its own link (a network namespace and a veth pair):
+    the link goes down as a pulled cable does - no reset, nothing heard -
+    and comes back.  The member is failed within fail_timeout, the host
+    sees nothing, and the member catches up when its link is back."""
+    link = net.Link(0)
+    try:
+        c = start(tgtd_factory, mode, n=4, host=link.host_addr, boxes={2: link})
+
+        def pull_cable():
+            link.cut()
+            time.sleep(FAIL_TIMEOUT + 4)
+            assert array_state(c) == "degraded", show(c)
+            link.restore()
+
+        clean_load(c, tmp_path, 16, pull_cable, report, "target 2's link cut mid-load")
+        wait_state(c, {"optimal"}, timeout=60)
+        assert members(c)[2][1:] == ("up", 2)
+        verify_all(c, tmp_path)
+        scrub(c)
+    finally:
+        link.close()

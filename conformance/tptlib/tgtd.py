@@ -51,7 +51,8 @@ class Tgtd:
 
     def start(self, port: int = None, timeout: float = 10.0, extra_args=()):
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = port or net.free_port(self.host)
+        # A namespace has ports of its own: any port is free there.
+        self.port = port or net.free_port("127.0.0.1" if self.netns else self.host)
         self._logf = open(self.log_path, "ab")
         cmd = [str(paths.TGTD), "-f", "-C", str(self.control_port),
                "--iscsi", f"portal={self.host}:{self.port}", *extra_args]
