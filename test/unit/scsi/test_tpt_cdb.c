@@ -97,8 +97,10 @@ static void test_info(void)
 		{ 0xcb, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
 		{ 0xcc, TPT_DATA_NONE, TPT_PARAM_NONE },
 		{ 0xcd, TPT_DATA_IN, TPT_PARAM_NONE },
+		{ 0xce, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0xcf, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
 	};
-	static const uint8_t not_ours[] = { 0x00, 0x28, 0x53, 0x8a, 0xce,
+	static const uint8_t not_ours[] = { 0x00, 0x28, 0x53, 0x8a, 0xd0,
 					    0xff };
 	size_t i, known = 0;
 
@@ -216,6 +218,8 @@ static void test_vendor_io(void)
 		{ TPT_OP_READ_PARITY_COMP_TMP, 0x00, 0, 0 },
 		{ TPT_OP_READ_PARITY_COMP_BLOCK, 0x00, 0, 0 },
 		{ TPT_OP_WRITE_NEW_DATA, 0x08, TPT_CDB_FUA, 0 },
+		{ TPT_OP_READ_MEDIUM, 0x00, 0, 0 },
+		{ TPT_OP_SEND_RESULT, 0x00, 0, 0 },
 	};
 	size_t i;
 
@@ -306,12 +310,59 @@ static void test_report_slots(void)
 	cdb_both_ways(b, 16, &any);
 }
 
+/* READ MEDIUM and SEND RESULT, from the tables of protocol.md 4.17, 4.18. */
+static void test_degraded_cdbs(void)
+{
+	static const uint8_t read_medium[16] = {
+		0xce, 0x00,				/* no flags */
+		0x00, 0x00, 0x00, 0x01, 0x00, 0x00,	/* LBA 65536 */
+		0x00, 0x00, 0x80,			/* TRANSFER LENGTH 128 */
+		0x00, 0x00, 0x10, 0x01,			/* GROUP NUMBER */
+		0x00,
+	};
+	static const uint8_t send_result[16] = {
+		0xcf, 0x00,
+		0x00, 0x00, 0x00, 0x00, 0x20, 0x00,	/* LBA 8192 */
+		0x00, 0x00, 0x08,			/* TRANSFER LENGTH 8 */
+		0xff, 0xff, 0xff, 0xfe,			/* GROUP NUMBER */
+		0x80,					/* CONTROL: vendor */
+	};
+	const struct tpt_cdb want_medium = {
+		.opcode = TPT_OP_READ_MEDIUM, .lba = 65536,
+		.transfer_length = 128, .group = 0x1001,
+	};
+	const struct tpt_cdb want_send = {
+		.opcode = TPT_OP_SEND_RESULT, .lba = 8192,
+		.transfer_length = 8, .group = 0xfffffffe, .control = 0x80,
+	};
+	uint8_t b[16];
+	int bit;
+
+	cdb_both_ways(read_medium, 16, &want_medium);
+	cdb_both_ways(send_result, 16, &want_send);
+	/* Byte 1 is reserved in both: every bit, PARITY MODE's included. */
+	for (bit = 0; bit < 8; bit++) {
+		copy_with(b, read_medium, 16, 1, (uint8_t)(1u << bit));
+		cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, bit);
+		copy_with(b, send_result, 16, 1, (uint8_t)(1u << bit));
+		cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, bit);
+	}
+	/* Both move blocks: TRANSFER LENGTH 0 is refused. */
+	copy_with(b, read_medium, 16, 10, 0x00);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 8, NO_BIT);
+	copy_with(b, send_result, 16, 10, 0x00);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 8, NO_BIT);
+	copy_with(b, send_result, 16, 15, 0x01);	/* LINK */
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 15, 0);
+	cdb_rejected(read_medium, 15, TPT_SENSE_INVALID_CDB_FIELD, 0, NO_BIT);
+}
+
 /* ---------------------------------------------------------------------- */
 /* CDB validation */
 
 static void test_cdb_opcode_and_length(void)
 {
-	static const uint8_t unknown[16] = { 0xce };
+	static const uint8_t unknown[16] = { 0xd0 };
 	static const uint8_t read16[16] = { 0x88 };
 	uint8_t x10[10];
 
@@ -1214,6 +1265,7 @@ int main(void)
 	RUN(test_release);
 	RUN(test_setup);
 	RUN(test_report_slots);
+	RUN(test_degraded_cdbs);
 	RUN(test_cdb_opcode_and_length);
 	RUN(test_cdb_reserved_bits);
 	RUN(test_cdb_control);

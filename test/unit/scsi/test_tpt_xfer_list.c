@@ -1,8 +1,9 @@
 /*
  * Unit tests for the transfer list of scsi/tpt_cdb (docs/protocol.md 5.1,
- * 5.2): lists written out byte by byte from the tables, decoded and
- * encoded back, every rule of the validation table broken once, in the
- * order the table gives, with its field pointer.
+ * 5.2, and the lists of READ MEDIUM and SEND RESULT in 4.17 and 4.18):
+ * lists written out byte by byte from the tables, decoded and encoded
+ * back, every rule of the validation table broken once, in the order the
+ * table gives, with its field pointer.
  */
 #include <errno.h>
 
@@ -87,11 +88,15 @@ static void test_xfer_list_lengths(void)
 	xfer_rejected(16 + 24, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
 	xfer_rejected(n - 1, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
 	xfer_rejected(n + 1, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
-	buf[1] = 0;			/* DESCRIPTOR COUNT 0 */
-	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 0, NO_BIT);
-	buf[0] = 0x01;			/* 257 */
+	buf[0] = 0x01;			/* DESCRIPTOR COUNT 257 */
 	buf[1] = 0x01;
 	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 0, NO_BIT);
+	/* A count of 0 is a header-only list: nothing may follow it. */
+	buf[0] = 0x00;
+	buf[1] = 0x00;
+	xfer_rejected(n, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
+	xfer_rejected(17, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
+	CHECK_EQ(tpt_xfer_list_decode(buf, 16, &xfer, NULL), TPT_SENSE_NONE);
 }
 
 static void test_xfer_list_result_slot(void)
@@ -198,8 +203,12 @@ static void test_xfer_list_encode_refuses(void)
 	l->desc[0].peer = 0xfffe;
 	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
 	l->desc[0].peer = 3;
+	/* No descriptors: the header alone, TOTAL LENGTH not a sum. */
 	l->count = 0;
-	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
+	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), 16);
+	CHECK_EQ(enc[1], 0);
+	CHECK_EQ(enc[14], 0x20);
+	CHECK_EQ(tpt_xfer_list_encode(l, enc, 15), -ENOSPC);
 	l->count = TPT_XFER_DESC_MAX + 1;
 	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
 }
@@ -348,6 +357,136 @@ static void test_xfer_list_slots_against_cdb(void)
 	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 512, NULL), TPT_SENSE_NONE);
 }
 
+/* ---------------------------------------------------------------------- */
+/* READ MEDIUM: the header alone (4.17) */
+
+/* 128 KiB of the medium as the result, into the slots from slot 3. */
+static const uint8_t header_only[16] = {
+	0x00, 0x00,				/* DESCRIPTOR COUNT: 0 */
+	0x00, 0x03,				/* RESULT SLOT */
+	0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0x02, 0x00, 0x00,	/* TOTAL LENGTH: 128 KiB */
+};
+
+static void check_rejected(const struct tpt_cdb *cdb, uint32_t block_size,
+			   int byte, int bit)
+{
+	struct tpt_field_ptr where;
+
+	CHECK_EQ(tpt_xfer_list_check(&xfer, cdb, block_size, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	check_where(&where, false, byte, bit);
+}
+
+static void test_read_medium_list(void)
+{
+	struct tpt_cdb cdb = { .opcode = TPT_OP_READ_MEDIUM, .lba = 512,
+			       .transfer_length = 256, .group = 7 };
+	struct tpt_field_ptr where;
+	uint8_t enc[16];
+
+	memcpy(buf, header_only, sizeof(header_only));
+	CHECK_EQ(tpt_xfer_list_decode(buf, 16, &xfer, &where), TPT_SENSE_NONE);
+	CHECK(!where.valid);
+	CHECK_EQ(xfer.count, 0);
+	CHECK_EQ(xfer.result_slot, 3);
+	CHECK_EQ(xfer.total_length, 131072);
+	CHECK_EQ(tpt_xfer_list_inline_len(&xfer), 0);
+	CHECK_EQ(tpt_xfer_list_encode(&xfer, enc, sizeof(enc)), 16);
+	CHECK_MEM(enc, header_only, 16);
+
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, &where),
+		 TPT_SENSE_NONE);
+	CHECK(!where.valid);
+	/* TOTAL LENGTH = TRANSFER LENGTH x block size, nothing else. */
+	cdb.transfer_length = 32;
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, NULL), TPT_SENSE_NONE);
+	cdb.transfer_length = 255;
+	check_rejected(&cdb, 512, 8, NO_BIT);
+	cdb.transfer_length = 256;
+
+	/* The header's own rules hold as for any list. */
+	buf[3] = 0x00;
+	buf[2] = 0x04;				/* RESULT SLOT 0400h */
+	xfer_rejected(16, TPT_SENSE_INVALID_PARAM_FIELD, 2, NO_BIT);
+	buf[2] = buf[3] = 0xff;			/* private */
+	CHECK_EQ(tpt_xfer_list_decode(buf, 16, &xfer, NULL), TPT_SENSE_NONE);
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, NULL), TPT_SENSE_NONE);
+	buf[7] = 0x20;
+	xfer_rejected(16, TPT_SENSE_INVALID_PARAM_FIELD, 7, 5);
+	xfer_rejected(15, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
+
+	/* Descriptors are refused at DESCRIPTOR COUNT before anything the
+	 * CDB could find wrong with them (TOTAL LENGTH, inline data). */
+	build_xfer_bytes(buf);
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64 + 4096, &xfer, NULL),
+		 TPT_SENSE_NONE);
+	check_rejected(&cdb, 512, 0, NO_BIT);
+	memcpy(buf, slot_list, sizeof(slot_list));
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64, &xfer, NULL), TPT_SENSE_NONE);
+	cdb.transfer_length = 8;
+	check_rejected(&cdb, 512, 0, NO_BIT);
+}
+
+/* Every other command with a transfer list needs 1-256 descriptors. */
+static void test_header_only_elsewhere(void)
+{
+	unsigned int op, seen = 0;
+
+	memcpy(buf, header_only, sizeof(header_only));
+	CHECK_EQ(tpt_xfer_list_decode(buf, 16, &xfer, NULL), TPT_SENSE_NONE);
+	/* Even with TOTAL LENGTH wrong too, the count is what is reported. */
+	xfer.total_length = 1;
+	for (op = 0; op < 256; op++) {
+		const struct tpt_cdb_info *info = tpt_cdb_info((uint8_t)op);
+		struct tpt_cdb cdb = { .opcode = (uint8_t)op,
+				       .transfer_length = 256 };
+
+		if (!info || info->param != TPT_PARAM_XFER_LIST ||
+		    op == TPT_OP_READ_MEDIUM)
+			continue;
+		check_rejected(&cdb, 512, 0, NO_BIT);
+		seen++;
+	}
+	/* XDWRITE(10) and (16), PREP READ/WRITE, READ NEW BLOCK, the four
+	 * READ PARITY commands and SEND RESULT. */
+	CHECK_EQ(seen, 10);
+}
+
+/* ---------------------------------------------------------------------- */
+/* SEND RESULT: descriptors it RMA-writes to, as PREP READ's (4.18) */
+
+static void test_send_result_list(void)
+{
+	struct tpt_cdb cdb = { .opcode = TPT_OP_SEND_RESULT, .lba = 64,
+			       .transfer_length = 8, .group = 2 };
+
+	/* Two plain descriptors: peer 3's 512 bytes, then peer 4's. */
+	memcpy(buf, slot_list, sizeof(slot_list));
+	buf[42] = TPT_XFER_VIRT_ADDR;
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64, &xfer, NULL), TPT_SENSE_NONE);
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, NULL), TPT_SENSE_NONE);
+	/* It keeps no result, so it names no slot to put one in... */
+	xfer.result_slot = 0;
+	check_rejected(&cdb, 512, 2, NO_BIT);
+	/* ...nor reads one: a slot is not a place to write to. */
+	memcpy(buf, slot_list, sizeof(slot_list));
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64, &xfer, NULL), TPT_SENSE_NONE);
+	check_rejected(&cdb, 512, 16 + 24 + 2, 1);
+	/* The controller's inline data is a source, never a destination. */
+	build_xfer_bytes(buf);
+	CHECK_EQ(tpt_xfer_list_decode(buf, 64 + 4096, &xfer, NULL),
+		 TPT_SENSE_NONE);
+	xfer.result_slot = TPT_SLOT_NONE;
+	cdb.transfer_length = 16;
+	check_rejected(&cdb, 512, 16 + 24, NO_BIT);
+	/* And, as everywhere but READ MEDIUM, at least one descriptor. */
+	memcpy(buf, header_only, sizeof(header_only));
+	buf[2] = buf[3] = 0xff;
+	CHECK_EQ(tpt_xfer_list_decode(buf, 16, &xfer, NULL), TPT_SENSE_NONE);
+	check_rejected(&cdb, 512, 0, NO_BIT);
+}
+
 int main(void)
 {
 	RUN(test_xfer_list_layout);
@@ -358,5 +497,8 @@ int main(void)
 	RUN(test_xfer_list_against_cdb);
 	RUN(test_xfer_list_slot_desc);
 	RUN(test_xfer_list_slots_against_cdb);
+	RUN(test_read_medium_list);
+	RUN(test_header_only_elsewhere);
+	RUN(test_send_result_list);
 	UNIT_EXIT();
 }
