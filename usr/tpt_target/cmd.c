@@ -37,6 +37,8 @@ static const tpt_handler handlers[256] = {
 	[TPT_OP_READ_PARITY_COMP_TMP] = tpt_exec_read_parity,
 	[TPT_OP_READ_PARITY_COMP_BLOCK] = tpt_exec_read_parity,
 	[TPT_OP_WRITE_NEW_DATA] = tpt_exec_write_new_data,
+	[TPT_OP_READ_MEDIUM] = tpt_exec_read_medium,
+	[TPT_OP_SEND_RESULT] = tpt_exec_send_result,
 };
 
 static const enum data_direction wire_dir[] = {

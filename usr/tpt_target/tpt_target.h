@@ -322,5 +322,7 @@ int tpt_exec_prep_write(struct tpt_cmd *tc);
 int tpt_exec_new_data(struct tpt_cmd *tc);
 int tpt_exec_write_new_data(struct tpt_cmd *tc);
 int tpt_exec_read_parity(struct tpt_cmd *tc);
+int tpt_exec_read_medium(struct tpt_cmd *tc);
+int tpt_exec_send_result(struct tpt_cmd *tc);
 
 #endif
