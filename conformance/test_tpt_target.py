@@ -322,7 +322,7 @@ def test_malformed_commands_get_documented_sense(tpt):
                 out=proto.xfer_list([host.desc(0, UNIT)], result_slot=999))
     assert_sense(r, "INVALID_PARAM_FIELD")
     # Unassigned vendor opcode.
-    assert_sense(tpt.cmd(t0, bytes([0xCF]) + bytes(15)), "INVALID_OPCODE")
+    assert_sense(tpt.cmd(t0, bytes([0xD0]) + bytes(15)), "INVALID_OPCODE")
     # Peer list that does not name the receiving target.
     pl = proto.peer_list(1, 99, 7, tpt.peers())
     assert_sense(tpt.cmd(t0, proto.setup_cdb(proto.SET_PEER_LIST, len(pl)), out=pl), "INVALID_PARAM_FIELD")
@@ -351,7 +351,7 @@ def test_random_commands_never_hurt_the_target(tpt):
     t0 = tpt.targets[0]
     host = tpt.host_buffer("h", os.urandom(UNIT))
     rnd = random.Random(1234)
-    ops = list(range(0xC0, 0xD0)) + [proto.XDWRITE_10]
+    ops = list(range(0xC0, 0xD1)) + [proto.XDWRITE_10]
     for i in range(300):
         cdb = bytearray(rnd.randbytes(16))
         cdb[0] = rnd.choice(ops)
@@ -364,6 +364,10 @@ def test_random_commands_never_hurt_the_target(tpt):
                                 rnd.getrandbits(64), rnd.getrandbits(16), rnd.getrandbits(2))
                      for _ in range(rnd.randrange(1, 4))]
             data = proto.xfer_list(descs, rnd.choice([0, 1, 0xFFFF, 500]))
+            if rnd.random() < 0.2:
+                # READ MEDIUM's header-only list, for any opcode.
+                blocks = int.from_bytes(cdb[8:11], "big")
+                data = proto.header_only_list(blocks * BS, rnd.choice([0, 3, 0xFFFF]))
             if rnd.random() < 0.3:
                 data = data[:rnd.randrange(len(data))] or b"\0"
             r = tpt.cmd(t0, bytes(cdb), out=data)
@@ -410,3 +414,266 @@ def test_report_endpoint_needs_no_peer_list(tpt):
     # Allocation length shorter than the report: what fits.
     r = tpt.cmd(tpt.targets[0], proto.setup_cdb(proto.REPORT_ENDPOINT, 4), inlen=4)
     assert r.good and r.data == bytes([1, 0, 0, proto.AF_IPV4])
+
+
+# ---- Degraded mode and rebuild (protocol.md 4.17, 4.18, 7.5) ----
+
+def assert_field(r, name, byte, bit=None, in_cdb=False):
+    """The sense named, with a field pointer (SKSV) to @byte (and @bit) of
+    the CDB or the parameter list."""
+    s = assert_sense(r, name)
+    assert s.sksv and (s.field_ptr, s.bit, s.in_cdb) == (byte, bit, in_cdb), s
+    return s
+
+
+def read_medium(tpt, t, row, group, slot=proto.SLOT_NONE, units=1):
+    cdb, out = proto.read_medium(row * UBLK, units * UBLK, group, BS, slot)
+    return tpt.send(t, cdb, out=out)
+
+
+def part(tpt, t, opcode, row, group, mode, src):
+    return tpt.send(t, proto.vendor_cdb(opcode, row * UBLK, UBLK, group, mode << proto.PARITY_SHIFT),
+                    out=proto.xfer_list([src]))
+
+
+def test_degraded_read_of_a_lost_block(tpt):
+    """7.5, degraded READ: T1 of a 5-target stripe is gone.  Every survivor
+    but the calculator C (T3) exports its block with READ MEDIUM, C folds
+    them into its own block with READ PARITY PART TMP (XOR MEDIUM, then XOR
+    GROUP, one per step), and SEND RESULT writes the rebuilt block into the
+    host buffer.  Afterwards no group is left."""
+    tpt.start(5)
+    lost, calc = tpt.targets[1], tpt.targets[3]
+    sources = [tpt.targets[0], tpt.targets[2], tpt.targets[4]]
+    survivors = [t for t in tpt.targets if t is not lost]
+    row, group, slot = 7, 0x7001, 2
+    lba = row * UBLK
+    old, _ = seed_stripe(tpt, row, tpt.targets[:4], tpt.targets[4])
+    lost.tgtd.killed_on_purpose = True
+    lost.tgtd.kill()
+    # What the host must get, from the survivors' backing files alone.
+    want = xor_fast(*(t.read_backing(row * UNIT, UNIT) for t in survivors))
+    assert want == old[lost.index]
+    before = [t.read_backing(0, 1 << 20) for t in survivors]
+    host = tpt.host_buffer("h", bytes(2 * UNIT))
+
+    # Step 1: READ MEDIUM g at every survivor but C, each into a slot,
+    # published with the header of 8.2 (C's reads below check them all).
+    for r in tpt.wait([read_medium(tpt, t, row, group, slot) for t in sources]):
+        assert r.good, r
+    h = tpt.slot_header(sources[0], slot)
+    assert (h["state"], h["group"], h["lba"], h["length"]) == (1, group, lba, UNIT), h
+    # Steps 2-4: at C, XOR MEDIUM on the first slot, XOR GROUP on each next.
+    for i, t in enumerate(sources):
+        mode = proto.PARITY_XOR_GROUP if i else proto.PARITY_XOR_MEDIUM
+        r = tpt.wait([part(tpt, calc, proto.READ_PARITY_PART_TMP, row, group, mode,
+                           tpt.slot_desc(t, slot, UNIT))])[0]
+        assert r.good, r
+    # Step 5: SEND RESULT at C to host(UNIT); TPT RELEASE at the sources.
+    cdb, out = proto.send_result(lba, UBLK, group, [host.desc(UNIT, UNIT)])
+    tags = [tpt.send(calc, cdb, out=out)] + [tpt.send(t, proto.release_cdb(group)) for t in sources]
+    for r in tpt.wait(tags):
+        assert r.good, r
+    assert host.read(UNIT, UNIT) == want
+    assert host.read(0, UNIT) == bytes(UNIT)
+    assert [t.read_backing(0, 1 << 20) for t in survivors] == before
+
+    # SEND RESULT released C's group, TPT RELEASE the sources': a later
+    # command on it gets the released sense, and the slots are free...
+    for t in survivors:
+        assert_sense(tpt.cmd(t, cdb, out=out), "RELEASED_BY_COMMAND")
+    assert tpt.slot_header(sources[0], slot)["state"] == 0
+    # ...for the next request to use (a live one would be TPT SLOT IN USE).
+    for r in tpt.wait([read_medium(tpt, t, row, group + 1, slot) for t in sources]):
+        assert r.good, r
+    r = tpt.wait([part(tpt, calc, proto.READ_PARITY_PART_TMP, row, group + 1, proto.PARITY_COPY,
+                       tpt.slot_desc(sources[0], slot, UNIT))])[0]
+    assert r.good, r
+    for t in survivors:
+        assert tpt.cmd(t, proto.release_cdb(group + 1)).good
+
+
+def test_rebuild_of_a_unit_onto_an_empty_target(tpt):
+    """7.5, rebuild: T2's backing block is lost (zeroed).  Every survivor
+    exports its block with READ MEDIUM; T2 copies the first (PART TMP COPY),
+    folds in the next (PART TMP XOR GROUP) and the last (PART BLOCK XOR
+    GROUP), and WRITE NEW DATA puts the rebuilt block on its medium while
+    the sources get TPT RELEASE."""
+    tpt.start(5)
+    rebuilt = tpt.targets[2]
+    sources = [t for t in tpt.targets if t is not rebuilt]
+    row, group, slot = 11, 0x7101, 5
+    old, _ = seed_stripe(tpt, row, tpt.targets[:4], tpt.targets[4])
+    rebuilt.write_backing(row * UNIT, bytes(UNIT))
+    before = [t.read_backing(0, 1 << 20) for t in sources]
+
+    for r in tpt.wait([read_medium(tpt, t, row, group, slot) for t in sources]):
+        assert r.good, r
+    for i, t in enumerate(sources):
+        last = i == len(sources) - 1
+        opcode = proto.READ_PARITY_PART_BLOCK if last else proto.READ_PARITY_PART_TMP
+        mode = proto.PARITY_XOR_GROUP if i else proto.PARITY_COPY
+        r = tpt.wait([part(tpt, rebuilt, opcode, row, group, mode, tpt.slot_desc(t, slot, UNIT))])[0]
+        assert r.good, r
+    # Nothing is on the medium before WRITE NEW DATA.
+    assert rebuilt.read_backing(row * UNIT, UNIT) == bytes(UNIT)
+
+    tags = [wnd(tpt, rebuilt, row, group)] + [tpt.send(t, proto.release_cdb(group)) for t in sources]
+    for r in tpt.wait(tags):
+        assert r.good, r
+    assert rebuilt.read_backing(row * UNIT, UNIT) == old[rebuilt.index]
+    assert [t.read_backing(0, 1 << 20) for t in sources] == before
+    assert xor_fast(*(t.read_backing(row * UNIT, UNIT) for t in tpt.targets)) == bytes(UNIT)
+    assert_sense(tpt.wait([wnd(tpt, rebuilt, row, group)])[0], "RELEASED_BY_COMMAND")
+    assert tpt.slot_header(sources[0], slot)["state"] == 0
+    # A reader of a released source slot finds it stale.
+    r = tpt.wait([part(tpt, rebuilt, proto.READ_PARITY_PART_TMP, row, group, proto.PARITY_COPY,
+                       tpt.slot_desc(sources[1], slot, UNIT))])[0]
+    s = assert_sense(r, "SLOT_STALE")
+    assert s.information == sources[1].index
+    assert tpt.cmd(rebuilt, proto.release_cdb(group)).good
+
+
+def test_degraded_commands_are_refused_as_documented(tpt):
+    """4.17, 4.18, 5.1, 8.2: the list rules of READ MEDIUM and SEND RESULT,
+    each refusal with its field pointer; READ MEDIUM never accumulates into
+    a live slot but replaces the range's result; SEND RESULT needs one
+    result covering exactly its range."""
+    tpt.start(2)
+    t0, t1 = tpt.targets
+    row, group = 3, 0x7201
+    lba = row * UBLK
+    host = tpt.host_buffer("h", bytes(2 * UNIT))
+    medium = proto.vendor_cdb(proto.READ_MEDIUM, lba, UBLK, group)
+
+    # READ MEDIUM: no flags, and its list is the header alone.
+    r = tpt.cmd(t0, proto.vendor_cdb(proto.READ_MEDIUM, lba, UBLK, group, proto.FINAL),
+                out=proto.header_only_list(UNIT))
+    assert_field(r, "INVALID_CDB_FIELD", 1, bit=0, in_cdb=True)
+    assert_field(tpt.cmd(t0, medium, out=proto.xfer_list([host.desc(0, UNIT)])),
+                 "INVALID_PARAM_FIELD", 0)
+    assert_field(tpt.cmd(t0, medium, out=proto.header_only_list(UNIT - BS)),
+                 "INVALID_PARAM_FIELD", 8)
+    # A RESULT SLOT past the 16 slots reported (8.2); this one gets as far
+    # as opening its group, so it has a number of its own.
+    r = tpt.cmd(t0, proto.vendor_cdb(proto.READ_MEDIUM, lba, UBLK, group + 2),
+                out=proto.header_only_list(UNIT, result_slot=16))
+    assert_field(r, "INVALID_PARAM_FIELD", 2)
+    # It has no operand to accumulate into: its own live slot is in use.
+    assert tpt.wait([read_medium(tpt, t0, row, group + 4, slot=0)])[0].good
+    assert_sense(tpt.wait([read_medium(tpt, t0, row, group + 4, slot=0)])[0], "SLOT_IN_USE")
+    # A new result for the range replaces it, and its slot is let go (8.2).
+    assert tpt.wait([read_medium(tpt, t0, row, group + 4, slot=1)])[0].good
+    assert tpt.slot_header(t0, 0)["state"] == 0
+    assert tpt.slot_header(t0, 1)["state"] == 1
+    assert tpt.cmd(t0, proto.release_cdb(group + 4)).good
+    # Every other transfer-list command keeps needing a descriptor.
+    r = tpt.cmd(t0, proto.vendor_cdb(proto.READ_PARITY_COMP_BLOCK, lba, UBLK, group),
+                out=proto.header_only_list(UNIT))
+    assert_field(r, "INVALID_PARAM_FIELD", 0)
+
+    # SEND RESULT: a list like PREP READ's.
+    send = proto.vendor_cdb(proto.SEND_RESULT, lba, UBLK, group)
+    to_host = proto.xfer_list([host.desc(0, UNIT)])
+    assert_field(tpt.cmd(t0, send, out=proto.xfer_list([tpt.slot_desc(t1, 0, UNIT)])),
+                 "INVALID_PARAM_FIELD", 16 + 2, bit=1)
+    inline = proto.xfer_list([proto.Desc(proto.PEER_CONTROLLER, UNIT)], inline=bytes(UNIT))
+    assert_field(tpt.cmd(t0, send, out=inline), "INVALID_PARAM_FIELD", 16)
+    assert_field(tpt.cmd(t0, send, out=proto.xfer_list([host.desc(0, UNIT)], result_slot=0)),
+                 "INVALID_PARAM_FIELD", 2)
+    assert_field(tpt.cmd(t0, send, out=proto.header_only_list(UNIT)), "INVALID_PARAM_FIELD", 0)
+    s = assert_sense(tpt.cmd(t0, send, out=proto.xfer_list([proto.Desc(55, UNIT, 1, 0)])),
+                     "UNKNOWN_PEER")
+    assert (s.info_valid, s.information, s.cmd_specific) == (True, 55, 0)
+
+    # It needs a group, with one result for exactly its range.
+    assert_sense(tpt.cmd(t0, send, out=to_host), "UNKNOWN_GROUP")
+    assert tpt.wait([read_medium(tpt, t0, row, group, units=2)])[0].good
+    assert_sense(tpt.cmd(t0, send, out=to_host), "GROUP_RANGE_MISSING")
+    r = tpt.cmd(t0, proto.vendor_cdb(proto.SEND_RESULT, lba + UBLK, UBLK, group), out=to_host)
+    assert_sense(r, "GROUP_RANGE_MISSING")
+    cdb, out = proto.send_result(lba, 2 * UBLK, group, [host.desc(0, 2 * UNIT)])
+    assert tpt.cmd(t0, cdb, out=out).good
+    assert host.read() == t0.read_backing(row * UNIT, 2 * UNIT)
+    # A read group has no results to send.
+    r = tpt.cmd(t0, proto.vendor_cdb(proto.PREP_READ, lba, UBLK, group + 1),
+                out=proto.xfer_list([host.desc(0, UNIT)]))
+    assert r.good, r
+    r = tpt.cmd(t0, proto.vendor_cdb(proto.SEND_RESULT, lba, UBLK, group + 1), out=to_host)
+    assert_sense(r, "GROUP_IN_USE")
+    assert tpt.cmd(t0, proto.release_cdb(group + 1)).good
+    # Two SEND RESULTs of one result at once: one sends it, the other
+    # finds none (or, once the first is done, no group).
+    assert tpt.wait([read_medium(tpt, t0, row, group + 3)])[0].good
+    cdb, out = proto.send_result(lba, UBLK, group + 3, [host.desc(0, UNIT)])
+    first, second = tpt.wait([tpt.send(t0, cdb, out=out), tpt.send(t0, cdb, out=out)])
+    assert first.good, first
+    assert second.status == 2 and second.parsed_sense().code in (
+        proto.SENSE["GROUP_RANGE_MISSING"], proto.SENSE["RELEASED_BY_COMMAND"]), second
+    assert host.read(0, UNIT) == t0.read_backing(row * UNIT, UNIT)
+    assert t0.tgtd.alive()
+
+
+def test_send_result_leaves_staged_data_for_write_new_data(tpt):
+    """READ NEW BLOCK's data is both staged and the result (8.2): SEND
+    RESULT sends and releases the result, and WRITE NEW DATA still writes
+    the staged data and ends the group."""
+    tpt.start(1)
+    t0 = tpt.targets[0]
+    row, group = 5, 0x7401
+    new = os.urandom(UNIT)
+    src = tpt.host_buffer("src", new)
+    dst = tpt.host_buffer("dst", bytes(UNIT))
+    r = tpt.cmd(t0, proto.vendor_cdb(proto.READ_NEW_BLOCK, row * UBLK, UBLK, group),
+                out=proto.xfer_list([src.desc(0, UNIT)]))
+    assert r.good, r
+    cdb, out = proto.send_result(row * UBLK, UBLK, group, [dst.desc(0, UNIT)])
+    assert tpt.cmd(t0, cdb, out=out).good
+    assert dst.read() == new
+    # The result is gone, the staged data is not.
+    assert_sense(tpt.cmd(t0, cdb, out=out), "GROUP_RANGE_MISSING")
+    assert tpt.wait([wnd(tpt, t0, row, group)])[0].good
+    assert t0.read_backing(row * UNIT, UNIT) == new
+    assert_sense(tpt.cmd(t0, cdb, out=out), "RELEASED_BY_COMMAND")
+
+
+def test_send_result_to_a_lost_passive_side(tpt):
+    """A SEND RESULT whose passive side is gone fails with the passive-peer
+    sense of 9.1 naming the peer and the descriptor (INFORMATION, CSI): a
+    peer whose datamover does not listen, a host buffer released since.
+    The result stays: a third SEND RESULT delivers it, piece by piece in
+    descriptor order, and ends the group."""
+    from tptlib import net
+    from tptlib.targets import CONTROLLER_ID
+
+    tpt.start(1, deliver=False)
+    t0 = tpt.targets[0]
+    gone = proto.Peer(200, proto.ROLE_HOST, net.free_port(), os.urandom(16))
+    tpt.deliver_peer_lists(tpt.peers() + [gone])
+    t0.slots = tpt.report_slots(t0, UNIT, 4)
+    row, group, half = 2, 0x7301, UNIT // 2
+    lba = row * UBLK
+    t0.write_backing(row * UNIT, os.urandom(UNIT))
+    block = t0.read_backing(row * UNIT, UNIT)
+    host = tpt.host_buffer("h", bytes(UNIT))
+    closed = tpt.host_buffer("closed", bytes(UNIT))
+    assert tpt.wait([read_medium(tpt, t0, row, group)])[0].good
+
+    cdb, out = proto.send_result(lba, UBLK, group, [host.desc(0, half), proto.Desc(gone.id, half, 1, 0)])
+    s = assert_sense(tpt.cmd(t0, cdb, out=out, timeout_ms=20000), "PEER_UNREACHABLE")
+    assert (s.info_valid, s.information, s.cmd_specific) == (True, gone.id, 1)
+
+    cdb, out = proto.send_result(lba, UBLK, group, [closed.desc(0, UNIT)])
+    tpt.client.buf_release("closed")
+    r = tpt.cmd(t0, cdb, out=out, timeout_ms=20000)
+    # A key the passive side no longer knows: STAG REJECTED where the
+    # provider says so, TRANSFER FAILED where it only reports an error.
+    assert r.status == 2 and r.parsed_sense().code in (proto.SENSE["STAG_REJECTED"],
+                                                        proto.SENSE["PEER_XFER_FAILED"]), r
+    s = r.parsed_sense()
+    assert (s.info_valid, s.information, s.cmd_specific) == (True, CONTROLLER_ID, 0)
+
+    cdb, out = proto.send_result(lba, UBLK, group, [host.desc(half, half), host.desc(0, half)])
+    assert tpt.cmd(t0, cdb, out=out).good
+    assert host.read() == block[half:] + block[:half]
+    assert_sense(tpt.cmd(t0, cdb, out=out), "RELEASED_BY_COMMAND")

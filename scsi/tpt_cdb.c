@@ -101,6 +101,11 @@ struct cdb_format {
 	 */
 	bool writes_passive;
 	/*
+	 * Has no passive sides: its transfer list is the header alone,
+	 * naming where the result goes and how long it is.
+	 */
+	bool header_only;
+	/*
 	 * PARAMETER LIST LENGTH = param_base + param_unit * n, 1 <= n <= max.
 	 * With param_unit 0 the field is an ALLOCATION LENGTH, which SPC
 	 * lets be anything.
@@ -202,6 +207,16 @@ static const struct cdb_format formats[256] = {
 			     TPT_PARAM_NONE),
 		/* PARAMETER LIST LENGTH read as an ALLOCATION LENGTH. */
 		.layout = &setup16_layout,
+	},
+	[TPT_OP_READ_MEDIUM] = {
+		.info = XFER_OUT("READ MEDIUM"),
+		.layout = &io16_layout,
+		.header_only = true,
+	},
+	[TPT_OP_SEND_RESULT] = {
+		.info = XFER_OUT("SEND RESULT"),
+		.layout = &io16_layout,
+		.writes_passive = true,
 	},
 };
 
@@ -500,11 +515,15 @@ static enum tpt_sense_reason check_desc(const struct tpt_xfer_desc *d,
 	return TPT_SENSE_NONE;
 }
 
-/* The header fields a decoder can judge before it has the descriptors. */
+/*
+ * The header fields a decoder can judge before it has the descriptors.  A
+ * count of zero is a well-formed list (READ MEDIUM's); which commands take
+ * one is tpt_xfer_list_check()'s to judge, as only it knows the opcode.
+ */
 static enum tpt_sense_reason
 check_xfer_header(const struct tpt_xfer_list *list, struct tpt_field_ptr *where)
 {
-	if (!list->count || list->count > TPT_XFER_DESC_MAX)
+	if (list->count > TPT_XFER_DESC_MAX)
 		return bad_param(where, XH_COUNT, NO_BIT);
 	/* No slot table has this many slots: a number here is garbage. */
 	if (list->result_slot >= TPT_SLOT_MAX &&
@@ -539,7 +558,8 @@ static enum tpt_sense_reason check_xfer_list(const struct tpt_xfer_list *list,
 		}
 		sum += d->length;
 	}
-	if (sum != list->total_length)
+	/* Without descriptors TOTAL LENGTH is the result's length alone. */
+	if (list->count && sum != list->total_length)
 		return bad_param(where, XH_TOTAL, NO_BIT);
 	return TPT_SENSE_NONE;
 }
@@ -645,6 +665,8 @@ enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 	clear_where(where);
 	if (!f || f->info.param != TPT_PARAM_XFER_LIST)
 		return bad_cdb(where, 0, NO_BIT);
+	if (f->header_only ? list->count != 0 : list->count == 0)
+		return bad_param(where, XH_COUNT, NO_BIT);
 	if (list->total_length != (uint64_t)cdb->transfer_length * block_size)
 		return bad_param(where, XH_TOTAL, NO_BIT);
 	for (i = 0; i < list->count && i < TPT_XFER_DESC_MAX; i++) {

@@ -135,10 +135,11 @@ enum tpt_sense_reason tpt_cdb_check_capacity(const struct tpt_cdb *cdb,
 
 /*
  * Transfer list: the data-out of every command that moves data with a
- * one-sided transfer.  A header naming the slot that receives the
- * command's result, then one descriptor per contiguous piece of the
- * passive side's memory, in LBA order, then the inline data of any
- * descriptors whose peer is TPT_PEER_ID_CONTROLLER.
+ * one-sided transfer, and of READ MEDIUM.  A header naming the slot that
+ * receives the command's result, then one descriptor per contiguous piece
+ * of the passive side's memory, in LBA order, then the inline data of any
+ * descriptors whose peer is TPT_PEER_ID_CONTROLLER.  READ MEDIUM has no
+ * passive side: its list is the header alone.
  */
 #define TPT_XFER_HDR_LEN	16
 #define TPT_XFER_DESC_LEN	24
@@ -182,6 +183,8 @@ struct tpt_xfer_list {
 /*
  * Decode the whole data-out of a transfer-list command: @len must be the
  * list plus exactly the inline data its controller descriptors announce.
+ * A list of no descriptors decodes (its TOTAL LENGTH is then not a sum);
+ * tpt_xfer_list_check() decides whether the command may have one.
  */
 enum tpt_sense_reason tpt_xfer_list_decode(const uint8_t *buf, size_t len,
 					   struct tpt_xfer_list *out,
@@ -195,10 +198,12 @@ int tpt_xfer_list_encode(const struct tpt_xfer_list *list, uint8_t *buf,
 uint64_t tpt_xfer_list_inline_len(const struct tpt_xfer_list *list);
 
 /*
- * Check a decoded list against its decoded CDB: TOTAL LENGTH must equal
- * TRANSFER LENGTH blocks of @block_size bytes, inline data is only allowed
- * where the controller can be the data source, and slots only where the
- * command reads its passive sides and has a result: a SLOT descriptor
+ * Check a decoded list against its decoded CDB: READ MEDIUM's must have no
+ * descriptors and every other command's at least one, TOTAL LENGTH must
+ * equal TRANSFER LENGTH blocks of @block_size bytes, inline data is only
+ * allowed where the controller can be the data source, and slots only
+ * where the command reads its passive sides and has a result (not in
+ * PREP READ and SEND RESULT, which write to theirs): a SLOT descriptor
  * must begin on a block boundary of the range, so that the LBA its slot
  * header must carry is defined.  An opcode that takes no transfer list
  * gets INVALID FIELD IN CDB at byte 0.  Whether the RESULT SLOT exists on

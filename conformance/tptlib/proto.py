@@ -23,6 +23,8 @@ READ_PARITY_COMP_TMP = 0xCA
 READ_PARITY_COMP_BLOCK = 0xCB
 WRITE_NEW_DATA = 0xCC
 REPORT_ENDPOINT = 0xCD
+READ_MEDIUM = 0xCE
+SEND_RESULT = 0xCF
 
 # Byte-1 flags of the vendor data CDB (section 3).
 FINAL = 0x01
@@ -90,6 +92,23 @@ def xfer_list(descs, result_slot=SLOT_NONE, inline=b""):
     return head + b"".join(d.encode() for d in descs) + inline
 
 
+def header_only_list(total_length, result_slot=SLOT_NONE):
+    """READ MEDIUM's transfer list (sections 4.17, 5.1): the header alone,
+    DESCRIPTOR COUNT 0 and TOTAL LENGTH the bytes of the LBA range."""
+    return struct.pack(">HH4sQ", 0, result_slot, bytes(4), total_length)
+
+
+def read_medium(lba, blocks, group, block_size, result_slot=SLOT_NONE):
+    """READ MEDIUM (4.17): CDB and data-out."""
+    return (vendor_cdb(READ_MEDIUM, lba, blocks, group),
+            header_only_list(blocks * block_size, result_slot))
+
+
+def send_result(lba, blocks, group, descs):
+    """SEND RESULT (4.18): CDB and data-out, descriptors to RMA-write to."""
+    return vendor_cdb(SEND_RESULT, lba, blocks, group), xfer_list(descs)
+
+
 @dataclass
 class Peer:
     id: int
@@ -150,6 +169,8 @@ class Sense:
     cmd_specific: int
     sksv: bool
     field_ptr: int
+    in_cdb: bool = False        # C/D: the field is in the CDB, not the parameter list
+    bit: int = None             # BIT POINTER when BPV is set
 
     @property
     def code(self):
@@ -165,7 +186,8 @@ def parse_sense(data):
     cs = int.from_bytes(data[8:12], "big")
     sks = data[15:18] if len(data) >= 18 else bytes(3)
     return Sense(data[2] & 0x0F, data[12], data[13], info, bool(data[0] & 0x80), cs,
-                 bool(sks[0] & 0x80), int.from_bytes(sks[1:3], "big"))
+                 bool(sks[0] & 0x80), int.from_bytes(sks[1:3], "big"),
+                 bool(sks[0] & 0x40), sks[0] & 0x07 if sks[0] & 0x08 else None)
 
 
 # Sense codes of section 9.1: (sense key, ASC, ASCQ).

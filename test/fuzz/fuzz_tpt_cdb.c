@@ -73,12 +73,20 @@ static void fuzz_xfer_list(const uint8_t *data, size_t size,
 		   tpt_xfer_list_encode(&xfer_list, out, sizeof(out)));
 	if (!cdb)
 		return;
-	/* PREP READ writes to its passive sides and exports nothing. */
-	for (i = 0; i < sizeof(block_sizes) / sizeof(block_sizes[0]); i++)
-		if (!tpt_xfer_list_check(&xfer_list, cdb, block_sizes[i],
-					 &where) &&
-		    cdb->opcode == TPT_OP_PREP_READ && names_slot(&xfer_list))
+	for (i = 0; i < sizeof(block_sizes) / sizeof(block_sizes[0]); i++) {
+		if (tpt_xfer_list_check(&xfer_list, cdb, block_sizes[i],
+					&where))
+			continue;
+		/* READ MEDIUM's list is the header alone, nobody else's. */
+		if ((cdb->opcode == TPT_OP_READ_MEDIUM) != !xfer_list.count)
 			abort();
+		/* PREP READ and SEND RESULT write to their passive sides and
+		 * export nothing. */
+		if ((cdb->opcode == TPT_OP_PREP_READ ||
+		     cdb->opcode == TPT_OP_SEND_RESULT) &&
+		    names_slot(&xfer_list))
+			abort();
+	}
 }
 
 static void fuzz_peer_list(const uint8_t *data, size_t size)

@@ -37,6 +37,8 @@ static const tpt_handler handlers[256] = {
 	[TPT_OP_READ_PARITY_COMP_TMP] = tpt_exec_read_parity,
 	[TPT_OP_READ_PARITY_COMP_BLOCK] = tpt_exec_read_parity,
 	[TPT_OP_WRITE_NEW_DATA] = tpt_exec_write_new_data,
+	[TPT_OP_READ_MEDIUM] = tpt_exec_read_medium,
+	[TPT_OP_SEND_RESULT] = tpt_exec_send_result,
 };
 
 static const enum data_direction wire_dir[] = {
@@ -402,6 +404,23 @@ void tpt_disk_range(struct tpt_cmd *tc, struct tpt_range *r, bool write,
 	tpt_disk_pieces(tc, r, 0, r->nr_pieces, write, sync, done, ctx);
 }
 
+/* Where RESULT SLOT sits in the transfer list header (protocol.md 5.1). */
+#define TPT_XFER_RESULT_SLOT_BYTE 2
+
+int tpt_cmd_result_slot_sense(struct tpt_cmd *tc, int r)
+{
+	/* Slot allocation refuses only the slot geometry this way: slots
+	 * that do not exist, or a payload that splits a block. */
+	if (r == TPT_SENSE_INVALID_PARAM_FIELD && !tc->failure) {
+		tc->failure = TPT_SENSE_INVALID_PARAM_FIELD;
+		tc->failure_info.field.valid = true;
+		tc->failure_info.field.in_cdb = false;
+		tc->failure_info.field.bit_valid = false;
+		tc->failure_info.field.byte = TPT_XFER_RESULT_SLOT_BYTE;
+	}
+	return r;
+}
+
 int tpt_cmd_alloc_ranges(struct tpt_cmd *tc, uint16_t slot_a,
 			 struct tpt_range **a, uint16_t slot_b,
 			 struct tpt_range **b)
@@ -411,14 +430,14 @@ int tpt_cmd_alloc_ranges(struct tpt_cmd *tc, uint16_t slot_a,
 	r = tpt_range_alloc(tc->group, tc->cdb.lba, tc->cdb.transfer_length,
 			    slot_a, false, a);
 	if (r || !b)
-		return r;
+		return tpt_cmd_result_slot_sense(tc, r);
 	r = tpt_range_alloc(tc->group, tc->cdb.lba, tc->cdb.transfer_length,
 			    slot_b, false, b);
 	if (r) {
 		tpt_range_free(*a);
 		*a = NULL;
 	}
-	return r;
+	return tpt_cmd_result_slot_sense(tc, r);
 }
 
 static void fetch_and_read_step(struct tpt_cmd *tc, void *ctx,

@@ -1,14 +1,18 @@
 /*
- * The READ PARITY commands (paper III-G 4-7): Get_Data blocks from other
- * targets (normally their slots) and XOR them into a local operand.
+ * The commands that compute parity-chain results: the READ PARITY
+ * commands (paper III-G 4-7) Get_Data blocks from other targets (normally
+ * their slots) and XOR them into a local operand; READ MEDIUM gives a
+ * chain its sources, a surviving block as it is on the medium (III-D 5).
  *
- *   PART TMP    operand by PARITY MODE, outcome = the group's result
- *   PART BLOCK  operand by PARITY MODE, outcome = staged (new parity)
- *               and result
- *   COMP TMP    operand = the group's result (full stripes), outcome =
- *               the group's result
- *   COMP BLOCK  no operand (a copy), outcome = staged (new parity)
- *               and result
+ *   PART TMP     operand by PARITY MODE, outcome = the group's result
+ *   PART BLOCK   operand by PARITY MODE, outcome = staged (new parity)
+ *                and result
+ *   COMP TMP     operand = the group's result (full stripes), outcome =
+ *                the group's result
+ *   COMP BLOCK   no operand (a copy), outcome = staged (new parity)
+ *                and result
+ *   READ MEDIUM  nothing fetched, outcome = the medium's blocks as the
+ *                group's result
  *
  * Fetched data lands in a private scratch range first: it is only used
  * once the whole transfer arrived and every slot header checked out, so
@@ -37,20 +41,21 @@ static bool is_tmp(uint8_t opcode)
 	       opcode == TPT_OP_READ_PARITY_COMP_TMP;
 }
 
-/* The outcome replaces the group's previous result (and, for BLOCK, its
- * previous staged data) for the same blocks. */
-static void parity_replace(struct tpt_cmd *tc, struct parity_run *run)
+/* The outcome @dest replaces the group's previous result (and, for BLOCK,
+ * its previous staged data) for the same blocks. */
+static void replace_outcome(struct tpt_cmd *tc, struct tpt_range *dest,
+			    unsigned int outcome)
 {
 	unsigned int flag;
 
 	for (flag = TPT_RANGE_STAGED; flag <= TPT_RANGE_RESULT; flag <<= 1) {
 		struct tpt_range *old;
 
-		if (!(run->outcome & flag))
+		if (!(outcome & flag))
 			continue;
 		old = tpt_range_find(tc->group, tc->cdb.lba,
 				     tc->cdb.transfer_length, flag);
-		if (!old || old == run->dest)
+		if (!old || old == dest)
 			continue;
 		old->flags &= ~flag;
 		if (!old->flags)
@@ -83,7 +88,7 @@ static void parity_finish(struct tpt_cmd *tc)
 		return;
 	}
 	if (!run->in_place) {
-		parity_replace(tc, run);
+		replace_outcome(tc, run->dest, run->outcome);
 		tpt_range_attach(run->dest, run->outcome);
 	}
 	tpt_range_publish(run->dest);
@@ -153,5 +158,43 @@ int tpt_exec_read_parity(struct tpt_cmd *tc)
 		return r;
 	tpt_cmd_fetch_and_read(tc, run->fetched,
 			       run->medium ? run->dest : NULL, parity_finish);
+	return TPT_EXEC_ASYNC;
+}
+
+/* ---- READ MEDIUM ---- */
+
+static void read_medium_done(struct tpt_cmd *tc, void *ctx,
+			     enum tpt_sense_reason r)
+{
+	struct tpt_range *blocks = ctx;
+
+	if (!r && tc->aborted)
+		r = tc->abort_reason;
+	if (r) {
+		/* The group keeps whatever result it had for the range. */
+		tpt_range_free(blocks);
+		tpt_cmd_complete(tc, r);
+		return;
+	}
+	replace_outcome(tc, blocks, TPT_RANGE_RESULT);
+	tpt_range_attach(blocks, TPT_RANGE_RESULT);
+	tpt_range_publish(blocks);
+	tpt_cmd_complete(tc, TPT_SENSE_NONE);
+}
+
+int tpt_exec_read_medium(struct tpt_cmd *tc)
+{
+	struct tpt_range *blocks;
+	int r;
+
+	r = tpt_cmd_use_group(tc, TPT_GROUP_WRITE, true);
+	if (r)
+		return r;
+	/* Read straight into the result's slots (or private buffers): there
+	 * is no operand to keep apart from them. */
+	r = tpt_cmd_alloc_ranges(tc, tc->xl->result_slot, &blocks, 0, NULL);
+	if (r)
+		return r;
+	tpt_disk_range(tc, blocks, false, false, read_medium_done, blocks);
 	return TPT_EXEC_ASYNC;
 }

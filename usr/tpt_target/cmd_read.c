@@ -1,7 +1,12 @@
 /*
+ * The commands that Put_Data to their passive sides.
+ *
  * PREP READ (paper III-C, III-G 1): record each block's range and where its
  * data goes; on the FINAL one of a group, read the medium once, in LBA
  * order, and Put_Data every piece to its passive side.
+ *
+ * SEND RESULT (III-D 5 step 2): Put_Data the group's result for a range,
+ * a rebuilt block of a failed target, to the host, then let it go.
  *
  * The read is pipelined in 1 MiB pieces (seed 001, synchronized sends): a
  * piece goes out on the network as soon as it is off the disk while the
@@ -178,5 +183,59 @@ int tpt_exec_prep_read(struct tpt_cmd *tc)
 	run->cur = list_first_entry(&tc->group->preps, struct tpt_prep, link);
 	tc->priv = run;
 	prep_read_pump(tc);
+	return TPT_EXEC_ASYNC;
+}
+
+/* ---- SEND RESULT ---- */
+
+static void send_result_pushed(struct tpt_cmd *tc, void *ctx,
+			       enum tpt_sense_reason r)
+{
+	struct tpt_range *result = ctx;
+	struct tpt_group *g = tc->group;
+
+	if (!r && tc->aborted)
+		r = tc->abort_reason;
+	if (r) {
+		/* The result stays, for another SEND RESULT or for the
+		 * controller to release with the group. */
+		if (list_empty(&result->link))
+			tpt_range_attach(result, result->flags);
+		tpt_cmd_complete(tc, r);
+		return;
+	}
+	/* A sent result is done with, as written data is after WRITE NEW
+	 * DATA; staged data that was also the result still waits for it. */
+	if (result->flags & TPT_RANGE_STAGED)
+		result->flags &= ~TPT_RANGE_RESULT;
+	else
+		tpt_range_free(result);
+	if (list_empty(&g->ranges) && list_empty(&g->preps))
+		tpt_group_release(g, TPT_RELEASE_DONE);
+	tpt_cmd_complete(tc, TPT_SENSE_NONE);
+}
+
+int tpt_exec_send_result(struct tpt_cmd *tc)
+{
+	struct tpt_range *result;
+	int r;
+
+	r = tpt_cmd_use_group(tc, TPT_GROUP_WRITE, false);
+	if (r)
+		return r;
+	/* One result for exactly the range, as COMP TMP's operand: the
+	 * controller sends what one chain computed, never a patchwork. */
+	result = tpt_range_find(tc->group, tc->cdb.lba,
+				tc->cdb.transfer_length, TPT_RANGE_RESULT);
+	if (!result)
+		return TPT_SENSE_GROUP_RANGE_MISSING;
+	/* A result that is nothing else leaves the group's list while it is
+	 * sent, so no other command of the group can replace, send or free
+	 * it under the transfer (the group itself waits for this command).
+	 * Staged data stays where WRITE NEW DATA looks for it. */
+	if (!(result->flags & TPT_RANGE_STAGED))
+		list_del_init(&result->link);
+	tpt_xfer_range(tc, result, tc->xl, NULL, TPT_XFER_PUSH,
+		       send_result_pushed, result);
 	return TPT_EXEC_ASYNC;
 }

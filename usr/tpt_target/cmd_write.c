@@ -168,7 +168,7 @@ int tpt_exec_prep_write(struct tpt_cmd *tc)
 	if (r) {
 		free(p->inline_data);
 		free(p);
-		return r;
+		return tpt_cmd_result_slot_sense(tc, r);
 	}
 	p->xl = tc->xl;
 	tc->xl = NULL;

@@ -52,6 +52,8 @@ static const uint8_t tpt_opcodes[] = {
 	TPT_OP_READ_PARITY_COMP_BLOCK,
 	TPT_OP_WRITE_NEW_DATA,
 	TPT_OP_REPORT_ENDPOINT,
+	TPT_OP_READ_MEDIUM,
+	TPT_OP_SEND_RESULT,
 };
 
 struct tpt_lu *tpt_lu_of(const struct scsi_lu *lu)

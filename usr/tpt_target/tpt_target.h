@@ -284,6 +284,10 @@ void tpt_disk_pieces(struct tpt_cmd *tc, struct tpt_range *r,
 int tpt_cmd_alloc_ranges(struct tpt_cmd *tc, uint16_t slot_a,
 			 struct tpt_range **a, uint16_t slot_b,
 			 struct tpt_range **b);
+/* @r from tpt_range_alloc() for the command's RESULT SLOT: an INVALID
+ * FIELD IN PARAMETER LIST gets the field pointer protocol.md 8.2 gives
+ * it.  Returns @r. */
+int tpt_cmd_result_slot_sense(struct tpt_cmd *tc, int r);
 /*
  * The inputs of a command that brings data in, side by side: Get_Data of
  * its transfer list into @fetched and, when @medium is not NULL, a read
@@ -318,5 +322,7 @@ int tpt_exec_prep_write(struct tpt_cmd *tc);
 int tpt_exec_new_data(struct tpt_cmd *tc);
 int tpt_exec_write_new_data(struct tpt_cmd *tc);
 int tpt_exec_read_parity(struct tpt_cmd *tc);
+int tpt_exec_read_medium(struct tpt_cmd *tc);
+int tpt_exec_send_result(struct tpt_cmd *tc);
 
 #endif

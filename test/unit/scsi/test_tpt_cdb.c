@@ -2,37 +2,20 @@
  * Unit tests for scsi/tpt_cdb: every CDB, parameter list, slot table and
  * slot header is written out byte by byte from the tables in
  * docs/protocol.md, decoded, and encoded back; every validation rule is
- * broken once and must name its field.
+ * broken once and must name its field.  The transfer list has a file of
+ * its own, test_tpt_xfer_list.c.
  */
 #include <errno.h>
 
 #include "scsi/tpt_cdb.h"
 #include "test/unit/unit.h"
+#include "test/unit/scsi/field_ptr.h"
 
-#define NO_PTR (-1)
-#define NO_BIT (-1)
-
-static struct tpt_xfer_list xfer;
 static struct tpt_peer_list peers;
 static uint8_t buf[TPT_PEER_LIST_LEN(TPT_PEER_MAX)];
 
 /* ---------------------------------------------------------------------- */
 /* Helpers */
-
-static void check_where(const struct tpt_field_ptr *w, bool in_cdb, int byte,
-			int bit)
-{
-	if (byte == NO_PTR) {
-		CHECK(!w->valid);
-		return;
-	}
-	CHECK(w->valid);
-	CHECK_EQ(w->in_cdb, in_cdb);
-	CHECK_EQ(w->byte, byte);
-	CHECK_EQ(w->bit_valid, bit != NO_BIT);
-	if (bit != NO_BIT)
-		CHECK_EQ(w->bit, bit);
-}
 
 static bool cdb_equal(const struct tpt_cdb *a, const struct tpt_cdb *b)
 {
@@ -114,8 +97,10 @@ static void test_info(void)
 		{ 0xcb, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
 		{ 0xcc, TPT_DATA_NONE, TPT_PARAM_NONE },
 		{ 0xcd, TPT_DATA_IN, TPT_PARAM_NONE },
+		{ 0xce, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0xcf, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
 	};
-	static const uint8_t not_ours[] = { 0x00, 0x28, 0x53, 0x8a, 0xce,
+	static const uint8_t not_ours[] = { 0x00, 0x28, 0x53, 0x8a, 0xd0,
 					    0xff };
 	size_t i, known = 0;
 
@@ -233,6 +218,8 @@ static void test_vendor_io(void)
 		{ TPT_OP_READ_PARITY_COMP_TMP, 0x00, 0, 0 },
 		{ TPT_OP_READ_PARITY_COMP_BLOCK, 0x00, 0, 0 },
 		{ TPT_OP_WRITE_NEW_DATA, 0x08, TPT_CDB_FUA, 0 },
+		{ TPT_OP_READ_MEDIUM, 0x00, 0, 0 },
+		{ TPT_OP_SEND_RESULT, 0x00, 0, 0 },
 	};
 	size_t i;
 
@@ -323,12 +310,59 @@ static void test_report_slots(void)
 	cdb_both_ways(b, 16, &any);
 }
 
+/* READ MEDIUM and SEND RESULT, from the tables of protocol.md 4.17, 4.18. */
+static void test_degraded_cdbs(void)
+{
+	static const uint8_t read_medium[16] = {
+		0xce, 0x00,				/* no flags */
+		0x00, 0x00, 0x00, 0x01, 0x00, 0x00,	/* LBA 65536 */
+		0x00, 0x00, 0x80,			/* TRANSFER LENGTH 128 */
+		0x00, 0x00, 0x10, 0x01,			/* GROUP NUMBER */
+		0x00,
+	};
+	static const uint8_t send_result[16] = {
+		0xcf, 0x00,
+		0x00, 0x00, 0x00, 0x00, 0x20, 0x00,	/* LBA 8192 */
+		0x00, 0x00, 0x08,			/* TRANSFER LENGTH 8 */
+		0xff, 0xff, 0xff, 0xfe,			/* GROUP NUMBER */
+		0x80,					/* CONTROL: vendor */
+	};
+	const struct tpt_cdb want_medium = {
+		.opcode = TPT_OP_READ_MEDIUM, .lba = 65536,
+		.transfer_length = 128, .group = 0x1001,
+	};
+	const struct tpt_cdb want_send = {
+		.opcode = TPT_OP_SEND_RESULT, .lba = 8192,
+		.transfer_length = 8, .group = 0xfffffffe, .control = 0x80,
+	};
+	uint8_t b[16];
+	int bit;
+
+	cdb_both_ways(read_medium, 16, &want_medium);
+	cdb_both_ways(send_result, 16, &want_send);
+	/* Byte 1 is reserved in both: every bit, PARITY MODE's included. */
+	for (bit = 0; bit < 8; bit++) {
+		copy_with(b, read_medium, 16, 1, (uint8_t)(1u << bit));
+		cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, bit);
+		copy_with(b, send_result, 16, 1, (uint8_t)(1u << bit));
+		cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, bit);
+	}
+	/* Both move blocks: TRANSFER LENGTH 0 is refused. */
+	copy_with(b, read_medium, 16, 10, 0x00);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 8, NO_BIT);
+	copy_with(b, send_result, 16, 10, 0x00);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 8, NO_BIT);
+	copy_with(b, send_result, 16, 15, 0x01);	/* LINK */
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 15, 0);
+	cdb_rejected(read_medium, 15, TPT_SENSE_INVALID_CDB_FIELD, 0, NO_BIT);
+}
+
 /* ---------------------------------------------------------------------- */
 /* CDB validation */
 
 static void test_cdb_opcode_and_length(void)
 {
-	static const uint8_t unknown[16] = { 0xce };
+	static const uint8_t unknown[16] = { 0xd0 };
 	static const uint8_t read16[16] = { 0x88 };
 	uint8_t x10[10];
 
@@ -714,344 +748,6 @@ static void test_cdb_capacity(void)
 	c = (struct tpt_cdb){ .opcode = TPT_OP_REPORT_SLOTS, .slot_count = 1,
 			      .slot_payload_size = 512 };
 	CHECK_EQ(tpt_cdb_check_capacity(&c, 0), TPT_SENSE_NONE);
-}
-
-/* ---------------------------------------------------------------------- */
-/* Transfer list */
-
-/*
- * Two descriptors: 4 KiB from peer 3's region and 4 KiB inline from the
- * controller, then the 4 KiB of inline data; the result goes to slot 5.
- */
-static size_t build_xfer_bytes(uint8_t *b)
-{
-	static const uint8_t list[16 + 2 * 24] = {
-		/* header */
-		0x00, 0x02,				/* DESCRIPTOR COUNT */
-		0x00, 0x05,				/* RESULT SLOT */
-		0, 0, 0, 0,
-		0, 0, 0, 0, 0, 0, 0x20, 0x00,		/* TOTAL LENGTH */
-		/* descriptor 0 */
-		0x00, 0x03,				/* PASSIVE PEER ID */
-		0x01,					/* FLAGS: VIRT_ADDR */
-		0x00,
-		0x00, 0x00, 0x10, 0x00,			/* LENGTH */
-		0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, /* STAG */
-		0x00, 0x00, 0x7f, 0x00, 0x00, 0x00, 0x10, 0x00, /* OFFSET */
-		/* descriptor 1: inline */
-		0xff, 0xff,
-		0x00,
-		0x00,
-		0x00, 0x00, 0x10, 0x00,
-		0, 0, 0, 0, 0, 0, 0, 0,
-		0, 0, 0, 0, 0, 0, 0, 0,
-	};
-
-	memcpy(b, list, sizeof(list));
-	memset(b + sizeof(list), 0x5a, 4096);
-	return sizeof(list) + 4096;
-}
-
-static void test_xfer_list_layout(void)
-{
-	struct tpt_field_ptr where;
-	uint8_t enc[64];
-	size_t n = build_xfer_bytes(buf);
-
-	CHECK_EQ(tpt_xfer_list_decode(buf, n, &xfer, &where), TPT_SENSE_NONE);
-	CHECK_EQ(xfer.count, 2);
-	CHECK_EQ(xfer.result_slot, 5);
-	CHECK_EQ(xfer.total_length, 8192);
-	CHECK_EQ(xfer.desc[0].peer, 3);
-	CHECK_EQ(xfer.desc[0].flags, TPT_XFER_VIRT_ADDR);
-	CHECK_EQ(xfer.desc[0].length, 4096);
-	CHECK(xfer.desc[0].stag == 0x1122334455667788ull);
-	CHECK_EQ(xfer.desc[0].offset, 0x7f0000001000ll);
-	CHECK_EQ(xfer.desc[1].peer, TPT_PEER_ID_CONTROLLER);
-	CHECK_EQ(xfer.desc[1].offset, 0);
-	CHECK_EQ(tpt_xfer_list_inline_len(&xfer), 4096);
-
-	CHECK_EQ(tpt_xfer_list_encode(&xfer, enc, sizeof(enc)), 64);
-	CHECK_MEM(enc, buf, 64);
-	CHECK_EQ(tpt_xfer_list_encode(&xfer, enc, 63), -ENOSPC);
-}
-
-static void xfer_rejected(size_t n, enum tpt_sense_reason reason, int byte,
-			  int bit)
-{
-	struct tpt_field_ptr where;
-
-	CHECK_EQ(tpt_xfer_list_decode(buf, n, &xfer, &where), reason);
-	check_where(&where, false, byte, bit);
-}
-
-static void test_xfer_list_lengths(void)
-{
-	size_t n = build_xfer_bytes(buf);
-
-	xfer_rejected(15, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
-	xfer_rejected(16 + 24, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
-	xfer_rejected(n - 1, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
-	xfer_rejected(n + 1, TPT_SENSE_PARAM_LIST_LENGTH, NO_PTR, NO_BIT);
-	buf[1] = 0;			/* DESCRIPTOR COUNT 0 */
-	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 0, NO_BIT);
-	buf[0] = 0x01;			/* 257 */
-	buf[1] = 0x01;
-	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 0, NO_BIT);
-}
-
-static void test_xfer_list_result_slot(void)
-{
-	static const struct {
-		uint8_t slot[2];
-		bool ok;
-	} cases[] = {
-		{ { 0x00, 0x00 }, true },
-		{ { 0x03, 0xff }, true },	/* the last of 1024 */
-		{ { 0x04, 0x00 }, false },
-		{ { 0xff, 0xfe }, false },
-		{ { 0xff, 0xff }, true },	/* TPT_SLOT_NONE */
-	};
-	struct tpt_xfer_list *l = &xfer;
-	uint8_t enc[64];
-	size_t i, n;
-
-	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		n = build_xfer_bytes(buf);
-		memcpy(&buf[2], cases[i].slot, 2);
-		if (cases[i].ok) {
-			CHECK_EQ(tpt_xfer_list_decode(buf, n, l, NULL),
-				 TPT_SENSE_NONE);
-			CHECK_EQ(l->result_slot,
-				 cases[i].slot[0] << 8 | cases[i].slot[1]);
-			CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)),
-				 64);
-			CHECK_MEM(enc, buf, 64);
-		} else {
-			xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 2,
-				      NO_BIT);
-		}
-	}
-	/* RESULT SLOT is judged before the list length. */
-	build_xfer_bytes(buf);
-	buf[2] = 0x04;
-	xfer_rejected(16, TPT_SENSE_INVALID_PARAM_FIELD, 2, NO_BIT);
-	/* Bytes 4-7 stay reserved. */
-	n = build_xfer_bytes(buf);
-	buf[4] = 0x01;
-	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 4, 0);
-
-	build_xfer_bytes(buf);
-	CHECK_EQ(tpt_xfer_list_decode(buf, 64 + 4096, l, NULL),
-		 TPT_SENSE_NONE);
-	l->result_slot = TPT_SLOT_MAX;
-	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
-}
-
-static void test_xfer_list_fields(void)
-{
-	static const struct {
-		size_t at;
-		uint8_t value;
-		int byte, bit;
-	} cases[] = {
-		{ 5, 0x02, 5, 1 },		/* header reserved */
-		{ 15, 0x01, 8, NO_BIT },	/* TOTAL LENGTH != sum */
-		{ 19, 0x80, 19, 7 },		/* descriptor reserved */
-		{ 18, 0x05, 18, 2 },		/* FLAGS reserved bit */
-		{ 22, 0x00, 20, NO_BIT },	/* LENGTH 0 */
-		{ 48, 0x01, 48, NO_BIT },	/* inline with an STag */
-		{ 42, 0x01, 42, 0 },		/* inline with VIRT_ADDR */
-		{ 63, 0x01, 56, NO_BIT },	/* inline not back to back */
-	};
-	size_t i, n;
-
-	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		n = build_xfer_bytes(buf);
-		buf[cases[i].at] = cases[i].value;
-		xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, cases[i].byte,
-			      cases[i].bit);
-	}
-	/* PEER IDs fff0h-fffeh are reserved. */
-	n = build_xfer_bytes(buf);
-	buf[16] = 0xff;
-	buf[17] = 0xf0;
-	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 16, NO_BIT);
-	buf[17] = 0xef;
-	CHECK_EQ(tpt_xfer_list_decode(buf, n, &xfer, NULL), TPT_SENSE_NONE);
-	/* OFFSET + LENGTH must not pass the end of the address space. */
-	n = build_xfer_bytes(buf);
-	memset(&buf[32], 0xff, 8);
-	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 32, NO_BIT);
-	buf[22] = 0x00;			/* LENGTH 1: the very last byte */
-	buf[23] = 0x01;
-	buf[15] = 0x01;			/* TOTAL LENGTH 4097 */
-	buf[14] = 0x10;
-	CHECK_EQ(tpt_xfer_list_decode(buf, n, &xfer, NULL), TPT_SENSE_NONE);
-}
-
-static void test_xfer_list_encode_refuses(void)
-{
-	struct tpt_xfer_list *l = &xfer;
-	uint8_t enc[64];
-
-	build_xfer_bytes(buf);
-	CHECK_EQ(tpt_xfer_list_decode(buf, 64 + 4096, l, NULL),
-		 TPT_SENSE_NONE);
-	l->total_length++;
-	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
-	l->total_length--;
-	l->desc[0].peer = 0xfffe;
-	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
-	l->desc[0].peer = 3;
-	l->count = 0;
-	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
-	l->count = TPT_XFER_DESC_MAX + 1;
-	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
-}
-
-static void test_xfer_list_against_cdb(void)
-{
-	struct tpt_cdb cdb = { .opcode = TPT_OP_PREP_WRITE, .lba = 8,
-			       .transfer_length = 2, .group = 1 };
-	struct tpt_field_ptr where;
-
-	build_xfer_bytes(buf);
-	CHECK_EQ(tpt_xfer_list_decode(buf, 64 + 4096, &xfer, NULL),
-		 TPT_SENSE_NONE);
-	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, &where),
-		 TPT_SENSE_NONE);
-	CHECK(!where.valid);
-	/* Descriptors must cover exactly the blocks the CDB names. */
-	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, &where),
-		 TPT_SENSE_INVALID_PARAM_FIELD);
-	check_where(&where, false, 8, NO_BIT);
-	cdb.transfer_length = 3;
-	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, &where),
-		 TPT_SENSE_INVALID_PARAM_FIELD);
-	check_where(&where, false, 8, NO_BIT);
-	cdb.transfer_length = 16;
-	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, NULL), TPT_SENSE_NONE);
-
-	/* A READ PARITY source is a target buffer, never inline data. */
-	cdb = (struct tpt_cdb){ .opcode = TPT_OP_READ_PARITY_PART_TMP,
-				.transfer_length = 2 };
-	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, &where),
-		 TPT_SENSE_INVALID_PARAM_FIELD);
-	check_where(&where, false, 40, NO_BIT);
-	cdb.opcode = TPT_OP_PREP_READ;
-	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, &where),
-		 TPT_SENSE_INVALID_PARAM_FIELD);
-	cdb.opcode = TPT_OP_XDWRITE_10;
-	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, NULL), TPT_SENSE_NONE);
-
-	/* A command without a transfer list cannot have one checked. */
-	cdb.opcode = TPT_OP_WRITE_NEW_DATA;
-	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 4096, &where),
-		 TPT_SENSE_INVALID_CDB_FIELD);
-	check_where(&where, true, 0, NO_BIT);
-}
-
-/*
- * Peer 3's 512 bytes, then 3584 bytes from slot 7 of peer 4 (a SLOT
- * descriptor: OFFSET names the slot's header); the result stays private.
- */
-static const uint8_t slot_list[16 + 2 * 24] = {
-	0x00, 0x02,				/* DESCRIPTOR COUNT */
-	0xff, 0xff,				/* RESULT SLOT: none */
-	0, 0, 0, 0,
-	0, 0, 0, 0, 0, 0, 0x10, 0x00,		/* TOTAL LENGTH */
-	/* descriptor 0 */
-	0x00, 0x03, 0x00, 0x00,
-	0x00, 0x00, 0x02, 0x00,			/* LENGTH 512 */
-	0, 0, 0, 0, 0, 0, 0, 0x09,		/* STAG */
-	0, 0, 0, 0, 0, 0, 0x40, 0x00,		/* OFFSET */
-	/* descriptor 1: slot 7 of peer 4 */
-	0x00, 0x04,
-	0x03,					/* FLAGS: SLOT VIRT_ADDR */
-	0x00,
-	0x00, 0x00, 0x0e, 0x00,			/* LENGTH 3584 */
-	0, 0, 0, 0, 0, 0, 0x12, 0x34,		/* STAG */
-	0, 0, 0x7f, 0, 0, 0x07, 0x00, 0x00,	/* OFFSET: header */
-};
-
-static void test_xfer_list_slot_desc(void)
-{
-	struct tpt_field_ptr where;
-	struct tpt_xfer_list *l = &xfer;
-	uint8_t enc[64];
-
-	memcpy(buf, slot_list, sizeof(slot_list));
-	CHECK_EQ(tpt_xfer_list_decode(buf, 64, l, &where), TPT_SENSE_NONE);
-	CHECK_EQ(l->result_slot, TPT_SLOT_NONE);
-	CHECK_EQ(l->desc[1].flags, TPT_XFER_SLOT | TPT_XFER_VIRT_ADDR);
-	CHECK_EQ(l->desc[1].length, 3584);
-	CHECK(l->desc[1].offset == 0x7f0000070000ull);
-	CHECK_EQ(tpt_xfer_list_inline_len(l), 0);
-	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), 64);
-	CHECK_MEM(enc, slot_list, 64);
-
-	/* SLOT alone, without VIRT_ADDR, is as good. */
-	buf[42] = TPT_XFER_SLOT;
-	CHECK_EQ(tpt_xfer_list_decode(buf, 64, l, NULL), TPT_SENSE_NONE);
-	/* Bits 7-2 stay reserved. */
-	buf[42] = 0x06;
-	xfer_rejected(64, TPT_SENSE_INVALID_PARAM_FIELD, 42, 2);
-
-	/* The controller's inline data is not a slot. */
-	memcpy(buf, slot_list, sizeof(slot_list));
-	buf[40] = buf[41] = 0xff;
-	memset(&buf[48], 0, 16);
-	buf[42] = TPT_XFER_SLOT;
-	xfer_rejected(64 + 3584, TPT_SENSE_INVALID_PARAM_FIELD, 42, 1);
-
-	/* Header and payload must both lie below 2^64. */
-	memcpy(buf, slot_list, sizeof(slot_list));
-	memset(&buf[56], 0xff, 8);		/* 2^64 - 64 - 3584: fits */
-	buf[62] = 0xf1;
-	buf[63] = 0xc0;
-	CHECK_EQ(tpt_xfer_list_decode(buf, 64, l, NULL), TPT_SENSE_NONE);
-	buf[63] = 0xc1;
-	xfer_rejected(64, TPT_SENSE_INVALID_PARAM_FIELD, 56, NO_BIT);
-	/* Without SLOT there is no header to fit in. */
-	buf[42] = TPT_XFER_VIRT_ADDR;
-	CHECK_EQ(tpt_xfer_list_decode(buf, 64, l, NULL), TPT_SENSE_NONE);
-}
-
-static void test_xfer_list_slots_against_cdb(void)
-{
-	struct tpt_cdb cdb = { .opcode = TPT_OP_READ_PARITY_COMP_TMP,
-			       .lba = 64, .transfer_length = 8, .group = 2 };
-	struct tpt_field_ptr where;
-	struct tpt_xfer_list *l = &xfer;
-
-	memcpy(buf, slot_list, sizeof(slot_list));
-	CHECK_EQ(tpt_xfer_list_decode(buf, 64, l, NULL), TPT_SENSE_NONE);
-	/* The slot's piece starts at the second 512-byte block. */
-	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 512, &where), TPT_SENSE_NONE);
-	CHECK(!where.valid);
-	/* With 4 KiB blocks it would start inside the first one. */
-	cdb.transfer_length = 1;
-	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 4096, &where),
-		 TPT_SENSE_INVALID_PARAM_FIELD);
-	check_where(&where, false, 42, 1);
-
-	/* PREP READ writes to its passive sides: no slots there. */
-	cdb = (struct tpt_cdb){ .opcode = TPT_OP_PREP_READ,
-				.transfer_length = 8 };
-	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 512, &where),
-		 TPT_SENSE_INVALID_PARAM_FIELD);
-	check_where(&where, false, 42, 1);
-	/* Nor a result to export. */
-	l->desc[1].flags = TPT_XFER_VIRT_ADDR;
-	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 512, NULL), TPT_SENSE_NONE);
-	l->result_slot = 0;
-	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 512, &where),
-		 TPT_SENSE_INVALID_PARAM_FIELD);
-	check_where(&where, false, 2, NO_BIT);
-	/* Every command that reads its passive sides may export one. */
-	cdb.opcode = TPT_OP_READ_PARITY_COMP_BLOCK;
-	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 512, NULL), TPT_SENSE_NONE);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1569,6 +1265,7 @@ int main(void)
 	RUN(test_release);
 	RUN(test_setup);
 	RUN(test_report_slots);
+	RUN(test_degraded_cdbs);
 	RUN(test_cdb_opcode_and_length);
 	RUN(test_cdb_reserved_bits);
 	RUN(test_cdb_control);
@@ -1578,14 +1275,6 @@ int main(void)
 	RUN(test_cdb_report_slots_fields);
 	RUN(test_cdb_encode_refuses);
 	RUN(test_cdb_capacity);
-	RUN(test_xfer_list_layout);
-	RUN(test_xfer_list_lengths);
-	RUN(test_xfer_list_result_slot);
-	RUN(test_xfer_list_fields);
-	RUN(test_xfer_list_encode_refuses);
-	RUN(test_xfer_list_against_cdb);
-	RUN(test_xfer_list_slot_desc);
-	RUN(test_xfer_list_slots_against_cdb);
 	RUN(test_slot_table_layout);
 	RUN(test_slot_table_errors);
 	RUN(test_slot_table_encode_refuses);
