@@ -99,8 +99,9 @@ class VmRun:
 
 
 def run_vm(test: str, log: Path, portal: str = None, iqn: str = None, lun: int = 1,
-           isolated: bool = False) -> VmRun:
-    """Boot the image with vmtest=TEST (scripts/vm/run) and parse its console."""
+           isolated: bool = False, on_line=None) -> VmRun:
+    """Boot the image with vmtest=TEST (scripts/vm/run) and parse its console.
+    on_line(line), if given, sees each console line as the guest prints it."""
     cmd = [str(VM_SCRIPTS / "run"), "--build", str(paths.BUILD), "--test", test,
            "--lun", str(lun), "--timeout", str(BOOT_TIMEOUT), "--log", str(log)]
     if portal:
@@ -110,13 +111,22 @@ def run_vm(test: str, log: Path, portal: str = None, iqn: str = None, lun: int =
     if isolated:
         cmd.append("--isolated")
     t0 = time.monotonic()
-    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, text=True, timeout=BOOT_TIMEOUT + 60)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    seen = 0
+    while on_line and proc.poll() is None and time.monotonic() - t0 < BOOT_TIMEOUT + 60:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        lines = text.splitlines()
+        for line in lines[seen:len(lines) - 1]:
+            on_line(line)
+        seen = max(seen, len(lines) - 1)
+        time.sleep(0.1)
+    _, err = proc.communicate(timeout=BOOT_TIMEOUT + 60)
     wall = time.monotonic() - t0
     console = log.read_text(errors="replace") if log.exists() else ""
-    run = VmRun.parse(r.returncode, wall, console)
+    run = VmRun.parse(proc.returncode, wall, console)
     if run.result is None:
-        pytest.fail(f"the VM gave no verdict: {r.stderr.strip()}\nconsole tail:\n{run.tail()}",
+        pytest.fail(f"the VM gave no verdict: {err.strip()}\nconsole tail:\n{run.tail()}",
                     pytrace=False)
     return run
 
@@ -251,3 +261,33 @@ def test_vm_iscsi_tcp_on_tptraid_lun(vm_image, tgtd_factory, workdir, report, mo
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and " 0 mismatches" in r.stdout, r.stdout + r.stderr
     assert c.controller.alive()
+
+
+def test_vm_tptraid_target_killed_mid_copy(vm_image, tgtd_factory, workdir, report):
+    """The kernel initiator copies checksummed files onto ext4 on a TPT-RAID
+    LUN, and a target box is killed as the copy starts: the guest's kernel
+    logs no I/O error, the files read back after a fresh login, fsck -n is
+    clean, and the controller says the array is degraded."""
+    from tptlib import cluster
+
+    c = cluster.start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=80 << 20,
+                      extra_opts=("fail_timeout=3",))
+    victim = c.targets[2]
+
+    def kill_at_copy(line):
+        if "VMTEST tcp.mkfs OK" in line and victim.alive():
+            victim.killed_on_purpose = True
+            victim.kill()
+
+    run = run_vm("iscsi", workdir / "console-kill.log",
+                 portal=f"{HOST_FROM_GUEST}:{c.controller.port}", iqn=c.iqn, lun=1,
+                 on_line=kill_at_copy)
+    run.require("modules")
+    run.require("net")
+    check_cycle(run, "tcp", "tcp")
+    kernel = run.require("tcp.kernel")
+    assert not victim.alive(), "the target was never killed"
+    report(f"VM on a TPT-RAID-5 LUN, target 2 killed as the copy began: PASS "
+           f"({cycle_figures(run, 'tcp')}; {kernel.detail}), {run.wall:.1f}s wall")
+    show = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert "state degraded" in show, show

@@ -6,6 +6,14 @@ from dataclasses import dataclass, field
 from . import net
 
 IQN = "iqn.2026-11.org.tptraid"
+# The last MiB of each member holds the array's superblock (controller.md).
+METADATA_BYTES = 1 << 20
+
+
+def data_bytes(member_bytes, unit):
+    """What of a member of member_bytes the array stores data in."""
+    usable = member_bytes - METADATA_BYTES
+    return usable - usable % unit
 
 
 @dataclass

@@ -690,6 +690,7 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 	bool was_ready = m->ready;
 
 	m->ready = false;
+	m->sb_read = false;
 	if (a->stopping)
 		return;
 	if (was_ready)
@@ -800,7 +801,10 @@ static void member_set_up(struct tpt_member *m, int err)
 	struct tpt_array *a = m->array;
 
 	if (err) {
-		member_fail(m, "set-up failed");
+		char why[80];
+
+		snprintf(why, sizeof(why), "set-up failed: %s", strerror(-err));
+		member_fail(m, why);
 		return;
 	}
 	m->ready = true;
@@ -834,7 +838,11 @@ static void sb_read_done(struct tpt_member *m, struct scsi_task *task,
 	}
 	m->sb_status = tpt_member_sb_decode(buf, TPT_SB_LEN, &m->sb);
 	free(buf);
-	a->mode->member_setup(a, m, member_set_up);
+	m->sb_read = true;
+	/* The mode's set-up names the array to the box (TPT's peer list):
+	 * until the superblocks have said which array it is, it waits. */
+	if (a->identified)
+		a->mode->member_setup(a, m, member_set_up);
 }
 
 void array_member_online(struct tpt_array *a, struct tpt_member *m)
@@ -877,7 +885,8 @@ bool array_settling(const struct tpt_array *a)
 		const struct tpt_member *m = &a->member[i];
 
 		if (m->link == MEMBER_CONNECTING ||
-		    (m->link == MEMBER_ONLINE && !m->ready && !m->refused))
+		    (m->link == MEMBER_ONLINE && !m->ready && !m->refused &&
+		     (a->identified || !m->sb_read)))
 			return true;
 	}
 	return a->sb_writes > 0;
@@ -984,7 +993,7 @@ static int array_identity(struct tpt_array *a, const struct tpt_state *state,
 	for (i = 0; i < a->nr_boxes; i++) {
 		struct tpt_member *m = &a->member[i];
 
-		if (!m->ready || m->sb_status)
+		if (!m->sb_read || m->sb_status)
 			continue;
 		/* The state file names the array: others are refused later. */
 		if (state && m->sb.array_id != id)
@@ -1226,6 +1235,16 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		member_connect(&a->member[i]);
 	member_wait(a, TPT_ASSEMBLE_SECONDS);
 	ret = array_identity(a, state, &sb);
+	if (!ret) {
+		a->identified = true;
+		for (i = 0; i < a->nr_boxes; i++) {
+			struct tpt_member *m = &a->member[i];
+
+			if (m->sb_read && m->link == MEMBER_ONLINE)
+				a->mode->member_setup(a, m, member_set_up);
+		}
+		member_wait(a, TPT_ASSEMBLE_SECONDS);
+	}
 	if (!ret && !sb)
 		ret = array_check_members(a);
 	if (!ret)

@@ -117,7 +117,8 @@ void member_fail(struct tpt_member *m, const char *why)
 	if (m->link == MEMBER_OFFLINE || m->failing)
 		return;
 	m->failing = true;
-	m->fail_reason = why;
+	/* A copy: callers may pass a message built on their stack. */
+	snprintf(m->fail_reason, sizeof(m->fail_reason), "%s", why ? why : "");
 	list_add_tail(&m->fail_link, &failing_members);
 	if (write(failing_efd, &one, sizeof(one)) < 0)
 		eprintf("tptraid: eventfd write: %m\n");
@@ -146,10 +147,10 @@ static void member_teardown(struct tpt_member *m)
 	/* A box that stays away is said once, not at every attempt. */
 	if (was == MEMBER_ONLINE)
 		eprintf("tptraid: member %u (%s) failed: %s\n", m->id, m->url,
-			m->fail_reason ? m->fail_reason : member_error(m));
+			m->fail_reason[0] ? m->fail_reason : member_error(m));
 	else if (!m->unreachable_said)
 		eprintf("tptraid: member %u (%s) unreachable: %s (trying "
-			"again every %u s)\n", m->id, m->url, m->fail_reason ?
+			"again every %u s)\n", m->id, m->url, m->fail_reason[0] ?
 			m->fail_reason : member_error(m),
 			MEMBER_RECONNECT_INTERVAL);
 	m->unreachable_said = true;
@@ -172,7 +173,7 @@ static void member_teardown(struct tpt_member *m)
 		scsi_free_scsi_task(c->task);
 		free(c);
 	}
-	m->fail_reason = NULL;
+	m->fail_reason[0] = '\0';
 }
 
 static void failing_event(int fd, int events, void *data)
@@ -538,7 +539,8 @@ void member_close(struct tpt_member *m)
 	if (m->link == MEMBER_ONLINE && m->iscsi)
 		iscsi_logout_sync(m->iscsi);
 	if (m->link != MEMBER_OFFLINE) {
-		m->fail_reason = "the array is stopping";
+		snprintf(m->fail_reason, sizeof(m->fail_reason), "%s",
+			 "the array is stopping");
 		member_teardown(m);
 	}
 	m->array = NULL;

@@ -96,12 +96,13 @@ struct tpt_member {
 	struct list_head fail_link;	/* teardown pending */
 	bool failing;
 	bool unreachable_said;		/* logged once per absence */
-	const char *fail_reason;
+	char fail_reason[96];		/* for the log; empty: libiscsi's */
 	time_t nop_sent;		/* monotonic seconds; 0: no NOP in flight */
 	time_t next_connect;
 	time_t connect_started;
 
 	/* The array's view (array.c). */
+	bool sb_read;			/* its superblock is read (sb_status) */
 	bool ready;			/* set up: superblock read, mode ready */
 	bool refused;			/* foreign or unusable: never used */
 	struct tpt_member_sb sb;	/* as read when it came online */
@@ -367,6 +368,7 @@ struct tpt_array {
 	uint64_t nr_stripes, nr_regions;
 	unsigned int fail_timeout;	/* seconds without an answer */
 	unsigned int rebuild_rate;	/* MB/s, 0: unthrottled */
+	bool identified;		/* array_id and event decided */
 	bool assembled;			/* geometry known, serving I/O */
 	unsigned int sb_writes;		/* superblock writes in flight */
 	bool fresh;			/* a new array: its parity is not yet known */

@@ -3,7 +3,7 @@
  * set of docs/protocol.md besides ordinary SBC commands.
  *
  *   lu.c           tgtadm parameters, switching a LU's opcode table, show
- *   session.c      per I_T nexus state: peer list, slots
+ *   nexus.c        per I_T nexus state: peer list, slots
  *   peer_link.c    datamover links to peers, admission of incoming ones
  *   group.c        per (nexus, group number) buffers and their release
  *   xfer.c         moving byte ranges between peers' memory and ours
@@ -55,7 +55,7 @@ uint32_t tpt_lu_block_size(const struct tpt_lu *tlu);
 uint64_t tpt_lu_nr_blocks(const struct tpt_lu *tlu);
 int tpt_lu_fd(const struct tpt_lu *tlu);
 
-/* ---- session.c ---- */
+/* ---- nexus.c ---- */
 
 struct tpt_slot {
 	struct tpt_dm_buf *dmb;
