@@ -191,10 +191,13 @@ static void span_buffer(struct tpt_array *a, struct tpt_span *s)
 }
 
 /* Start @s if no running span shares a stripe with it: 0 started, -EBUSY
- * stripes taken, -EAGAIN the mode's resources are short. */
+ * stripes taken, -EAGAIN the mode's resources are short.  A span waiting
+ * to be planned again still holds its stripes: it may have left one half
+ * written, for its re-plan (without the member that failed it) to finish. */
 static int span_try_start(struct tpt_array *a, struct tpt_span *s)
 {
-	if (overlaps_any(s, &a->running, NULL))
+	if (overlaps_any(s, &a->running, NULL) ||
+	    overlaps_any(s, &a->retrying, NULL))
 		return -EBUSY;
 	span_settle_missing(a, s);
 	span_buffer(a, s);
@@ -310,20 +313,16 @@ struct retry_entry {
 static void retry_tick(void *data)
 {
 	struct retry_entry *e;
-	struct tpt_span *s, *tmp;
 	bool again = false;
 
 	(void)data;
 	retry_armed = false;
 	list_for_each_entry(e, &retry_arrays, link) {
 		struct tpt_array *a = e->array;
-		LIST_HEAD(now);
 
-		list_splice_init(&a->retrying, &now);
-		list_for_each_entry_safe(s, tmp, &now, link) {
-			list_del(&s->link);
-			span_queue(a, s);
-		}
+		/* Ahead of the spans that waited for their stripes. */
+		list_splice_init(&a->retrying, &a->waiting);
+		run_waiting(a);
 		if (!list_empty(&a->retrying))
 			again = true;
 	}

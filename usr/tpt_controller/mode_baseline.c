@@ -95,10 +95,10 @@ static void bl_end(struct bl_run *run)
 }
 
 /*
- * What a failed READ or WRITE means: a member that is gone (member.c
- * failed it) or busy is planned around on a retry; a medium error on a
- * read is served without that member for this span; anything else a
- * member says about its own media fails it.
+ * What a failed READ or WRITE means: a member whose WRITE failed is
+ * failed; one that is gone (member.c failed it) or busy is planned around
+ * on a retry; a medium error on a read is served without that member for
+ * this span; anything else a member says about its own media fails it.
  */
 static void bl_classify(struct bl_run *run, struct tpt_member *m,
 			const struct bl_cmd *cmd, struct scsi_task *task,
@@ -107,7 +107,11 @@ static void bl_classify(struct bl_run *run, struct tpt_member *m,
 	bool retry = true;
 	int err = -EIO;
 
-	if (status == SCSI_STATUS_CHECK_CONDITION && task) {
+	if (cmd->op == BL_WRITE) {
+		/* Data or parity may be on the others already: a re-plan with
+		 * this member would fold its stale unit into the parity. */
+		array_member_error(m->array, m, "WRITE failed");
+	} else if (status == SCSI_STATUS_CHECK_CONDITION && task) {
 		if (task->sense.key == SCSI_SENSE_MEDIUM_ERROR &&
 		    cmd->op == BL_READ && run->span->kind == TPT_SPAN_READ) {
 			run->span->excluded |= 1u << cmd->member;

@@ -486,11 +486,12 @@ static void tp_fail(struct tp_run *run, int err, bool retry)
 }
 
 /*
- * What a failed command means for its span (protocol.md 9.1): a target
- * that failed itself is failed (a medium error on a read excludes it from
- * this span only), a peer it could not reach is probed, state lost is
- * planned again at once, a shortage after a pause.  A command we got
- * wrong is a bug: the span fails.
+ * What a failed command means for its span (protocol.md 9.1): a member
+ * whose WRITE NEW DATA failed is failed, a target that failed itself is
+ * failed (a medium error on a read excludes it from this span only), a
+ * peer it could not reach is probed, state lost is planned again at once,
+ * a shortage after a pause.  A command we got wrong is a bug: the span
+ * fails.
  */
 static void tp_classify(struct tp_run *run, struct tpt_member *m,
 			const struct tpt_plan_cmd *pc, struct scsi_task *task,
@@ -500,6 +501,15 @@ static void tp_classify(struct tp_run *run, struct tpt_member *m,
 	const struct tpt_sense_code *code;
 	struct tpt_sense sense;
 
+	/* The others may have written their part of the stripe already:
+	 * planned again with this member in it, a read-modify-write would
+	 * fold its stale unit into the parity.  Without it, the stripe reads
+	 * back as the whole write (its unit from the others). */
+	if (pc->op == TPT_PLAN_WRITE_NEW_DATA) {
+		array_member_error(a, m, "WRITE NEW DATA failed");
+		tp_fail(run, -EIO, true);
+		return;
+	}
 	if (status != SCSI_STATUS_CHECK_CONDITION || !task ||
 	    task->datain.size < 2 ||
 	    tpt_sense_parse(task->datain.data + 2, task->datain.size - 2,
