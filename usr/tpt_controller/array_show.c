@@ -24,8 +24,8 @@ static const char *member_state(const struct tpt_array *a,
 
 	if (m->refused)
 		return "refused";
-	if (m->position < 0)
-		return "spare";
+	if (m->position < 0)	/* a dead box whose units went elsewhere */
+		return usable ? "spare" : "failed";
 	pos = &a->pos[m->position];
 	if (!usable || pos->state == TPT_POS_MISSING)
 		return "failed";
