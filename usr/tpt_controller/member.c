@@ -536,8 +536,10 @@ void member_close(struct tpt_member *m)
 		list_del(&m->fail_link);
 		m->failing = false;
 	}
-	if (m->link == MEMBER_ONLINE && m->iscsi)
+	if (m->link == MEMBER_ONLINE && m->iscsi) {
+		iscsi_set_timeout(m->iscsi, MEMBER_STOP_TIMEOUT);
 		iscsi_logout_sync(m->iscsi);
+	}
 	if (m->link != MEMBER_OFFLINE) {
 		snprintf(m->fail_reason, sizeof(m->fail_reason), "%s",
 			 "the array is stopping");

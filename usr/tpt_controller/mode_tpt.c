@@ -367,6 +367,10 @@ static void tp_teardown(struct tpt_array *a)
 		task = scsi_create_task(16, cdb, SCSI_XFER_NONE, 0);
 		if (!task)
 			continue;
+		/* Blocking, as the LU's removal is: a member that stopped
+		 * answering holds the stop for seconds, not fail_timeout's
+		 * multiple (its buffers go with its session anyway). */
+		iscsi_set_timeout(m->iscsi, MEMBER_STOP_TIMEOUT);
 		iscsi_scsi_command_sync(m->iscsi, m->lun, task, NULL);
 		scsi_free_scsi_task(task);
 	}

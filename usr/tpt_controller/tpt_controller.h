@@ -49,6 +49,9 @@ struct tpt_array;
 /* Peer id of the controller in the lists it delivers; boxes are 0..n-1. */
 #define TPT_CTL_PEER_ID 1000
 #define TPT_MAX_BOXES (TPT_SPEC_MAX_MEMBERS + TPT_SPEC_MAX_SPARES)
+/* Seconds each of the blocking goodbyes to a member (RELEASE, logout) may
+ * take when the array is removed. */
+#define MEMBER_STOP_TIMEOUT 2
 
 /* ---- counters (the terms of the paper's Tables I and II) ---- */
 
