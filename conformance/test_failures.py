@@ -222,14 +222,19 @@ def test_spare_killed_during_rebuild(tgtd_factory, mode, tmp_path, report):
     scrub(c)
 
 
+@pytest.mark.parametrize("write_intent", ["yes", "no"])
 def test_controller_crash_resyncs_the_write_intent_regions(tgtd_factory, mode, tmp_path,
-                                                            report):
+                                                            report, write_intent):
     """kill -9 of the controller mid-write; tgtd started again with only the
-    state file: it resyncs exactly the regions of its write-intent record,
-    then every stripe's parity is right and every acknowledged write reads
-    back."""
-    c = start(tgtd_factory, mode, n=4)
-    load = Load(c, tmp_path, 20)
+    state file: it resyncs exactly the regions of its write-intent record
+    (the one region the writes went to), or with write_intent=no all of
+    them; then every stripe's parity is right and every acknowledged write
+    reads back."""
+    c = start(tgtd_factory, mode, n=4, extra_opts=(f"write_intent={write_intent}",))
+    # 4 members of 16 MiB, unit 64k: 240 stripes of 192 KiB in 4 regions of
+    # 64 stripes; the writes stay in the first.
+    region_bytes = 64 * 3 * UNIT
+    load = Load(c, tmp_path, 20, extra=("--span", str(region_bytes)))
     time.sleep(3)
     kill(c.controller)
     res, _ = load.result()
@@ -242,7 +247,9 @@ def test_controller_crash_resyncs_the_write_intent_regions(tgtd_factory, mode, t
     log = c.controller.log()
     m = re.search(r"writes in flight in (\d+) regions: resyncing", log)
     assert m, log[-3000:]
-    report(f"{mode}: controller killed mid-write: resynced {m.group(1)} regions")
+    assert int(m.group(1)) == (1 if write_intent == "yes" else 4), m.group(0)
+    report(f"{mode}: controller killed mid-write, write_intent={write_intent}: "
+           f"resynced {m.group(1)} of 4 regions")
     verify_all(c, tmp_path)
     scrub(c)
 

@@ -204,6 +204,9 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 	if (!strcmp(key, "assume_clean"))
 		return parse_yes_no(key, value, &out->assume_clean, err,
 				    errlen);
+	if (!strcmp(key, "write_intent"))
+		return parse_yes_no(key, value, &out->write_intent, err,
+				    errlen);
 	if (!strcmp(key, "start_dirty_degraded"))
 		return parse_yes_no(key, value, &out->start_dirty_degraded,
 				    err, errlen);
@@ -216,7 +219,7 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 	return spec_error(err, errlen, "%s: unknown option (expected raid, "
 			  "unit, mode, dm, initiator, member, spare, "
 			  "fail_timeout, rebuild_rate, assume_clean, "
-			  "start_dirty_degraded)", key);
+			  "start_dirty_degraded, write_intent)", key);
 }
 
 static int check_whole(struct tpt_array_spec *out, char *err, size_t errlen)
@@ -262,6 +265,7 @@ int tpt_array_spec_parse(const char *opts, struct tpt_array_spec *out,
 	memset(&spec, 0, sizeof(spec));
 	spec.unit_bytes = 64u << 10;
 	spec.fail_timeout = TPT_SPEC_FAIL_TIMEOUT_DEFAULT;
+	spec.write_intent = true;
 	strcpy(spec.initiator, DEFAULT_INITIATOR);
 	copy = strdup(opts);
 	if (!copy)

@@ -51,6 +51,10 @@ struct tpt_array_spec {
 	/* Start even after a crash that left writes in flight while a
 	 * member was missing (as md's start_dirty_degraded). */
 	bool start_dirty_degraded;
+	/* Record the regions with writes in flight (md's write-intent
+	 * bitmap).  Without it every region counts as in flight while the
+	 * array runs: a controller crash resyncs the whole array. */
+	bool write_intent;
 };
 
 #define TPT_SPEC_FAIL_TIMEOUT_DEFAULT 8

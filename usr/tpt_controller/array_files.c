@@ -354,7 +354,7 @@ static void files_tick(void *data)
 	bool cleared = false;
 	uint64_t r;
 
-	for (r = 0; r < a->nr_regions; r++) {
+	for (r = 0; r < a->nr_regions && a->spec.write_intent; r++) {
 		if (!bit(a->intent, r) || a->region_inflight[r] ||
 		    now - a->region_idle_since[r] < TPT_INTENT_IDLE_SECONDS ||
 		    recovery_keeps_region(a, r))
@@ -474,6 +474,21 @@ static int regions_load(struct tpt_array *a, struct array_files *f,
 	return got[0] == -ENOENT && got[1] == -ENOENT ? -ENOENT : -EINVAL;
 }
 
+/* write_intent=no, md with no bitmap: every region counts as in flight
+ * while the array runs, so a crash resyncs it all.  The first writes wait
+ * for that record to be durable; none waits again. */
+static void intent_mark_all(struct tpt_array *a)
+{
+	uint64_t r;
+
+	a->change_gen++;
+	for (r = 0; r < a->nr_regions; r++) {
+		set_bit(a->intent, r);
+		a->region_gen[r] = a->change_gen;
+	}
+	regions_flush(a);
+}
+
 int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
 {
 	struct array_files *f = calloc(1, sizeof(*f));
@@ -511,6 +526,8 @@ int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
 	f->thread_up = true;
 	/* The record as it stands is durable: nothing waits for it. */
 	f->durable_gen = a->change_gen;
+	if (!a->spec.write_intent)
+		intent_mark_all(a);
 	f->tick.func = files_tick;
 	f->tick.data = a;
 	add_work(&f->tick, 1);

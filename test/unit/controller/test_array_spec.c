@@ -20,6 +20,8 @@ static void full_spec_parses(void)
 	CHECK_EQ(s.nr_spares, 1);
 	CHECK(!strcmp(s.member[2], "iscsi://127.0.0.1:3262/iqn.2026-11.org.tptraid:t2/1"));
 	CHECK(!strcmp(s.initiator, "iqn.2026-11.org.tptraid:controller"));
+	CHECK(s.write_intent);
+	CHECK(!s.assume_clean);
 
 	CHECK_EQ(tpt_array_spec_parse(" raid=5; dm=10.0.0.1:4400 ;" M(0) ";" M(1)
 				      ";" M(2) ";", &s, err, sizeof(err)), 0);
@@ -27,6 +29,12 @@ static void full_spec_parses(void)
 	CHECK_EQ(s.unit_bytes, 64 << 10);
 	CHECK(!strcmp(s.dm_addr, "10.0.0.1"));
 	CHECK_EQ(s.dm_port, 4400);
+
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;write_intent=no;"
+				      "assume_clean=yes;" M(0) ";" M(1) ";"
+				      M(2), &s, err, sizeof(err)), 0);
+	CHECK(!s.write_intent);
+	CHECK(s.assume_clean);
 }
 
 /* Each bad spec is refused with a message naming the bad part, and the
@@ -51,6 +59,7 @@ static void bad_specs_name_their_fault(void)
 		{ "raid=5;dm=a:1;colour=red;" M(0), "colour" },
 		{ "raid=5;dm=a:1;oops;" M(0), "oops" },
 		{ "raid=5;dm=a:1;initiator=bob;" M(0) ";" M(1) ";" M(2), "initiator=bob" },
+		{ "raid=5;dm=a:1;write_intent=off;" M(0) ";" M(1) ";" M(2), "write_intent=off" },
 	};
 	struct tpt_array_spec s;
 	size_t i;
