@@ -3,7 +3,7 @@
 #   make            fetch pinned upstream tgt, patch, overlay, build, stage
 #   make check      unit tests, fuzz smoke runs, then the pytest suites
 #   make demo       a local TPT-RAID cluster doing real I/O with stock libiscsi
-#   make bench      datamover and array benchmarks, printed as ratios
+#   make bench      datamover, array and recovery benchmarks, printed as ratios
 #   make deps       install the Debian packages all of this needs (check and
 #                   demo do it first)
 #   make SAN=1 ...  the same with AddressSanitizer and UBSan
@@ -202,6 +202,7 @@ bench: deps
 	$(MAKE) --no-print-directory all
 	TPT_BINDIR=$(BINDIR) scripts/bench/datamover
 	TPT_BUILD=$(BUILD) scripts/bench/array
+	TPT_BUILD=$(BUILD) scripts/bench/recovery
 
 .PHONY: demo
 demo: deps

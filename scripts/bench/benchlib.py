@@ -1,0 +1,153 @@
+"""What the array benchmarks share: sizes on the command line, tgtd
+instances in one work directory, CPU time of a process, the controller's
+TPT-RAID counters, one tpt-iscsi-load run, and number formatting."""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(TOP / "conformance"))
+
+from tptlib.tgtd import Tgtd  # noqa: E402
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def parse_size(text):
+    m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)i?[bB]?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
+    return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
+
+
+def positive_float(text):
+    v = float(text)
+    if not v > 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return v
+
+
+def cpu_seconds(proc):
+    """utime + stime of a running process, 0 once it is gone."""
+    try:
+        with open(f"/proc/{proc.pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return 0.0
+    # Fields after the parenthesised command name; utime, stime are 14, 15.
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def show(server):
+    return server.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+
+
+def controller_counters(server):
+    """The TPT-RAID counters line of a controller tgtd as a dict."""
+    m = re.search(r"TPT-RAID counters: (.*)", show(server))
+    if not m:
+        return {}
+    words = m.group(1).split()
+    return {k: int(v) for k, v in zip(words[::2], words[1::2])}
+
+
+def array_state(server):
+    m = re.search(r"TPT-RAID: .* state (\w+) ", show(server))
+    return m.group(1) if m else None
+
+
+def run_load(args, url, pattern, bs, span, seconds=None, nbytes=None):
+    """One tpt-iscsi-load run (args: bindir, qd, timeout) for `seconds` or
+    `nbytes`: its ops, bytes, seconds, mbps and iops."""
+    limit = ["--bytes", str(nbytes)] if nbytes else ["--seconds", f"{seconds:g}"]
+    cmd = [str(args.bindir / "tpt-iscsi-load"), "--pattern", pattern, "--bs", str(bs),
+           "--qd", str(args.qd), *limit, "--span", str(span),
+           "--timeout", f"{args.timeout:g}", url]
+    r = subprocess.run(cmd, capture_output=True, text=True,
+                       timeout=(seconds or 600) + args.timeout + 30)
+    if r.returncode != 0:
+        raise RuntimeError((r.stderr.strip() or r.stdout.strip()
+                            or f"exit status {r.returncode}"))
+    vals = dict(kv.split("=", 1) for kv in r.stdout.split())
+    return {"ops": int(vals["ops"]), "bytes": int(vals["bytes"]),
+            "seconds": float(vals["seconds"]), "mbps": float(vals["mbps"]),
+            "iops": float(vals["iops"])}
+
+
+def pick_workdir(args, need, prefix):
+    """A fresh directory in args.workdir, else /dev/shm if it has room for
+    `need` bytes, else build/."""
+    for base in ([Path(args.workdir)] if args.workdir else [Path("/dev/shm"), TOP / "build"]):
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            st = os.statvfs(base)
+        except OSError:
+            continue
+        if st.f_bavail * st.f_frsize >= need * 1.2 or args.workdir:
+            return Path(tempfile.mkdtemp(prefix=f"tpt-bench-{prefix}.", dir=base))
+    raise SystemExit(f"{prefix}: no room for {need >> 20} MiB of backing files in "
+                     f"/dev/shm or {TOP / 'build'}")
+
+
+class Factory:
+    """A cluster.start() tgtd factory: every instance in its own directory
+    under one work directory, each with its own control port."""
+
+    def __init__(self, workdir, prefix):
+        self.workdir = workdir
+        self.prefix = prefix
+        self.started = []
+
+    _next_port = 7101
+
+    def __call__(self, name=None, cls=Tgtd, **kw):
+        name = f"{self.prefix}-{name}"
+        port = Factory._next_port
+        Factory._next_port += 1
+        inst = cls(self.workdir / name, name, port, **kw)
+        self.started.append(inst)     # before start(): stop it even if half up
+        return inst.start()
+
+    def stop_all(self, who):
+        """Stop every instance, the controllers first (they hold sessions
+        to the targets); kill what does not stop."""
+        for inst in sorted(self.started, key=lambda i: "target" in i.name):
+            try:
+                inst.stop()
+            except Exception as e:  # noqa: BLE001
+                print(f"{who}: stopping {inst.name}: {e}; killing it", file=sys.stderr)
+                try:
+                    inst.kill()
+                except Exception:  # noqa: BLE001 -- nothing more to do
+                    pass
+
+
+def allocate(path):
+    """Give a sparse backing file all its blocks now, so that no
+    configuration pays for first-touch allocation inside a measurement."""
+    with open(path, "r+b") as f:
+        os.posix_fallocate(f.fileno(), 0, os.fstat(f.fileno()).st_size)
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "-"
+    if v >= 100:
+        return f"{v:.0f}"
+    return f"{v:.{digits}f}"
+
+
+def ratio(a, b):
+    if a is None or b is None or not b:
+        return None
+    return a / b
+
+
+def fmt_ratio(r):
+    return "-" if r is None else f"{r:.2f}"
