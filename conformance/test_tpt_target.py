@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tptlib import proto
-from tptlib.targets import TptTargets
+from tptlib.targets import ARRAY_ID, TptTargets
 
 BS = 512
 
@@ -289,6 +289,50 @@ def test_session_loss_releases_buffers(tpt):
     r = tpt.client.dm_get("probe", "probe", 0, old_slot[0], old_slot[1], 64, check=False)
     assert not r["ok"]
     assert t0.tgtd.alive()
+
+
+def test_a_newer_nexus_of_the_array_supersedes_the_old_one(tpt):
+    """The controller gave up on a nexus (it failed this box, or it
+    restarted) and delivers its list through a new one: what the old nexus
+    sent and had not yet run - still in the socket of a box that was
+    stopped, or retransmitted once a cut link heals - must not touch the
+    disk the new nexus is about to repair."""
+    tpt.start(1)
+    t0 = tpt.targets[0]
+    host = tpt.host_buffer("h", os.urandom(UNIT))
+    assert tpt.wait([xdwrite(tpt, t0, 1, 0x70, host)])[0].good   # staged, not written
+    tpt.client.login("t0-new", t0.tgtd.url(t0.iqn, 1))
+    tpt.client.clear_unit_attentions("t0-new")
+
+    def on_new(cdb, out=None, inlen=None):
+        tag = tpt.next_tag()
+        if out is not None:
+            tpt.client.send("t0-new", tag, cdb, dir="out", data=out)
+        elif inlen is not None:
+            tpt.client.send("t0-new", tag, cdb, dir="in", inlen=inlen)
+        else:
+            tpt.client.send("t0-new", tag, cdb, dir="none")
+        return tpt.wait([tag])[0]
+
+    pl = proto.peer_list(ARRAY_ID, 1, 0, tpt.peers())
+    assert on_new(proto.setup_cdb(proto.SET_PEER_LIST, len(pl)), out=pl).good
+    # The old nexus's staged write is gone, and it is refused from now on,
+    # a newer list of its own included.
+    assert_sense(tpt.wait([wnd(tpt, t0, 1, 0x70)])[0], "PEER_LIST_CONFLICT")
+    assert t0.read_backing(UNIT, UNIT) == bytes(UNIT)
+    pl = proto.peer_list(ARRAY_ID, 9, 0, tpt.peers())
+    assert_sense(tpt.cmd(t0, proto.setup_cdb(proto.SET_PEER_LIST, len(pl)), out=pl),
+                 "PEER_LIST_CONFLICT")
+    # The new nexus does the work.
+    alloc = 16 + 16 * 4
+    r = on_new(proto.report_slots_cdb(UNIT, 4, alloc), inlen=alloc)
+    assert r.good, r
+    xl = proto.xfer_list([host.desc(0, UNIT)], result_slot=0)
+    assert on_new(proto.vendor_cdb(proto.XDWRITE_16, UBLK, UBLK, 0x71, proto.DISABLE_WRITE),
+                  out=xl).good
+    assert on_new(proto.vendor_cdb(proto.WRITE_NEW_DATA, UBLK, UBLK, 0x71)).good
+    assert t0.read_backing(UNIT, UNIT) == host.read()
+    assert "superseded by nexus" in t0.tgtd.log()
 
 
 def test_malformed_commands_get_documented_sense(tpt):

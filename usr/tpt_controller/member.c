@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -157,8 +158,18 @@ static void member_teardown(struct tpt_member *m)
 	m->link = MEMBER_OFFLINE;
 	m->next_connect = now_s() + MEMBER_RECONNECT_INTERVAL;
 	m->nop_sent = 0;
-	if (m->fd >= 0)
+	if (m->fd >= 0) {
+		/* Reset, not a graceful close: commands still queued in our
+		 * socket would otherwise be retransmitted when a cut link
+		 * heals, and run on the box after it has been caught up. */
+		struct linger reset = { .l_onoff = 1, .l_linger = 0 };
+
+		if (was == MEMBER_ONLINE &&
+		    setsockopt(m->fd, SOL_SOCKET, SO_LINGER, &reset,
+			       sizeof(reset)))
+			eprintf("tptraid: member %u: SO_LINGER: %m\n", m->id);
 		tgt_event_del(m->fd);
+	}
 	m->fd = -1;
 	m->iscsi = NULL;
 	list_splice_init(&m->cmds, &gone);

@@ -228,6 +228,8 @@ static enum tpt_sense_reason tpt_cmd_prepare(struct tpt_cmd *tc,
 	tc->session = tpt_session_get(cmd->c_target->tid, cmd->cmd_itn_id);
 	if (!tc->session)
 		return TPT_SENSE_POOL_EXHAUSTED;
+	if (tc->session->superseded)
+		return TPT_SENSE_PEER_LIST_CONFLICT;
 	r = tpt_decode_data_out(tc, info, where);
 	if (r)
 		return r;
@@ -310,6 +312,19 @@ void tpt_group_abort_cmds(struct tpt_group *g, enum tpt_sense_reason reason)
 
 	list_for_each_entry(tc, &tpt_cmds, link) {
 		if (tc->group != g || tc->aborted)
+			continue;
+		tc->aborted = true;
+		tc->abort_reason = reason;
+	}
+}
+
+void tpt_session_abort_cmds(struct tpt_session *s,
+			    enum tpt_sense_reason reason)
+{
+	struct tpt_cmd *tc;
+
+	list_for_each_entry(tc, &tpt_cmds, link) {
+		if (tc->session != s || tc->aborted)
 			continue;
 		tc->aborted = true;
 		tc->abort_reason = reason;

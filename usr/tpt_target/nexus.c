@@ -57,9 +57,32 @@ struct tpt_session *tpt_session_get(int tid, uint64_t itn_id)
 	return s;
 }
 
+/*
+ * An array has one controller nexus at a time.  When another nexus
+ * delivers a list of the same array, the controller behind the older one
+ * has given up on it (it failed this box, or it restarted): what that
+ * nexus sent and has not yet run - commands still in the socket buffer of
+ * a box that was stopped, or retransmitted once a cut link heals - must
+ * not change data the new nexus is about to repair.  So its groups go,
+ * its commands in flight stop at their next step, and it gets no further
+ * TPT command.
+ */
+static void tpt_session_supersede(struct tpt_session *old,
+				  const struct tpt_session *by)
+{
+	old->superseded = true;
+	eprintf("tpt: nexus %" PRIu64 " of array %" PRIx64 " superseded by "
+		"nexus %" PRIu64 ": its groups and commands are dropped\n",
+		old->itn_id, old->peers->array_id, by->itn_id);
+	tpt_session_abort_cmds(old, TPT_SENSE_RELEASED_BY_NEXUS_LOSS);
+	tpt_session_release_groups(old, NULL, TPT_RELEASE_NEXUS_LOSS);
+}
+
 enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
 					    const struct tpt_peer_list *pl)
 {
+	struct tpt_session *o;
+
 	const struct tpt_peer *self = tpt_peer_list_find(pl, pl->self_id);
 
 	if (!self || self->role != TPT_ROLE_TARGET)
@@ -75,6 +98,10 @@ enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
 			return TPT_SENSE_POOL_EXHAUSTED;
 	}
 	*s->peers = *pl;
+	list_for_each_entry(o, &tpt_sessions, link)
+		if (o != s && !o->superseded && o->peers &&
+		    o->peers->array_id == pl->array_id)
+			tpt_session_supersede(o, s);
 	eprintf("tpt: nexus %" PRIu64 " delivered peer list of array %" PRIx64
 		" generation %u: %u peers, this target is peer %u\n",
 		s->itn_id, pl->array_id, pl->generation, pl->count, pl->self_id);

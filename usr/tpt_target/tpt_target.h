@@ -67,6 +67,9 @@ struct tpt_session {
 	uint64_t itn_id;
 	struct list_head link;
 	struct tpt_peer_list *peers;	/* NULL until TPT SET PEER LIST */
+	/* Another nexus delivered a list of the same array: this one's
+	 * controller was given up on, and so is every command it sends. */
+	bool superseded;
 	struct tpt_slot *slots;
 	uint16_t nr_slots;
 	uint32_t slot_payload;
@@ -306,6 +309,9 @@ int tpt_cmd_use_group(struct tpt_cmd *tc, enum tpt_group_kind kind,
 bool tpt_lu_busy(const struct tpt_lu *tlu);
 /* Stop every command of @g at its next step, failing it with @reason. */
 void tpt_group_abort_cmds(struct tpt_group *g, enum tpt_sense_reason reason);
+/* Every command of @s in flight ends with @reason at its next step. */
+void tpt_session_abort_cmds(struct tpt_session *s,
+			    enum tpt_sense_reason reason);
 
 /*
  * Handlers return TPT_EXEC_ASYNC once they went asynchronous (they end in
