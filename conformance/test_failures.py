@@ -16,6 +16,7 @@ import time
 import pytest
 
 from tptlib import cluster, net, paths
+from tptlib.tgtd import TgtadmError
 
 FAIL_TIMEOUT = 3        # seconds: a silent member is failed after this
 MEMBER_BYTES = 16 << 20
@@ -252,6 +253,38 @@ def test_controller_crash_resyncs_the_write_intent_regions(tgtd_factory, mode, t
            f"resynced {m.group(1)} of 4 regions")
     verify_all(c, tmp_path)
     scrub(c)
+
+
+def test_controller_crash_while_degraded_needs_the_operator(tgtd_factory, mode, tmp_path,
+                                                            report):
+    """kill -9 of the controller mid-write while a box is already gone: the
+    lost box's blocks in the regions with writes in flight cannot be
+    rebuilt for sure, so the restart refuses to start (as md does a dirty
+    degraded array) and says how to start anyway; the operator's
+    --bsopts start_dirty_degraded=yes starts it for that assembly only."""
+    c = start(tgtd_factory, mode, n=4)
+    kill(c.targets[3])
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    load = Load(c, tmp_path, 20, extra=("--span", str(64 * 3 * UNIT)))
+    time.sleep(3)
+    kill(c.controller)
+    res, _ = load.result()
+    assert res["mismatches"] == 0
+    state = c.controller.dir / "array.state"
+    spec_before = state.read_text()
+    c.controller.start(port=c.controller.port)
+    c.controller.new_target(1, c.iqn)
+    with pytest.raises(TgtadmError):
+        c.controller.new_lun(1, 1, str(state), bstype="tptraid")
+    log = c.controller.log()
+    assert "Not starting (as md)" in log and "--bsopts start_dirty_degraded=yes" in log, \
+        log[-3000:]
+    c.controller.new_lun(1, 1, str(state), bstype="tptraid", bsopts="start_dirty_degraded=yes")
+    wait_state(c, {"degraded"}, timeout=30)
+    assert "start_dirty_degraded" not in state.read_text()
+    assert state.read_text().split("spec")[1].splitlines()[0] == \
+        spec_before.split("spec")[1].splitlines()[0]
+    report(f"{mode}: controller killed while degraded: refused, then started on request")
 
 
 def test_foreign_member_is_refused(tgtd_factory, mode, tmp_path):

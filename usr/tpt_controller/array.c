@@ -1164,8 +1164,9 @@ static int array_after_crash(struct tpt_array *a, uint8_t *dirty)
 			"could not be used: parity there may not match the data "
 			"and those positions' blocks there cannot be rebuilt. "
 			"Not starting (as md); to start anyway, accepting that "
-			"those blocks may be wrong, add start_dirty_degraded=yes "
-			"to --bsopts\n", regions, unusable);
+			"those blocks may be wrong, create the LU again with "
+			"--bsopts start_dirty_degraded=yes (for that assembly "
+			"only)\n", regions, unusable);
 		return -EUCLEAN;
 	}
 	eprintf("tptraid: the controller stopped with writes in flight in %"

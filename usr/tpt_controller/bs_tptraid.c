@@ -375,11 +375,13 @@ static int read_state(const char *path, struct tpt_state **out)
 	return ret;
 }
 
+#define DIRTY_DEGRADED_OPT "start_dirty_degraded=yes"
+
 /*
  * Assemble the array: from --bsopts for a new one; from its state file
- * when the LU is created again (--bsopts then empty, or the very
- * definition the file recorded: anything else is refused rather than
- * silently preferred).
+ * when the LU is created again (--bsopts then empty, the very definition
+ * the file recorded, or start_dirty_degraded=yes alone: anything else is
+ * refused rather than silently preferred).
  */
 static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
 			uint64_t *size)
@@ -387,6 +389,7 @@ static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
 	struct tptraid_bs *bs = (struct tptraid_bs *)BS_THREAD_I(lu);
 	struct tpt_array_spec *spec = NULL;
 	struct tpt_state *state = NULL;
+	bool dirty_degraded = false;
 	const char *text;
 	char err[256];
 	int ret;
@@ -398,15 +401,20 @@ static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
 	ret = read_state(path, &state);
 	if (ret)
 		goto out;
-	if (state && bs->bsopts && strcmp(state->spec, bs->bsopts)) {
+	/* The operator's answer to a refusal to start dirty and degraded
+	 * (array.c): this assembly only, the definition stays as recorded. */
+	if (state && bs->bsopts && !strcmp(bs->bsopts, DIRTY_DEGRADED_OPT)) {
+		dirty_degraded = true;
+	} else if (state && bs->bsopts && strcmp(state->spec, bs->bsopts)) {
 		eprintf("tptraid: %s records array %016" PRIx64 " defined as "
-			"\"%s\": give no --bsopts to assemble it, or remove "
-			"the file to define a new array\n", path,
-			state->array_id, state->spec);
+			"\"%s\": give no --bsopts to assemble it (or only "
+			DIRTY_DEGRADED_OPT "), or remove the file to define a "
+			"new array\n", path, state->array_id, state->spec);
 		ret = -EINVAL;
 		goto out;
 	}
-	text = bs->bsopts ? bs->bsopts : state ? state->spec : NULL;
+	text = bs->bsopts && !dirty_degraded ? bs->bsopts :
+	       state ? state->spec : NULL;
 	if (!text) {
 		eprintf("tptraid: no --bsopts and no state file at %s: nothing "
 			"to assemble\n", path);
@@ -423,6 +431,8 @@ static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
 		ret = -EINVAL;
 		goto out;
 	}
+	if (dirty_degraded)
+		spec->start_dirty_degraded = true;
 	ret = tpt_array_create(lu, spec, text, state, path, &bs->array);
 	if (ret) {
 		eprintf("tptraid: cannot assemble the array: %s\n",
