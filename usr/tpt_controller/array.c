@@ -362,7 +362,6 @@ void tpt_array_count(struct tpt_array *a, const struct tpt_array_counters *d)
 	a->counters.bytes_xored += d->bytes_xored;
 	a->counters.pdus += d->pdus;
 	a->counters.rma_ops += d->rma_ops;
-	a->counters.medium_errors += d->medium_errors;
 	pthread_mutex_unlock(&a->counters_lock);
 }
 
@@ -674,6 +673,16 @@ void array_new_event(struct tpt_array *a)
 			continue;
 		sb_write(a, m);
 	}
+}
+
+void array_span_exclude(struct tpt_span *s, unsigned int member)
+{
+	struct tpt_array *a = s->array;
+
+	s->excluded |= 1u << member;
+	pthread_mutex_lock(&a->counters_lock);
+	a->counters.medium_errors++;
+	pthread_mutex_unlock(&a->counters_lock);
 }
 
 void array_member_error(struct tpt_array *a, struct tpt_member *m,

@@ -114,7 +114,7 @@ static void bl_classify(struct bl_run *run, struct tpt_member *m,
 	} else if (status == SCSI_STATUS_CHECK_CONDITION && task) {
 		if (task->sense.key == SCSI_SENSE_MEDIUM_ERROR &&
 		    cmd->op == BL_READ && run->span->kind == TPT_SPAN_READ) {
-			run->span->excluded |= 1u << cmd->member;
+			array_span_exclude(run->span, cmd->member);
 			err = -ESTALE;
 		} else if (task->sense.key == SCSI_SENSE_MEDIUM_ERROR ||
 			   task->sense.key == SCSI_SENSE_HARDWARE_ERROR) {

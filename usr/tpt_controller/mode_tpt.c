@@ -543,7 +543,7 @@ static void tp_classify(struct tp_run *run, struct tpt_member *m,
 	case TPT_FAULT_LOCAL:
 		if (sense.reason == TPT_SENSE_READ_ERROR &&
 		    run->span->kind == TPT_SPAN_READ) {
-			run->span->excluded |= 1u << pc->member;
+			array_span_exclude(run->span, pc->member);
 			tp_fail(run, -ESTALE, true);
 			return;
 		}

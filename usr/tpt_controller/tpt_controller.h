@@ -270,6 +270,9 @@ bool array_settling(const struct tpt_array *a);
 /* A command to @m failed in a way only @m can be blamed for. */
 void array_member_error(struct tpt_array *a, struct tpt_member *m,
 			const char *why);
+/* @member had a medium error reading for @s: @s is served without it (the
+ * member stays), and the error is counted. */
+void array_span_exclude(struct tpt_span *s, unsigned int member);
 
 enum tpt_pos_state {
 	TPT_POS_IN_SYNC,
