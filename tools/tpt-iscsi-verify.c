@@ -379,6 +379,11 @@ int main(int argc, char **argv)
 	v.max_blocks = (uint32_t)(max_bs / v.lun.block_size);
 	if (!v.max_blocks)
 		v.max_blocks = 1;
+	if (mkdir(model, 0755) && errno != EEXIST) {
+		fprintf(stderr, PROG ": %s: %s\n", model, strerror(errno));
+		tool_lun_close(&v.lun, true);
+		return 1;
+	}
 	snprintf(path, sizeof(path), "%s/data", model);
 	fresh = access(path, F_OK) != 0;
 	v.data = map_file(model, "data", v.span_blocks * v.lun.block_size);
@@ -429,6 +434,11 @@ int main(int argc, char **argv)
 	msync(v.data, v.span_blocks * v.lun.block_size, MS_SYNC);
 	msync(v.unknown, v.span_blocks, MS_SYNC);
 	tool_lun_close(&v.lun, !v.lost);
+	for (i = 0; i < v.qd; i++)
+		free(v.io[i].buf);
+	free(v.busy);
+	munmap(v.data, v.span_blocks * v.lun.block_size);
+	munmap(v.unknown, v.span_blocks);
 	return v.errors || v.mismatches || v.lost ? 1 : 0;
 bad:
 	usage(stderr);
