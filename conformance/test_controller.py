@@ -11,8 +11,10 @@ import subprocess
 
 import pytest
 
-from tptlib import cluster, paths
+from tptlib import cluster, paths, proto
 from tptlib.client import GOOD, TptClient
+
+RESERVATION_CONFLICT = 0x18
 
 BS = 512
 MEMBERS = 5
@@ -197,6 +199,37 @@ def test_members_behind_chap(tgtd_factory, client):
     from tptlib.tgtd import TgtadmError
     with pytest.raises(TgtadmError):
         c.new_lun(2, 1, str(c.dir / "array2.state"), bstype="tptraid", bsopts=bad)
+
+
+@pytest.mark.parametrize("mode", ["tpt", "baseline"])
+def test_members_are_reserved_for_the_array(tgtd_factory, client, mode):
+    """The controller holds each member with a persistent reservation (WRITE
+    EXCLUSIVE, the array id as key): another initiator may read a member but
+    gets RESERVATION CONFLICT for a write and for a TPT command, so a nexus
+    the controller gave up on can change nothing either.  Stopping the array
+    gives the boxes back."""
+    c = cluster.start(tgtd_factory, n=3, mode=mode, unit=64 << 10, member_bytes=16 << 20)
+    client.login("array", c.url)
+    client.clear_unit_attentions("array")
+    assert client.command("array", write16(0, 8), data=os.urandom(8 * BS))["status"] == GOOD
+    client.login("rogue", c.target_urls[1])
+    client.clear_unit_attentions("rogue")
+    r = client.command("rogue", read16(0, 8), inlen=8 * BS)
+    assert r["status"] == GOOD, r
+    r = client.command("rogue", write16(0, 8), data=bytes(8 * BS))
+    assert r["status"] == RESERVATION_CONFLICT, r
+    r = client.command("rogue", proto.release_cdb(0, all_groups=True), dir="none")
+    assert r["status"] == RESERVATION_CONFLICT, r
+    # The array is untouched and still works.
+    data = os.urandom(8 * BS)
+    assert client.command("array", write16(8, 8), data=data)["status"] == GOOD
+    assert client.command("array", read16(8, 8), inlen=8 * BS)["data"] == data
+    client.logout("array")
+    c.controller.stop()
+    r = client.command("rogue", write16(0, 8), data=bytes(8 * BS))
+    if r["status"] == 2:        # the release's UNIT ATTENTION first
+        r = client.command("rogue", write16(0, 8), data=bytes(8 * BS))
+    assert r["status"] == GOOD, r
 
 
 @pytest.mark.parametrize("mode", ["tpt", "baseline"])

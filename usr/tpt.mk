@@ -11,7 +11,8 @@ TPT_OBJS += $(addprefix tpt_target/, lu.o nexus.o peer_link.o group.o \
 	xfer.o cmd.o cmd_setup.o cmd_read.o cmd_write.o cmd_parity.o disk_io.o)
 # The controller: tptraid LUs are arrays over TPT targets.
 TPT_OBJS += $(addprefix tpt_controller/, bs_tptraid.o array.o member.o \
-	array_files.o recovery.o mode_tpt.o mode_baseline.o array_show.o)
+	member_fence.o array_files.o recovery.o mode_tpt.o mode_baseline.o \
+	array_show.o)
 TGTD_OBJS += $(TPT_OBJS)
 INCLUDES += -I$(TPT_TOP)
 TPT_LIBS = $(TPT_LIBDIR)/libtptctl.a $(TPT_LIBDIR)/libtptiser.a \

@@ -831,6 +831,26 @@ static void member_set_up(struct tpt_member *m, int err)
 	run_waiting(a);
 }
 
+static void member_fenced(struct tpt_member *m, int err)
+{
+	struct tpt_array *a = m->array;
+
+	if (err) {
+		if (err != -ECANCELED)
+			member_fail(m, err == -EBUSY ? "reserved by another "
+				    "initiator" : "cannot reserve it");
+		return;
+	}
+	m->fenced = true;
+	a->mode->member_setup(a, m, member_set_up);
+}
+
+/* Reserve the box for the array (member_fence.c), then the mode's set-up. */
+static void member_take(struct tpt_array *a, struct tpt_member *m)
+{
+	member_fence(m, a->array_id, member_fenced);
+}
+
 static void sb_read_done(struct tpt_member *m, struct scsi_task *task,
 			 int status, void *arg)
 {
@@ -850,7 +870,7 @@ static void sb_read_done(struct tpt_member *m, struct scsi_task *task,
 	/* The mode's set-up names the array to the box (TPT's peer list):
 	 * until the superblocks have said which array it is, it waits. */
 	if (a->identified)
-		a->mode->member_setup(a, m, member_set_up);
+		member_take(a, m);
 }
 
 void array_member_online(struct tpt_array *a, struct tpt_member *m)
@@ -1250,7 +1270,7 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 			struct tpt_member *m = &a->member[i];
 
 			if (m->sb_read && m->link == MEMBER_ONLINE)
-				a->mode->member_setup(a, m, member_set_up);
+				member_take(a, m);
 		}
 		member_wait(a, TPT_ASSEMBLE_SECONDS);
 	}

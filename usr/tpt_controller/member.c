@@ -156,6 +156,7 @@ static void member_teardown(struct tpt_member *m)
 			MEMBER_RECONNECT_INTERVAL);
 	m->unreachable_said = true;
 	m->link = MEMBER_OFFLINE;
+	m->fenced = false;
 	m->next_connect = now_s() + MEMBER_RECONNECT_INTERVAL;
 	m->nop_sent = 0;
 	if (m->fd >= 0) {
@@ -549,6 +550,8 @@ void member_close(struct tpt_member *m)
 	}
 	if (m->link == MEMBER_ONLINE && m->iscsi) {
 		iscsi_set_timeout(m->iscsi, MEMBER_STOP_TIMEOUT);
+		if (m->fenced)
+			member_unfence_sync(m, m->array->array_id);
 		iscsi_logout_sync(m->iscsi);
 	}
 	if (m->link != MEMBER_OFFLINE) {

@@ -107,6 +107,7 @@ struct tpt_member {
 	/* The array's view (array.c). */
 	bool sb_read;			/* its superblock is read (sb_status) */
 	bool ready;			/* set up: superblock read, mode ready */
+	bool fenced;			/* holds the array's reservation */
 	bool refused;			/* foreign or unusable: never used */
 	struct tpt_member_sb sb;	/* as read when it came online */
 	int sb_status;			/* tpt_member_sb_decode()'s answer */
@@ -140,6 +141,14 @@ int member_send(struct tpt_member *m, struct scsi_task *task, void *data_out,
 /* The same for a raw 16-byte CDB with @len bytes of @data in or out. */
 int member_send_cdb(struct tpt_member *m, const uint8_t *cdb, int xfer_dir,
 		    void *data, uint32_t len, member_cmd_cb cb, void *arg);
+
+/* member_fence.c: take ONLINE @m for the array whose key is @key (register,
+ * preempt our older sessions, reserve WRITE EXCLUSIVE); @done gets 0,
+ * -EBUSY when another initiator holds it, or another error. */
+typedef void (*member_fence_cb)(struct tpt_member *m, int err);
+void member_fence(struct tpt_member *m, uint64_t key, member_fence_cb done);
+/* Give the reservation up (a clean stop), blocking. */
+void member_unfence_sync(struct tpt_member *m, uint64_t key);
 
 /* ---- modes ---- */
 
