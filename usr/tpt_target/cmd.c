@@ -306,29 +306,31 @@ void tpt_cmd_abort(struct scsi_cmd *cmd)
 	}
 }
 
-void tpt_group_abort_cmds(struct tpt_group *g, enum tpt_sense_reason reason)
+/* The commands of group @g, or of session @s, end with @reason. */
+static void tpt_abort_cmds(const struct tpt_group *g,
+			   const struct tpt_session *s,
+			   enum tpt_sense_reason reason)
 {
 	struct tpt_cmd *tc;
 
 	list_for_each_entry(tc, &tpt_cmds, link) {
-		if (tc->group != g || tc->aborted)
+		if ((g && tc->group != g) || (s && tc->session != s) ||
+		    tc->aborted)
 			continue;
 		tc->aborted = true;
 		tc->abort_reason = reason;
 	}
 }
 
+void tpt_group_abort_cmds(struct tpt_group *g, enum tpt_sense_reason reason)
+{
+	tpt_abort_cmds(g, NULL, reason);
+}
+
 void tpt_session_abort_cmds(struct tpt_session *s,
 			    enum tpt_sense_reason reason)
 {
-	struct tpt_cmd *tc;
-
-	list_for_each_entry(tc, &tpt_cmds, link) {
-		if (tc->session != s || tc->aborted)
-			continue;
-		tc->aborted = true;
-		tc->abort_reason = reason;
-	}
+	tpt_abort_cmds(NULL, s, reason);
 }
 
 bool tpt_lu_busy(const struct tpt_lu *tlu)
