@@ -184,20 +184,49 @@ static int fab_listen(struct tpt_dm_fabric *fab, const char *listen_addr,
 	return 0;
 }
 
-/* Requested keys start from a counter and, where they can, random
- * upper bits. */
-static void fab_keys_init(struct tpt_dm_fabric *fab)
+/* Random words for keys, from the kernel's CSPRNG (blocking only until
+ * it is seeded, at boot): 0, or -errno. */
+static int fab_keys_refill(struct tpt_dm_fabric *fab)
+{
+	size_t want = sizeof(fab->key_random), got = 0;
+
+	while (got < want) {
+		ssize_t n = getrandom((uint8_t *)fab->key_random + got,
+				      want - got, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)n;
+	}
+	fab->key_random_left = TPT_DM_KEY_WORDS;
+	return 0;
+}
+
+/*
+ * Requested keys (STags) are a counter, so that no two live ones collide,
+ * under random upper bits where the provider's keys are wide enough: an
+ * STag seen on the wire tells nothing about the next or any other.
+ * Without a CSPRNG the datamover does not start.
+ */
+static int fab_keys_init(struct tpt_dm_fabric *fab)
 {
 	size_t key_size = fab->info->domain_attr->mr_key_size;
+	int ret;
 
 	fab->mr_mode = (uint64_t)fab->info->domain_attr->mr_mode;
 	if (!key_size || key_size >= sizeof(uint64_t))
 		fab->key_mask = UINT64_MAX;
 	else
 		fab->key_mask = (1ULL << (8 * key_size)) - 1;
-	if (getrandom(&fab->key_rng, sizeof(fab->key_rng), GRND_NONBLOCK) !=
-	    sizeof(fab->key_rng))
-		fab->key_rng = (uint64_t)getpid() << 32 ^ (uintptr_t)fab;
+	ret = fab_keys_refill(fab);
+	if (ret)
+		return fab_error(fab, ret, "getrandom: %s: refusing to hand "
+				 "out guessable STags", strerror(-ret));
+	fab->key_counter = fab->key_random[--fab->key_random_left];
+	return 0;
 }
 
 int tpt_dm_fabric_open(struct tpt_dm_fabric *fab, const char *provider,
@@ -212,7 +241,9 @@ int tpt_dm_fabric_open(struct tpt_dm_fabric *fab, const char *provider,
 	ret = fab_getinfo(fab, provider, listen_addr, listen_port);
 	if (ret)
 		return ret;
-	fab_keys_init(fab);
+	ret = fab_keys_init(fab);
+	if (ret)
+		return ret;
 	ret = fi_fabric(fab->info->fabric_attr, &fab->fabric, NULL);
 	if (ret)
 		return fab_fi_error(fab, "fi_fabric", ret);
@@ -264,14 +295,13 @@ int tpt_dm_fabric_ep_open(struct tpt_dm_fabric *fab, struct fi_info *info,
 	return 0;
 }
 
-/* splitmix64: a cheap generator for key bits, seeded from the kernel. */
 static uint64_t fab_key_random(struct tpt_dm_fabric *fab)
 {
-	uint64_t z = (fab->key_rng += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
+	/* A refill that fails (it cannot once the first has worked) leaves
+	 * the words as they were: still unknown to any peer. */
+	if (!fab->key_random_left && fab_keys_refill(fab))
+		fab->key_random_left = TPT_DM_KEY_WORDS;
+	return fab->key_random[--fab->key_random_left];
 }
 
 static uint64_t fab_requested_key(struct tpt_dm_fabric *fab)

@@ -47,7 +47,10 @@ struct tpt_dm_fabric {
 	uint64_t mr_mode;
 	uint64_t key_mask;	/* requested keys must fit mr_key_size */
 	uint64_t key_counter;	/* requested keys: unique by this */
-	uint64_t key_rng;	/* and unpredictable by this */
+	/* and unpredictable by these words from the kernel's CSPRNG */
+#define TPT_DM_KEY_WORDS 64
+	uint64_t key_random[TPT_DM_KEY_WORDS];
+	unsigned int key_random_left;
 
 	char errbuf[256];	/* the last failure, in words */
 };
