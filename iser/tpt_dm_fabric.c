@@ -205,6 +205,15 @@ static int fab_keys_refill(struct tpt_dm_fabric *fab)
 	return 0;
 }
 
+static uint64_t fab_key_random(struct tpt_dm_fabric *fab)
+{
+	/* A refill that fails (it cannot once the first has worked) leaves
+	 * the words as they were: still unknown to any peer. */
+	if (!fab->key_random_left && fab_keys_refill(fab))
+		fab->key_random_left = TPT_DM_KEY_WORDS;
+	return fab->key_random[--fab->key_random_left];
+}
+
 /*
  * Requested keys (STags) are a counter, so that no two live ones collide,
  * under random upper bits where the provider's keys are wide enough: an
@@ -225,7 +234,7 @@ static int fab_keys_init(struct tpt_dm_fabric *fab)
 	if (ret)
 		return fab_error(fab, ret, "getrandom: %s: refusing to hand "
 				 "out guessable STags", strerror(-ret));
-	fab->key_counter = fab->key_random[--fab->key_random_left];
+	fab->key_counter = fab_key_random(fab);
 	return 0;
 }
 
@@ -293,15 +302,6 @@ int tpt_dm_fabric_ep_open(struct tpt_dm_fabric *fab, struct fi_info *info,
 		return fab_fi_error(fab, "endpoint setup", ret);
 	}
 	return 0;
-}
-
-static uint64_t fab_key_random(struct tpt_dm_fabric *fab)
-{
-	/* A refill that fails (it cannot once the first has worked) leaves
-	 * the words as they were: still unknown to any peer. */
-	if (!fab->key_random_left && fab_keys_refill(fab))
-		fab->key_random_left = TPT_DM_KEY_WORDS;
-	return fab->key_random[--fab->key_random_left];
 }
 
 static uint64_t fab_requested_key(struct tpt_dm_fabric *fab)

@@ -80,6 +80,43 @@ def run_load(args, url, pattern, bs, span, seconds=None, nbytes=None):
             "iops": float(vals["iops"])}
 
 
+def measure_load(args, url, server, targets, pattern, bs, span, seconds=None,
+                 nbytes=None, counters=True):
+    """run_load() with the CPU seconds of the tgtd `server` (ctl_cpu) and
+    of `targets` (tgt_cpu) it cost, and the change of server's TPT-RAID
+    counters while it ran (stats; empty without `counters`).  A request the
+    controller counted failed fails the measurement."""
+    st0 = controller_counters(server) if counters else {}
+    c0 = cpu_seconds(server.proc)
+    t0 = sum(cpu_seconds(t.proc) for t in targets)
+    r = run_load(args, url, pattern, bs, span, seconds, nbytes)
+    r["ctl_cpu"] = cpu_seconds(server.proc) - c0
+    r["tgt_cpu"] = sum(cpu_seconds(t.proc) for t in targets) - t0
+    st1 = controller_counters(server) if counters else {}
+    r["stats"] = {k: st1[k] - st0.get(k, 0) for k in st1}
+    if r["stats"].get("failed"):
+        raise RuntimeError(f"the controller counted {r['stats']['failed']} failed requests")
+    return r
+
+
+def merge_runs(a, b):
+    """Two measure_load() passes of one workload as one result (a may be
+    None: the first pass)."""
+    if a is None:
+        return b
+    out = {k: a[k] + b[k] for k in ("ops", "bytes", "seconds", "ctl_cpu", "tgt_cpu")}
+    out["mbps"] = out["bytes"] / out["seconds"] / 1e6
+    out["iops"] = out["ops"] / out["seconds"]
+    out["stats"] = {k: a["stats"].get(k, 0) + b["stats"].get(k, 0)
+                    for k in set(a["stats"]) | set(b["stats"])}
+    return out
+
+
+def per_gib(r, value):
+    """value per GiB the host moved in result r."""
+    return value / (r["bytes"] / GiB) if r and r["bytes"] else None
+
+
 def pick_workdir(args, need, prefix):
     """A fresh directory in args.workdir, else /dev/shm if it has room for
     `need` bytes, else build/."""

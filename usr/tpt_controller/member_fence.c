@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,7 @@
 #include "list.h"
 #include "tgtd.h"
 #include "log.h"
+#include "util.h"
 #include "tpt_controller.h"
 
 #define PR_OUT_OPCODE 0x5f
@@ -52,14 +54,6 @@ struct fence {
 	uint8_t param[PR_PARAM_LEN];
 };
 
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 7; i >= 0; i--, v >>= 8)
-		p[i] = (uint8_t)v;
-}
-
 /* PERSISTENT RESERVE OUT @action: its CDB and parameter list. */
 static void pr_out(enum pr_action action, uint64_t key, uint8_t *cdb,
 		   uint8_t *param)
@@ -74,17 +68,17 @@ static void pr_out(enum pr_action action, uint64_t key, uint8_t *cdb,
 	cdb[8] = PR_PARAM_LEN;
 	switch (action) {
 	case PR_REGISTER_AND_IGNORE:
-		put_be64(param + 8, key);	/* the new key */
+		put_unaligned_be64(key, param + 8);	/* the new key */
 		break;
 	case PR_PREEMPT:
-		put_be64(param, key);
-		put_be64(param + 8, key);	/* whose sessions go */
+		put_unaligned_be64(key, param);
+		put_unaligned_be64(key, param + 8);	/* whose sessions go */
 		break;
 	case PR_RESERVE:
-		put_be64(param, key);
+		put_unaligned_be64(key, param);
 		break;
 	case PR_REGISTER:
-		put_be64(param, key);		/* to key 0: unregister */
+		put_unaligned_be64(key, param);		/* to key 0: unregister */
 		break;
 	}
 }

@@ -81,9 +81,8 @@ static void tpt_session_supersede(struct tpt_session *old,
 enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
 					    const struct tpt_peer_list *pl)
 {
-	struct tpt_session *o;
-
 	const struct tpt_peer *self = tpt_peer_list_find(pl, pl->self_id);
+	struct tpt_session *o;
 
 	if (!self || self->role != TPT_ROLE_TARGET)
 		return TPT_SENSE_INVALID_PARAM_FIELD;
