@@ -305,14 +305,7 @@ def test_a_newer_nexus_of_the_array_supersedes_the_old_one(tpt):
     tpt.client.clear_unit_attentions("t0-new")
 
     def on_new(cdb, out=None, inlen=None):
-        tag = tpt.next_tag()
-        if out is not None:
-            tpt.client.send("t0-new", tag, cdb, dir="out", data=out)
-        elif inlen is not None:
-            tpt.client.send("t0-new", tag, cdb, dir="in", inlen=inlen)
-        else:
-            tpt.client.send("t0-new", tag, cdb, dir="none")
-        return tpt.wait([tag])[0]
+        return tpt.cmd(t0, cdb, out, inlen, session="t0-new")
 
     pl = proto.peer_list(ARRAY_ID, 1, 0, tpt.peers())
     assert on_new(proto.setup_cdb(proto.SET_PEER_LIST, len(pl)), out=pl).good

@@ -124,14 +124,17 @@ class TptTargets:
         self._tag += 1
         return f"c{self._tag}"
 
-    def send(self, t, cdb, out=None, inlen=None):
+    def send(self, t, cdb, out=None, inlen=None, session=None):
+        """Queue cdb to target t, on the client's session to it or on
+        another one logged in under the name `session`."""
+        name = session or t.name
         tag = self.next_tag()
         if out is not None:
-            self.client.send(t.name, tag, cdb, dir="out", data=out)
+            self.client.send(name, tag, cdb, dir="out", data=out)
         elif inlen is not None:
-            self.client.send(t.name, tag, cdb, dir="in", inlen=inlen)
+            self.client.send(name, tag, cdb, dir="in", inlen=inlen)
         else:
-            self.client.send(t.name, tag, cdb, dir="none")
+            self.client.send(name, tag, cdb, dir="none")
         return tag
 
     def wait(self, tags, timeout_ms=30000):
@@ -141,8 +144,8 @@ class TptTargets:
             out.append(Result(r["status"], r.get("sense", b""), r.get("data", b""), r))
         return out
 
-    def cmd(self, t, cdb, out=None, inlen=None, timeout_ms=30000):
-        return self.wait([self.send(t, cdb, out, inlen)], timeout_ms)[0]
+    def cmd(self, t, cdb, out=None, inlen=None, timeout_ms=30000, session=None):
+        return self.wait([self.send(t, cdb, out, inlen, session)], timeout_ms)[0]
 
     # -- host buffers (the controller's copy of host data) --------------------
     def host_buffer(self, name, data=None, size=None):
