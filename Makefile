@@ -49,7 +49,7 @@ LIBTPTISER := $(LIBDIR)/libtptiser.a
 LIBTPTCTL := $(LIBDIR)/libtptctl.a
 # Link order: the controller uses the datamover, which uses the codec.
 TPT_LIBS := $(LIBTPTCTL) $(LIBTPTISER) $(LIBTPTSCSI)
-TPT_EXT_LIBS := -lfabric -lisal
+TPT_EXT_LIBS := -lfabric -lisal -lnettle
 
 UNIT_SRCS := $(wildcard test/unit/*/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:%.c=$(BUILD)/%)

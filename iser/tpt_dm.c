@@ -139,6 +139,7 @@ static void dm_free(struct tpt_dm *dm)
 	}
 	dm_bufs_close(dm);
 	dm_ops_close(dm);
+	dm_seen_peers_free(dm);
 	tpt_dm_fabric_close(&dm->fab);
 	if (dm->epoll_fd >= 0)
 		close(dm->epoll_fd);
@@ -164,6 +165,7 @@ int tpt_dm_open(const struct tpt_dm_config *cfg, struct tpt_dm **out)
 	dm->epoll_fd = dm->wake_fd = -1;
 	dm_list_init(&dm->peers);
 	dm_list_init(&dm->user_bufs);
+	dm_list_init(&dm->seen_peers);
 	if (!dm->cfg.pool_bytes)
 		dm->cfg.pool_bytes = DM_DEFAULT_POOL_BYTES;
 	if (!dm->cfg.pool_buf_bytes)

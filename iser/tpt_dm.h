@@ -28,11 +28,17 @@ struct tpt_dm_buf;
 
 /* What a connecting peer presents in the connection request, and what the
  * accepting side checks against the peer list its controller delivered
- * (anti-spoofing, paper III-B).  Sent as libfabric connection data, in
- * network byte order on the wire (docs/protocol.md, "Datamover hello";
- * the 32-byte layout is in iser/tpt_dm_priv.h).  A hello that is short,
- * lacks the magic or has another version is refused before the accept
- * callback sees it. */
+ * (anti-spoofing, paper III-B).  Sent as libfabric connection data
+ * (docs/protocol.md 6.5; the wire layout is in iser/tpt_dm_priv.h).
+ *
+ * The secret never travels: the connecting side proves that it knows the
+ * accepting side's token (its AUTH TOKEN in the peer list, or a host's
+ * key) with an HMAC over the hello and a counter that only grows, and
+ * the accepting side proves it knows the same token in its answer.  A
+ * hello that is short, lacks the magic or has another version is refused
+ * before the accept callback sees it; so is one whose counter is not
+ * above the last one accepted from that (array, role, peer id), which is
+ * what makes a recorded hello useless. */
 #define TPT_DM_TOKEN_LEN 16
 enum tpt_dm_role {
 	TPT_DM_ROLE_TARGET = 1,
@@ -43,14 +49,32 @@ struct tpt_dm_hello {
 	uint8_t role;			/* enum tpt_dm_role */
 	uint16_t peer_id;		/* the sender's id in the peer list */
 	uint64_t array_id;		/* which array's peer list */
-	uint8_t token[TPT_DM_TOKEN_LEN];/* secret from the peer list / host key */
+	/* tpt_dm_connect: the accepting side's token, the key of the
+	 * proof; it is not sent.  Zero in a hello the accept callback
+	 * gets. */
+	uint8_t token[TPT_DM_TOKEN_LEN];
+	/* tpt_dm_connect: 0 lets the datamover pick the next value of its
+	 * clock-based counter (a tool may set one, to replay).  Accept:
+	 * what the peer sent. */
+	uint64_t counter;
+	/* Accept: the proof the peer sent, for tpt_dm_hello_proves. */
+	uint8_t proof[TPT_DM_TOKEN_LEN];
 };
+
+/* For the accept callback: true when @hello was made with @token (the one
+ * this side expects the peer to know).  Compares in constant time. */
+bool tpt_dm_hello_proves(const struct tpt_dm_hello *hello,
+			 const uint8_t token[TPT_DM_TOKEN_LEN]);
 
 /* Decide on an incoming connection: return 0 to accept, a negative errno
  * to refuse (the datamover logs the refusal with the source address).
- * src is the address the request came from. */
+ * src is the address the request came from.  Accepting means naming, in
+ * @token, the token this peer must know (tpt_dm_hello_proves tells which
+ * of several candidates it used); the datamover checks the proof and the
+ * counter itself and refuses the peer when either fails. */
 typedef int (*tpt_dm_accept_fn)(void *arg, const struct tpt_dm_hello *hello,
-				const struct sockaddr *src, socklen_t srclen);
+				const struct sockaddr *src, socklen_t srclen,
+				uint8_t token[TPT_DM_TOKEN_LEN]);
 
 struct tpt_dm_config {
 	const char *provider;	/* NULL: tpt_dm_provider_choose() */
@@ -87,8 +111,9 @@ const char *tpt_dm_strerror(const struct tpt_dm *dm);
 /* --- peers --- */
 
 /* status is 0 once connected, or a negative errno (-ECONNREFUSED when the
- * other side refused us, -ECANCELED when disconnected or closed first).
- * Runs exactly once. */
+ * other side refused us, -EACCES when it accepted without proving that it
+ * knows the token, -ECANCELED when disconnected or closed first).  Runs
+ * exactly once. */
 typedef void (*tpt_dm_connect_cb)(struct tpt_dm_peer *peer, int status,
 				  void *arg);
 
@@ -181,7 +206,8 @@ struct tpt_dm_stats {
 	uint64_t puts, gets;		/* Put_Data / Get_Data calls */
 	uint64_t rma_ops;		/* fi_write/fi_read posted (chunks) */
 	uint64_t bytes_put, bytes_got;
-	uint64_t refused_peers;
+	uint64_t refused_peers;		/* every refusal, replays included */
+	uint64_t replayed_hellos;	/* counter not above the last one */
 	uint64_t pool_exhausted;	/* tpt_dm_buf_get -EAGAIN answers */
 };
 void tpt_dm_get_stats(const struct tpt_dm *dm, struct tpt_dm_stats *st);

@@ -13,6 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <nettle/hmac.h>
+#include <nettle/memops.h>
 
 /* --- hello codec --- */
 
@@ -49,15 +53,37 @@ static uint64_t get_be64(const uint8_t *p)
 	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
 }
 
-void dm_hello_encode(const struct tpt_dm_hello *hello,
-		     uint8_t wire[DM_HELLO_WIRE_LEN])
+/* HMAC-SHA256 keyed with @token over @label and the signed part of the
+ * hello, cut to 16 bytes: the hello's proof ("H") or the answer ("A"). */
+static void dm_hello_mac(const uint8_t token[TPT_DM_TOKEN_LEN], char label,
+			 const uint8_t signed_part[DM_HELLO_SIGNED_LEN],
+			 uint8_t mac[TPT_DM_TOKEN_LEN])
+{
+	struct hmac_sha256_ctx ctx;
+
+	hmac_sha256_set_key(&ctx, TPT_DM_TOKEN_LEN, token);
+	hmac_sha256_update(&ctx, 1, (const uint8_t *)&label);
+	hmac_sha256_update(&ctx, DM_HELLO_SIGNED_LEN, signed_part);
+	hmac_sha256_digest(&ctx, TPT_DM_TOKEN_LEN, mac);
+}
+
+static void dm_hello_signed_part(const struct tpt_dm_hello *hello,
+				 uint8_t wire[DM_HELLO_SIGNED_LEN])
 {
 	put_be32(wire, DM_HELLO_MAGIC);
 	wire[4] = DM_HELLO_VERSION;
 	wire[5] = hello->role;
 	put_be16(wire + 6, hello->peer_id);
 	put_be64(wire + 8, hello->array_id);
-	memcpy(wire + 16, hello->token, TPT_DM_TOKEN_LEN);
+	put_be64(wire + 16, hello->counter);
+}
+
+void dm_hello_encode(struct tpt_dm_hello *hello,
+		     uint8_t wire[DM_HELLO_WIRE_LEN])
+{
+	dm_hello_signed_part(hello, wire);
+	dm_hello_mac(hello->token, 'H', wire, hello->proof);
+	memcpy(wire + DM_HELLO_SIGNED_LEN, hello->proof, TPT_DM_TOKEN_LEN);
 }
 
 int dm_hello_decode(const uint8_t *wire, size_t len,
@@ -72,8 +98,82 @@ int dm_hello_decode(const uint8_t *wire, size_t len,
 	hello->role = wire[5];
 	hello->peer_id = get_be16(wire + 6);
 	hello->array_id = get_be64(wire + 8);
-	memcpy(hello->token, wire + 16, TPT_DM_TOKEN_LEN);
+	hello->counter = get_be64(wire + 16);
+	memcpy(hello->proof, wire + DM_HELLO_SIGNED_LEN, TPT_DM_TOKEN_LEN);
 	return 0;
+}
+
+void dm_hello_answer(const struct tpt_dm_hello *hello,
+		     const uint8_t token[TPT_DM_TOKEN_LEN],
+		     uint8_t answer[DM_HELLO_ANSWER_LEN])
+{
+	uint8_t signed_part[DM_HELLO_SIGNED_LEN];
+
+	dm_hello_signed_part(hello, signed_part);
+	dm_hello_mac(token, 'A', signed_part, answer);
+}
+
+bool tpt_dm_hello_proves(const struct tpt_dm_hello *hello,
+			 const uint8_t token[TPT_DM_TOKEN_LEN])
+{
+	uint8_t signed_part[DM_HELLO_SIGNED_LEN], mac[TPT_DM_TOKEN_LEN];
+
+	dm_hello_signed_part(hello, signed_part);
+	dm_hello_mac(token, 'H', signed_part, mac);
+	return memeql_sec(mac, hello->proof, sizeof(mac));
+}
+
+/* A counter for our next hello: nanoseconds of the wall clock, so that it
+ * keeps growing across restarts of this process, and never the same
+ * twice within it. */
+static uint64_t dm_next_counter(struct tpt_dm *dm)
+{
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	dm->last_counter = now > dm->last_counter ? now : dm->last_counter + 1;
+	return dm->last_counter;
+}
+
+/* Remembers @hello's counter if it is above the last one accepted from
+ * the same peer: false for a replay (or a peer whose clock went back). */
+static bool dm_counter_fresh(struct tpt_dm *dm, const struct tpt_dm_hello *hello)
+{
+	struct dm_seen_peer *seen;
+	struct dm_list *pos;
+
+	for (pos = dm->seen_peers.next; pos != &dm->seen_peers; pos = pos->next) {
+		seen = dm_container_of(pos, struct dm_seen_peer, link);
+		if (seen->array_id != hello->array_id ||
+		    seen->role != hello->role || seen->peer_id != hello->peer_id)
+			continue;
+		if (hello->counter <= seen->counter)
+			return false;
+		seen->counter = hello->counter;
+		return true;
+	}
+	seen = calloc(1, sizeof(*seen));
+	if (!seen)
+		return false;
+	seen->array_id = hello->array_id;
+	seen->role = hello->role;
+	seen->peer_id = hello->peer_id;
+	seen->counter = hello->counter;
+	dm_list_add_tail(&dm->seen_peers, &seen->link);
+	return true;
+}
+
+void dm_seen_peers_free(struct tpt_dm *dm)
+{
+	while (dm->seen_peers.next != &dm->seen_peers) {
+		struct dm_seen_peer *seen = dm_container_of(
+			dm->seen_peers.next, struct dm_seen_peer, link);
+
+		dm_list_del(&seen->link);
+		free(seen);
+	}
 }
 
 /* --- peer objects --- */
@@ -170,6 +270,8 @@ int tpt_dm_connect(struct tpt_dm *dm, const char *addr, uint16_t port,
 		return dm_error(dm, -ENOMEM, "out of memory");
 	}
 	peer->hello = *hello;
+	if (!peer->hello.counter)
+		peer->hello.counter = dm_next_counter(dm);
 	peer->connect_cb = cb;
 	peer->connect_arg = arg;
 	dm_format_addr(info->dest_addr, (socklen_t)info->dest_addrlen,
@@ -177,7 +279,7 @@ int tpt_dm_connect(struct tpt_dm *dm, const char *addr, uint16_t port,
 	ret = tpt_dm_fabric_ep_open(&dm->fab, info, peer, &peer->ep);
 	if (ret)
 		goto fail;
-	dm_hello_encode(hello, wire);
+	dm_hello_encode(&peer->hello, wire);
 	ret = fi_connect(peer->ep, info->dest_addr, wire, sizeof(wire));
 	if (ret) {
 		ret = dm_error(dm, tpt_dm_fabric_errno(ret), "fi_connect %s: %s",
@@ -283,6 +385,7 @@ static void dm_on_connreq(struct tpt_dm *dm, struct fi_eq_cm_entry *entry,
 	struct fi_info *info = entry->info;
 	const struct sockaddr *src = NULL;
 	socklen_t srclen = 0;
+	uint8_t token[TPT_DM_TOKEN_LEN], answer[DM_HELLO_ANSWER_LEN];
 	struct tpt_dm_hello hello;
 	struct tpt_dm_peer *peer;
 	char from[64];
@@ -309,12 +412,24 @@ static void dm_on_connreq(struct tpt_dm *dm, struct fi_eq_cm_entry *entry,
 		goto out;
 	}
 	dm->callbacks_run++;
-	ret = dm->cfg.accept(dm->cfg.accept_arg, &hello, src, srclen);
+	ret = dm->cfg.accept(dm->cfg.accept_arg, &hello, src, srclen, token);
 	if (ret) {
 		dm_refuse(dm, info, &hello, from,
 			  strerror(ret < 0 ? -ret : ret));
 		goto out;
 	}
+	/* Checked here, not left to the owner: no owner can forget it. */
+	if (!tpt_dm_hello_proves(&hello, token)) {
+		dm_refuse(dm, info, &hello, from, "wrong proof of the token");
+		goto out;
+	}
+	if (!dm_counter_fresh(dm, &hello)) {
+		dm->stats.replayed_hellos++;
+		dm_refuse(dm, info, &hello, from, "replayed hello (counter "
+			  "not above the last one accepted)");
+		goto out;
+	}
+	dm_hello_answer(&hello, token, answer);
 
 	peer = dm_peer_alloc(dm);
 	if (!peer) {
@@ -330,7 +445,7 @@ static void dm_on_connreq(struct tpt_dm *dm, struct fi_eq_cm_entry *entry,
 		free(peer);
 		goto out;
 	}
-	ret = fi_accept(peer->ep, NULL, 0);
+	ret = fi_accept(peer->ep, answer, sizeof(answer));
 	if (ret) {
 		dm_log(dm, "fi_accept %s: %s", from, fi_strerror(-ret));
 		fi_close(&peer->ep->fid);
@@ -344,8 +459,10 @@ out:
 	fi_freeinfo(info);
 }
 
-static void dm_on_connected(struct tpt_dm *dm, struct tpt_dm_peer *peer)
+static void dm_on_connected(struct tpt_dm *dm, struct tpt_dm_peer *peer,
+			    const uint8_t *data, size_t len)
 {
+	uint8_t answer[DM_HELLO_ANSWER_LEN];
 	tpt_dm_connect_cb cb;
 
 	if (peer->state == DM_PEER_ACCEPTING) {
@@ -354,6 +471,16 @@ static void dm_on_connected(struct tpt_dm *dm, struct tpt_dm_peer *peer)
 	}
 	if (peer->state != DM_PEER_CONNECTING)
 		return;
+	/* Mutual: whoever answered must know the token too, or it is not
+	 * the peer the list named (an address taken over, say). */
+	dm_hello_answer(&peer->hello, peer->hello.token, answer);
+	if (len < sizeof(answer) || !memeql_sec(data, answer, sizeof(answer))) {
+		dm->stats.refused_peers++;
+		dm_log(dm, "peer %s accepted without proving that it knows "
+		       "the token: dropped", peer->addr_str);
+		dm_peer_teardown(peer, -EACCES, false);
+		return;
+	}
 	peer->state = DM_PEER_UP;
 	cb = peer->connect_cb;
 	peer->connect_cb = NULL;
@@ -449,7 +576,8 @@ int dm_eq_progress(struct tpt_dm *dm)
 		case FI_CONNECTED:
 			peer = ev.cm.fid->context;
 			if (peer)
-				dm_on_connected(dm, peer);
+				dm_on_connected(dm, peer, ev.cm.data,
+						(size_t)ret - sizeof(ev.cm));
 			break;
 		case FI_SHUTDOWN:
 			peer = ev.cm.fid->context;

@@ -71,22 +71,43 @@ static inline void dm_list_splice_tail(struct dm_list *to, struct dm_list *from)
 /* --- the hello on the wire (connection data of fi_connect) ---
  *
  *   0  u32  magic "TPDM" (0x5450444d)
- *   4  u8   version (1)
+ *   4  u8   version (2)
  *   5  u8   role (enum tpt_dm_role)
  *   6  u16  peer_id
  *   8  u64  array_id
- *  16  u8[16] token
+ *  16  u64  counter
+ *  24  u8[16] proof: HMAC-SHA256 keyed with the token over "H" and
+ *             bytes 0-23, first 16 bytes
  *
- * All integers big-endian. */
-#define DM_HELLO_WIRE_LEN 32
+ * The acceptor answers with 16 bytes of fi_accept connection data: the
+ * same HMAC over "A" and bytes 0-23.  All integers big-endian. */
+#define DM_HELLO_WIRE_LEN 40
+#define DM_HELLO_SIGNED_LEN 24
+#define DM_HELLO_ANSWER_LEN 16
 #define DM_HELLO_MAGIC 0x5450444dU
-#define DM_HELLO_VERSION 1
+#define DM_HELLO_VERSION 2
 
-void dm_hello_encode(const struct tpt_dm_hello *hello,
+/* Fills in hello->proof from hello->token, then the wire form. */
+void dm_hello_encode(struct tpt_dm_hello *hello,
 		     uint8_t wire[DM_HELLO_WIRE_LEN]);
-/* 0, or -EPROTO for a short, foreign or newer-version hello. */
+/* 0, or -EPROTO for a short, foreign or other-version hello. */
 int dm_hello_decode(const uint8_t *wire, size_t len,
 		    struct tpt_dm_hello *hello);
+/* The acceptor's answer to @hello, keyed with @token. */
+void dm_hello_answer(const struct tpt_dm_hello *hello,
+		     const uint8_t token[TPT_DM_TOKEN_LEN],
+		     uint8_t answer[DM_HELLO_ANSWER_LEN]);
+
+/* The last counter accepted from one (array, role, peer id): entries are
+ * made only for hellos the owner accepted, so strangers cannot grow the
+ * table. */
+struct dm_seen_peer {
+	struct dm_list link;
+	uint64_t array_id;
+	uint8_t role;
+	uint16_t peer_id;
+	uint64_t counter;
+};
 
 /* --- buffers --- */
 
@@ -196,6 +217,9 @@ struct tpt_dm {
 	struct dm_op *op_free;
 
 	struct dm_list peers;
+	/* hellos: the counter of our last one, the peers' last ones */
+	uint64_t last_counter;
+	struct dm_list seen_peers;	/* struct dm_seen_peer */
 	void (*peer_down_cb)(struct tpt_dm_peer *peer, void *arg);
 	void *peer_down_arg;
 
@@ -226,6 +250,7 @@ int dm_eq_progress(struct tpt_dm *dm);
 void dm_peer_teardown(struct tpt_dm_peer *peer, int status, bool notify_down);
 void dm_peer_reap(struct tpt_dm *dm);
 void dm_peer_free(struct tpt_dm_peer *peer);
+void dm_seen_peers_free(struct tpt_dm *dm);
 
 /* tpt_dm_buf.c */
 int dm_pool_open(struct tpt_dm *dm);

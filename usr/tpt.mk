@@ -17,7 +17,7 @@ TGTD_OBJS += $(TPT_OBJS)
 INCLUDES += -I$(TPT_TOP)
 TPT_LIBS = $(TPT_LIBDIR)/libtptctl.a $(TPT_LIBDIR)/libtptiser.a \
 	$(TPT_LIBDIR)/libtptscsi.a
-LIBS += $(TPT_LIBS) -liscsi -lfabric -lisal
+LIBS += $(TPT_LIBS) -liscsi -lfabric -lisal -lnettle
 # tgt's rule knows only its objects: relink when one of ours changes.
 tgtd: $(TPT_LIBS)
 

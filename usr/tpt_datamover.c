@@ -137,13 +137,14 @@ static void dm_event(int fd, int events, void *data)
 }
 
 static int dm_accept(void *arg, const struct tpt_dm_hello *hello,
-		     const struct sockaddr *src, socklen_t srclen)
+		     const struct sockaddr *src, socklen_t srclen,
+		     uint8_t token[TPT_DM_TOKEN_LEN])
 {
 	struct tpt_datamover_user *u;
 
 	(void)arg;
 	list_for_each_entry(u, &dm_users, link)
-		if (u->accept && !u->accept(hello, src, srclen))
+		if (u->accept && !u->accept(hello, src, srclen, token))
 			return 0;
 	return -EPERM;
 }

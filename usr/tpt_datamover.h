@@ -26,10 +26,12 @@
 
 struct tpt_datamover_user {
 	const char *name;		/* "target", "controller": for logs */
-	/* 0 when this user admits the peer, a negative errno otherwise
-	 * (the datamover logs a refusal nobody admitted). */
+	/* 0 when this user admits the peer, with the token its hello
+	 * proved (tpt_dm_hello_proves) in @token; a negative errno
+	 * otherwise (the datamover logs a refusal nobody admitted). */
 	int (*accept)(const struct tpt_dm_hello *hello,
-		      const struct sockaddr *src, socklen_t srclen);
+		      const struct sockaddr *src, socklen_t srclen,
+		      uint8_t token[TPT_DM_TOKEN_LEN]);
 	/* An accepted or connected peer went away (tpt_dm.h). */
 	void (*peer_down)(struct tpt_dm_peer *peer);
 	struct list_head link;

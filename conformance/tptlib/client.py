@@ -317,10 +317,11 @@ class TptClient:
 
     def dm_connect(self, name: str, addr: str, port: int, token: bytes, role: str = None,
                    peer_id: int = None, array_id: int = None, timeout_ms: int = None,
-                   check: bool = True) -> dict:
+                   counter: int = None, check: bool = True) -> dict:
+        """counter: send the hello with this counter (a replay) instead of a fresh one."""
         return self.request("dm_connect", name=name, addr=addr, port=port, role=role,
                             peer_id=peer_id, array_id=array_id, token=bytes(token),
-                            timeout_ms=timeout_ms, check=check)
+                            counter=counter, timeout_ms=timeout_ms, check=check)
 
     def dm_disconnect(self, name: str) -> dict:
         return self.request("dm_disconnect", name=name)

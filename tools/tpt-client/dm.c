@@ -100,17 +100,6 @@ static void dm_log(void *arg, const char *msg)
 	fprintf(stderr, "tpt-client: dm: %s\n", msg);
 }
 
-/* Equal-time compare: the token is a secret. */
-static bool token_equal(const uint8_t *a, const uint8_t *b)
-{
-	uint8_t diff = 0;
-	int i;
-
-	for (i = 0; i < TPT_DM_TOKEN_LEN; i++)
-		diff |= a[i] ^ b[i];
-	return !diff;
-}
-
 static void format_addr(const struct sockaddr *sa, socklen_t len, char *out,
 			size_t outlen)
 {
@@ -127,7 +116,8 @@ static void format_addr(const struct sockaddr *sa, socklen_t len, char *out,
  * it: only peers announced with dm_allow get in, and only with their
  * token (and array and role, when dm_allow named them). */
 static int dm_accept(void *arg, const struct tpt_dm_hello *hello,
-		     const struct sockaddr *src, socklen_t srclen)
+		     const struct sockaddr *src, socklen_t srclen,
+		     uint8_t token[TPT_DM_TOKEN_LEN])
 {
 	struct client *c = arg;
 	char from[NI_MAXHOST + NI_MAXSERV + 2];
@@ -135,12 +125,13 @@ static int dm_accept(void *arg, const struct tpt_dm_hello *hello,
 	format_addr(src, srclen, from, sizeof(from));
 	ITEM_FOR_EACH(struct allowed_peer, a, c->allowed) {
 		if (a->peer_id != hello->peer_id ||
-		    !token_equal(a->token, hello->token))
+		    !tpt_dm_hello_proves(hello, a->token))
 			continue;
 		if (a->match_array && a->array_id != hello->array_id)
 			continue;
 		if (a->role && a->role != hello->role)
 			continue;
+		memcpy(token, a->token, TPT_DM_TOKEN_LEN);
 		c->accepted_peers++;
 		fprintf(stderr, "tpt-client: dm: accepted %s peer %u from %s\n",
 			word_text(roles, hello->role), hello->peer_id, from);
@@ -321,6 +312,7 @@ int op_dm_connect(struct client *c, struct request *rq)
 	hello.array_id = c->dm_array_id;
 	if (get_int(rq, "peer_id", false, 0, 65535, &peer_id) < 0 ||
 	    get_u64(rq, "array_id", false, &hello.array_id) < 0 ||
+	    get_u64(rq, "counter", false, &hello.counter) < 0 ||
 	    get_token(rq, hello.token))
 		return -1;
 	hello.role = (uint8_t)role;

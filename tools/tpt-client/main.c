@@ -20,7 +20,8 @@
  *   dm_open   role [listen] [port] [peer_id] [array_id] [provider]
  *             [pool_bytes]            -> "port", "provider"
  *   dm_allow  peer_id token [array_id] [role]
- *   dm_connect name addr port token [role] [peer_id] [array_id] [timeout_ms]
+ *   dm_connect name addr port token [role] [peer_id] [array_id] [counter]
+ *              [timeout_ms]   (counter: the hello's, to replay one)
  *   dm_disconnect name
  *   dm_put / dm_get  peer buf offset stag rma_addr len [timeout_ms]
  *   buf       name size access=r|w|rw -> "stag", "rma_base", "size"
@@ -185,7 +186,7 @@ static const struct op ops[] = {
 	{ "dm_allow", op_dm_allow, { "peer_id", "token", "array_id", "role" } },
 	{ "dm_connect", op_dm_connect,
 	  { "name", "addr", "port", "role", "peer_id", "array_id", "token",
-	    "timeout_ms" } },
+	    "counter", "timeout_ms" } },
 	{ "dm_disconnect", op_dm_disconnect, { "name" } },
 	{ "dm_put", op_dm_put,
 	  { "peer", "buf", "offset", "stag", "rma_addr", "len",
@@ -357,6 +358,7 @@ static void usage(FILE *out)
 		"  dm_open role [listen] [port] [peer_id] [array_id] [provider]\n"
 		"  dm_allow peer_id token [array_id] [role]\n"
 		"  dm_connect name addr port token [role] [peer_id] [array_id]\n"
+		"             [counter]         counter: send this one (replay)\n"
 		"  dm_disconnect name\n"
 		"  dm_put|dm_get peer buf offset stag rma_addr len [timeout_ms]\n"
 		"  buf name size access=r|w|rw   buf_write name offset data\n"

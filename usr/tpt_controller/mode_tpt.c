@@ -91,7 +91,8 @@ struct tp_array_entry {
 /* Targets of one of our arrays reading or writing the host data we
  * proxy, or the data a degraded read sends us. */
 static int tp_accept_peer(const struct tpt_dm_hello *hello,
-			  const struct sockaddr *src, socklen_t srclen)
+			  const struct sockaddr *src, socklen_t srclen,
+			  uint8_t token[TPT_DM_TOKEN_LEN])
 {
 	struct tp_array_entry *e;
 
@@ -103,9 +104,10 @@ static int tp_accept_peer(const struct tpt_dm_hello *hello,
 		if (a->array_id == hello->array_id &&
 		    hello->role == TPT_DM_ROLE_TARGET &&
 		    hello->peer_id < a->nr_boxes &&
-		    !memcmp(hello->token, tp_of(a)->token,
-			    sizeof(tp_of(a)->token)))
+		    tpt_dm_hello_proves(hello, tp_of(a)->token)) {
+			memcpy(token, tp_of(a)->token, TPT_DM_TOKEN_LEN);
 			return 0;
+		}
 	}
 	return -EPERM;
 }

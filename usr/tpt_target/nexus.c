@@ -104,6 +104,7 @@ enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
 	eprintf("tpt: nexus %" PRIu64 " delivered peer list of array %" PRIx64
 		" generation %u: %u peers, this target is peer %u\n",
 		s->itn_id, pl->array_id, pl->generation, pl->count, pl->self_id);
+	tpt_links_prune();
 	return TPT_SENSE_NONE;
 }
 

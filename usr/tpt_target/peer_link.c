@@ -27,10 +27,18 @@ struct tpt_link_waiter {
 	void *arg;
 };
 
+/*
+ * A link is keyed by everything that authenticates the peer, not only by
+ * its id: a list that names the same id with another token or address
+ * (a later generation, or a stranger's list with a copied array id) gets
+ * a link of its own and never one built for somebody else's entry.
+ */
 struct tpt_link {
 	struct list_head link;
 	uint64_t array_id;
 	uint16_t peer_id;
+	uint8_t token[TPT_AUTH_TOKEN_LEN];
+	struct tpt_endpoint ep;
 	struct tpt_dm_peer *peer;
 	bool connected;
 	struct list_head waiters;
@@ -38,12 +46,22 @@ struct tpt_link {
 
 static LIST_HEAD(tpt_links);
 
-static struct tpt_link *tpt_link_find(uint64_t array_id, uint16_t peer_id)
+static bool tpt_link_is_for(const struct tpt_link *l, uint64_t array_id,
+			    const struct tpt_peer *entry)
+{
+	return l->array_id == array_id && l->peer_id == entry->id &&
+	       !memcmp(l->token, entry->token, sizeof(l->token)) &&
+	       l->ep.family == entry->ep.family && l->ep.port == entry->ep.port &&
+	       !memcmp(l->ep.addr, entry->ep.addr, sizeof(l->ep.addr));
+}
+
+static struct tpt_link *tpt_link_find(uint64_t array_id,
+				      const struct tpt_peer *entry)
 {
 	struct tpt_link *l;
 
 	list_for_each_entry(l, &tpt_links, link)
-		if (l->array_id == array_id && l->peer_id == peer_id)
+		if (tpt_link_is_for(l, array_id, entry))
 			return l;
 	return NULL;
 }
@@ -119,7 +137,7 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 		cb(NULL, -ENOENT, arg);
 		return;
 	}
-	l = tpt_link_find(s->peers->array_id, peer_id);
+	l = tpt_link_find(s->peers->array_id, entry);
 	if (l && l->connected) {
 		cb(l->peer, 0, arg);
 		return;
@@ -144,6 +162,8 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 	}
 	l->array_id = s->peers->array_id;
 	l->peer_id = peer_id;
+	memcpy(l->token, entry->token, sizeof(l->token));
+	l->ep = entry->ep;
 	INIT_LIST_HEAD(&l->waiters);
 	list_add_tail(&w->link, &l->waiters);
 	list_add_tail(&l->link, &tpt_links);
@@ -158,6 +178,38 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 	if (err) {
 		l->peer = NULL;
 		tpt_link_finish(l, err);
+	}
+}
+
+/* Whether a live list still names what @l was built for. */
+static bool tpt_link_listed(const struct tpt_link *l)
+{
+	struct tpt_session *s;
+
+	for (s = tpt_session_first(); s; s = tpt_session_next(s)) {
+		const struct tpt_peer *entry;
+
+		if (!s->peers || s->superseded)
+			continue;
+		entry = tpt_peer_list_find(s->peers, l->peer_id);
+		if (entry && tpt_link_is_for(l, s->peers->array_id, entry))
+			return true;
+	}
+	return false;
+}
+
+void tpt_links_prune(void)
+{
+	struct tpt_link *l, *tmp;
+
+	/* A link still connecting is left to finish: nothing can look it
+	 * up under an entry that is gone, and the next prune takes it. */
+	list_for_each_entry_safe(l, tmp, &tpt_links, link) {
+		if (!l->connected || tpt_link_listed(l))
+			continue;
+		eprintf("tpt: peer %u of array %" PRIx64 " is no longer listed: "
+			"link dropped\n", l->peer_id, l->array_id);
+		tpt_link_finish(l, -ECONNRESET);
 	}
 }
 
@@ -178,7 +230,8 @@ static bool tpt_addr_matches(const struct tpt_endpoint *ep,
 }
 
 static int tpt_accept_peer(const struct tpt_dm_hello *hello,
-			   const struct sockaddr *src, socklen_t srclen)
+			   const struct sockaddr *src, socklen_t srclen,
+			   uint8_t token[TPT_DM_TOKEN_LEN])
 {
 	struct tpt_session *s;
 
@@ -191,10 +244,11 @@ static int tpt_accept_peer(const struct tpt_dm_hello *hello,
 		self = tpt_peer_list_find(s->peers, s->peers->self_id);
 		them = tpt_peer_list_find(s->peers, hello->peer_id);
 		if (!self || !them || them->role != hello->role ||
-		    memcmp(self->token, hello->token, sizeof(self->token)))
+		    !tpt_dm_hello_proves(hello, self->token))
 			continue;
 		if (!tpt_addr_matches(&them->ep, src, srclen))
 			continue;
+		memcpy(token, self->token, TPT_DM_TOKEN_LEN);
 		return 0;
 	}
 	return -EPERM;

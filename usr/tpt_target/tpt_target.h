@@ -104,6 +104,9 @@ void tpt_session_fill_slot_table(const struct tpt_session *s,
 typedef void (*tpt_link_cb)(struct tpt_dm_peer *peer, int status, void *arg);
 void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 		  void *arg);
+/* Drops the connected links that no live peer list names any more (the
+ * entry went, or its token or address changed). */
+void tpt_links_prune(void);
 
 /* The target as a datamover user: admission by peer list, links dropped
  * when their peer goes away. */

@@ -7,36 +7,61 @@
 static void hello_wire_format(void)
 {
 	struct tpt_dm_hello hello = dm_test_hello(0x0102), back;
+	/* The proof is HMAC-SHA256 over "H" and bytes 0-23, keyed with the
+	 * token, cut to 16 bytes (computed apart, with Python's hmac). */
 	static const uint8_t expect[DM_HELLO_WIRE_LEN] = {
 		0x54, 0x50, 0x44, 0x4d,	/* "TPDM" */
-		0x01,			/* version */
+		0x02,			/* version */
 		TPT_DM_ROLE_TARGET,
 		0x01, 0x02,		/* peer id, big-endian */
 		0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
-		0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
-		0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff,
+		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+		0x13, 0x47, 0xf8, 0xee, 0x60, 0xe7, 0x21, 0x0d,
+		0xb3, 0x3f, 0x6d, 0x2f, 0x95, 0xc5, 0x05, 0xd5,
 	};
-	uint8_t wire[DM_HELLO_WIRE_LEN + 4];
+	static const uint8_t expect_answer[DM_HELLO_ANSWER_LEN] = {
+		0xd8, 0xfb, 0xd6, 0xe8, 0x68, 0x80, 0xd0, 0x65,
+		0xc4, 0x9f, 0x5e, 0x56, 0x77, 0x6a, 0x61, 0x17,
+	};
+	uint8_t wire[DM_HELLO_WIRE_LEN + 4], answer[DM_HELLO_ANSWER_LEN];
+	uint8_t other[TPT_DM_TOKEN_LEN];
 
+	hello.counter = 0x0102030405060708ULL;
 	memset(wire, 0xa5, sizeof(wire));
 	dm_hello_encode(&hello, wire);
 	CHECK_MEM(wire, expect, DM_HELLO_WIRE_LEN);
 	CHECK_EQ(wire[DM_HELLO_WIRE_LEN], 0xa5);
 
-	memset(&back, 0, sizeof(back));
+	memset(&back, 0xff, sizeof(back));
 	CHECK_EQ(dm_hello_decode(wire, DM_HELLO_WIRE_LEN, &back), 0);
 	CHECK_EQ(back.role, TPT_DM_ROLE_TARGET);
 	CHECK_EQ(back.peer_id, 0x0102);
 	CHECK(back.array_id == DM_TEST_ARRAY_ID);
-	CHECK_MEM(back.token, dm_test_token, TPT_DM_TOKEN_LEN);
+	CHECK(back.counter == 0x0102030405060708ULL);
+	/* The token itself never travels. */
+	memset(other, 0, sizeof(other));
+	CHECK_MEM(back.token, other, TPT_DM_TOKEN_LEN);
+	CHECK(tpt_dm_hello_proves(&back, dm_test_token));
+	dm_hello_answer(&back, dm_test_token, answer);
+	CHECK_MEM(answer, expect_answer, sizeof(answer));
+
+	/* Another token, or any signed field changed, and the proof fails. */
+	memcpy(other, dm_test_token, sizeof(other));
+	other[15] ^= 1;
+	CHECK(!tpt_dm_hello_proves(&back, other));
+	back.counter++;
+	CHECK(!tpt_dm_hello_proves(&back, dm_test_token));
+	back.counter--;
+	back.peer_id ^= 1;
+	CHECK(!tpt_dm_hello_proves(&back, dm_test_token));
+
 	/* Trailing bytes from a later version are ignored. */
 	CHECK_EQ(dm_hello_decode(wire, sizeof(wire), &back), 0);
-
 	CHECK_EQ(dm_hello_decode(wire, DM_HELLO_WIRE_LEN - 1, &back), -EPROTO);
 	wire[0] ^= 1;
 	CHECK_EQ(dm_hello_decode(wire, DM_HELLO_WIRE_LEN, &back), -EPROTO);
 	wire[0] ^= 1;
-	wire[4] = DM_HELLO_VERSION + 1;
+	wire[4] = 1;	/* version 1 sent the token in clear */
 	CHECK_EQ(dm_hello_decode(wire, DM_HELLO_WIRE_LEN, &back), -EPROTO);
 }
 
@@ -77,7 +102,9 @@ static void connect_and_accept(void)
 	CHECK_EQ(policy.last.role, TPT_DM_ROLE_TARGET);
 	CHECK_EQ(policy.last.peer_id, DM_TEST_PEER_ID);
 	CHECK(policy.last.array_id == DM_TEST_ARRAY_ID);
-	CHECK_MEM(policy.last.token, dm_test_token, TPT_DM_TOKEN_LEN);
+	/* The acceptor sees a proof, never the token. */
+	CHECK(tpt_dm_hello_proves(&policy.last, dm_test_token));
+	CHECK(policy.last.counter != 0);
 	CHECK(!strcmp(policy.last_src, "127.0.0.1"));
 	if (peer)
 		CHECK_EQ(tpt_dm_peer_hello(peer)->peer_id, DM_TEST_PEER_ID);
@@ -146,6 +173,53 @@ static void wrong_token_refused(void)
 	tpt_dm_get_stats(passive, &st);
 	CHECK_EQ(st.refused_peers, 1);
 	tpt_dm_disconnect(peer);
+	tpt_dm_close(active);
+	tpt_dm_close(passive);
+}
+
+/* A hello recorded off the wire is no use: the same counter again, or a
+ * lower one, is refused although its proof is right. */
+static void replayed_hello_refused(void)
+{
+	struct dm_test_policy policy = { 0 };
+	struct tpt_dm *passive = dm_test_open(true, &policy);
+	struct tpt_dm *active = dm_test_open(false, NULL);
+	struct tpt_dm_hello hello = dm_test_hello(DM_TEST_PEER_ID);
+	uint16_t port = tpt_dm_listen_port(passive);
+	uint64_t counters[] = { 1000, 1000, 999, 1001 };
+	int expect[] = { 0, -ECONNREFUSED, -ECONNREFUSED, 0 };
+	struct tpt_dm_stats st;
+	unsigned int i;
+
+	for (i = 0; i < 4; i++) {
+		struct dm_test_connect c = { 0 };
+		struct tpt_dm_peer *peer = NULL;
+
+		hello.counter = counters[i];
+		CHECK_EQ(tpt_dm_connect(active, "127.0.0.1", port, &hello,
+					dm_test_connect_cb, &c, &peer), 0);
+		CHECK(dm_test_pump2(active, passive, &c.done));
+		CHECK_EQ(c.status, expect[i]);
+		tpt_dm_disconnect(peer);
+	}
+	tpt_dm_get_stats(passive, &st);
+	CHECK_EQ(st.replayed_hellos, 2);
+	CHECK_EQ(st.refused_peers, 2);
+	CHECK(strstr(policy.log, "replayed hello") != NULL);
+
+	/* Another peer id has a counter of its own. */
+	hello.peer_id = DM_TEST_PEER_ID + 1;
+	hello.counter = 5;
+	{
+		struct dm_test_connect c = { 0 };
+		struct tpt_dm_peer *peer = NULL;
+
+		CHECK_EQ(tpt_dm_connect(active, "127.0.0.1", port, &hello,
+					dm_test_connect_cb, &c, &peer), 0);
+		CHECK(dm_test_pump2(active, passive, &c.done));
+		CHECK_EQ(c.status, 0);
+		tpt_dm_disconnect(peer);
+	}
 	tpt_dm_close(active);
 	tpt_dm_close(passive);
 }
@@ -231,6 +305,7 @@ int main(void)
 	RUN(connect_and_accept);
 	RUN(refused_peer);
 	RUN(wrong_token_refused);
+	RUN(replayed_hello_refused);
 	RUN(no_policy_refuses_everyone);
 	RUN(connect_to_closed_port);
 	RUN(cancel_pending_connects);
