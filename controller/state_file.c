@@ -44,6 +44,34 @@ static bool parse_uint(const char *s, uint64_t max, uint64_t *out, int base)
 	return true;
 }
 
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* 32 lower-case hex digits, not all zero. */
+static int parse_key(const char *s, uint8_t key[TPT_STATE_KEY_LEN])
+{
+	uint8_t any = 0;
+	unsigned int i;
+
+	if (strlen(s) != 2 * TPT_STATE_KEY_LEN)
+		return -1;
+	for (i = 0; i < TPT_STATE_KEY_LEN; i++) {
+		int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -1;
+		key[i] = (uint8_t)(hi << 4 | lo);
+		any |= key[i];
+	}
+	return any ? 0 : -1;
+}
+
 /* One line, without its newline: KEY and the rest. */
 static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		      bool seen[4], char *err, size_t errlen)
@@ -75,6 +103,14 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		seen[1] = true;
 		return 0;
 	}
+	if (!strcmp(l, "key")) {
+		if (seen[3] || parse_key(rest, st->key))
+			return state_error(err, errlen, n, "key: expected "
+					   "once, 32 hex digits, not all "
+					   "zero");
+		seen[3] = true;
+		return 0;
+	}
 	if (!strcmp(l, "spec")) {
 		if (seen[2] || strlen(rest) >= sizeof(st->spec))
 			return state_error(err, errlen, n, "spec: once, at "
@@ -86,7 +122,8 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 	}
 	if (strcmp(l, "box") && strcmp(l, "position"))
 		return state_error(err, errlen, n, "%s: unknown key (expected "
-				   "tptraid-state, array, spec, box, position)",
+				   "tptraid-state, array, key, spec, box, "
+				   "position)",
 				   l);
 	arg2 = strchr(rest, ' ');
 	if (!arg2)
@@ -191,6 +228,24 @@ int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 	if (n < 0 || (size_t)n >= len)
 		return -ENOSPC;
 	at = (size_t)n;
+	for (i = 0; i < TPT_STATE_KEY_LEN && !st->key[i]; i++)
+		;
+	if (i < TPT_STATE_KEY_LEN) {
+		n = snprintf(buf + at, len - at, "key ");
+		if (n < 0 || (size_t)n >= len - at)
+			return -ENOSPC;
+		at += (size_t)n;
+		for (i = 0; i < TPT_STATE_KEY_LEN; i++) {
+			n = snprintf(buf + at, len - at, "%02x", st->key[i]);
+			if (n < 0 || (size_t)n >= len - at)
+				return -ENOSPC;
+			at += (size_t)n;
+		}
+		if (at + 1 >= len)
+			return -ENOSPC;
+		buf[at++] = '\n';
+		buf[at] = '\0';
+	}
 	for (i = 0; i < st->nr_boxes; i++) {
 		if (strchr(st->box[i], '\n') || strchr(st->box[i], ' '))
 			return -EINVAL;

@@ -5,6 +5,7 @@
  *
  *   tptraid-state 1
  *   array 65c854e8e9b3c6ab
+ *   key 9f0c...(32 hex digits)
  *   spec raid=5;unit=64k;mode=tpt;dm=...;member=...;member=...;...
  *   box 0 iscsi://10.0.0.11:3260/iqn...:box1/1
  *   box 5 iscsi://10.0.0.16:3260/iqn...:spare1/1
@@ -16,7 +17,10 @@
  * spare, with their ids (peer ids), including spares added later with
  * tgtadm; "position" lines say which box serves each position now, which
  * differs from the definition's member= order once a spare has taken
- * over.  Parsing is strict: a damaged file is refused with the line and
+ * over.  "key" is the array's secret (docs/protocol.md 5.5): targets serve
+ * the array only to nexuses that deliver it, so the file is the
+ * controller's alone (mode 0600); a file without one (written before keys
+ * existed) gets a new key.  Parsing is strict: a damaged file is refused with the line and
  * what is wrong, never half used.  Pure: no I/O.
  */
 #ifndef TPT_CONTROLLER_STATE_FILE_H
@@ -31,8 +35,11 @@
 #define TPT_STATE_SPEC_MAX 12288
 #define TPT_STATE_MAX_BOXES (TPT_SPEC_MAX_MEMBERS + TPT_SPEC_MAX_SPARES)
 
+#define TPT_STATE_KEY_LEN 16
+
 struct tpt_state {
 	uint64_t array_id;
+	uint8_t key[TPT_STATE_KEY_LEN];	/* all zero: none in the file */
 	char spec[TPT_STATE_SPEC_MAX];
 	unsigned int nr_boxes;
 	char box[TPT_STATE_MAX_BOXES][TPT_SPEC_URL_MAX];	/* by id */

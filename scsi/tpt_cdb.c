@@ -149,7 +149,7 @@ static const struct cdb_format formats[256] = {
 	[TPT_OP_RELEASE] = {
 		.info = INFO("TPT RELEASE", TPT_DATA_NONE, TPT_PARAM_NONE),
 		.layout = &release16_layout,
-		.flags = TPT_CDB_RELEASE_ALL,
+		.flags = TPT_CDB_RELEASE_ALL | TPT_CDB_RELEASE_UNBIND,
 	},
 	[TPT_OP_REPORT_SLOTS] = {
 		.info = INFO("TPT REPORT SLOTS", TPT_DATA_IN, TPT_PARAM_NONE),
@@ -362,6 +362,11 @@ static enum tpt_sense_reason check_cdb(const struct cdb_format *f,
 	if (c->opcode == TPT_OP_RELEASE && (c->flags & TPT_CDB_RELEASE_ALL) &&
 	    c->group)
 		return bad_cdb(where, l->group_at, NO_BIT);
+	/* Unbinding gives up the whole LU, so every group goes with it. */
+	if (c->opcode == TPT_OP_RELEASE &&
+	    (c->flags & TPT_CDB_RELEASE_UNBIND) &&
+	    !(c->flags & TPT_CDB_RELEASE_ALL))
+		return bad_cdb(where, 1, 1);
 	if (l->param_len_at && f->param_unit && !param_len_ok(f, c->param_len))
 		return bad_cdb(where, l->param_len_at, NO_BIT);
 	if (l->slot_size_at && !slot_payload_ok(c->slot_payload_size))
@@ -853,6 +858,7 @@ tpt_slot_header_check(const uint8_t buf[TPT_SLOT_HDR_LEN], uint32_t group,
 #define PH_GENERATION	8
 #define PH_SELF_ID	12
 #define PH_COUNT	14
+#define PH_ARRAY_KEY	16
 /* Entry; the host key uses the same layout with bytes 0-2 reserved. */
 #define PE_ID		0
 #define PE_ROLE		2
@@ -927,6 +933,8 @@ static enum tpt_sense_reason check_peer_list(const struct tpt_peer_list *l,
 		return bad_param(where, PH_ARRAY_ID, NO_BIT);
 	if (!l->generation)
 		return bad_param(where, PH_GENERATION, NO_BIT);
+	if (all_zero(l->array_key, TPT_ARRAY_KEY_LEN))
+		return bad_param(where, PH_ARRAY_KEY, NO_BIT);
 	if (!l->count || l->count > TPT_PEER_MAX)
 		return bad_param(where, PH_COUNT, NO_BIT);
 	for (i = 0; i < l->count; i++) {
@@ -973,6 +981,7 @@ enum tpt_sense_reason tpt_peer_list_decode(const uint8_t *buf, size_t len,
 	out->array_id = tpt_get_be(&buf[PH_ARRAY_ID], 8);
 	out->generation = (uint32_t)tpt_get_be(&buf[PH_GENERATION], 4);
 	out->self_id = (uint16_t)tpt_get_be(&buf[PH_SELF_ID], 2);
+	memcpy(out->array_key, &buf[PH_ARRAY_KEY], TPT_ARRAY_KEY_LEN);
 
 	for (i = 0; i < out->count; i++) {
 		size_t base = TPT_PEER_LIST_LEN(i);
@@ -1007,6 +1016,7 @@ int tpt_peer_list_encode(const struct tpt_peer_list *list, uint8_t *buf,
 	tpt_put_be(&buf[PH_GENERATION], list->generation, 4);
 	tpt_put_be(&buf[PH_SELF_ID], list->self_id, 2);
 	tpt_put_be(&buf[PH_COUNT], list->count, 2);
+	memcpy(&buf[PH_ARRAY_KEY], list->array_key, TPT_ARRAY_KEY_LEN);
 	for (i = 0; i < list->count; i++) {
 		uint8_t *p = &buf[TPT_PEER_LIST_LEN(i)];
 		const struct tpt_peer *peer = &list->peer[i];

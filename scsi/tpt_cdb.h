@@ -47,6 +47,7 @@ enum tpt_opcode {
  */
 #define TPT_CDB_FINAL		0x01	/* PREP READ, PREP WRITE */
 #define TPT_CDB_RELEASE_ALL	0x01	/* TPT RELEASE */
+#define TPT_CDB_RELEASE_UNBIND	0x02	/* TPT RELEASE, with ALL only */
 #define TPT_CDB_IMMED		0x02	/* PRE-FETCH(16) */
 #define TPT_CDB_FUA_NV		0x02	/* XDWRITE(10) */
 #define TPT_CDB_DISABLE_WRITE	0x04	/* XDWRITE(10/16): must be set */
@@ -282,12 +283,13 @@ tpt_slot_header_check(const uint8_t buf[TPT_SLOT_HDR_LEN], uint32_t group,
 		      uint64_t lba, uint32_t length);
 
 /* Peer list: the data-out of TPT SET PEER LIST. */
-#define TPT_PEER_LIST_HDR_LEN	16
+#define TPT_PEER_LIST_HDR_LEN	32
 #define TPT_PEER_ENTRY_LEN	40
 #define TPT_PEER_MAX		1024
 #define TPT_PEER_LIST_LEN(n) \
 	(TPT_PEER_LIST_HDR_LEN + TPT_PEER_ENTRY_LEN * (size_t)(n))
 #define TPT_AUTH_TOKEN_LEN	16
+#define TPT_ARRAY_KEY_LEN	16
 #define TPT_ADDR_LEN		16
 
 enum tpt_peer_role {
@@ -322,6 +324,9 @@ struct tpt_peer_list {
 	uint32_t generation;
 	uint16_t self_id;		/* the receiving target's own id */
 	uint16_t count;
+	/* The array's secret: a target serves TPT commands for an array
+	 * only to nexuses that delivered it (docs/protocol.md 5.5). */
+	uint8_t array_key[TPT_ARRAY_KEY_LEN];
 	struct tpt_peer peer[TPT_PEER_MAX];	/* ascending id order */
 };
 

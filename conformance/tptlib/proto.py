@@ -29,6 +29,7 @@ SEND_RESULT = 0xCF
 # Byte-1 flags of the vendor data CDB (section 3).
 FINAL = 0x01
 RELEASE_ALL = 0x01
+RELEASE_UNBIND = 0x02
 DISABLE_WRITE = 0x04
 FUA = 0x08
 PARITY_SHIFT = 4
@@ -62,8 +63,9 @@ def report_slots_cdb(payload_size, count, alloc_len):
             + bytes(2) + alloc_len.to_bytes(4, "big") + bytes(2))
 
 
-def release_cdb(group=0, all_groups=False):
-    return bytes([RELEASE, RELEASE_ALL if all_groups else 0]) + bytes(9) + group.to_bytes(4, "big") + bytes(1)
+def release_cdb(group=0, all_groups=False, unbind=False):
+    flags = (RELEASE_ALL if all_groups else 0) | (RELEASE_UNBIND if unbind else 0)
+    return bytes([RELEASE, flags]) + bytes(9) + group.to_bytes(4, "big") + bytes(1)
 
 
 def xdwrite10_cdb(lba, blocks, group):
@@ -123,8 +125,12 @@ class Peer:
                            a + bytes(12), self.token)
 
 
-def peer_list(array_id, generation, self_id, peers):
-    head = struct.pack(">QIHH", array_id, generation, self_id, len(peers))
+# The harness's array key (docs/protocol.md 5.5): what binds a member LU.
+ARRAY_KEY = bytes.fromhex("6b65792d6f662d7468652d6172726179")
+
+
+def peer_list(array_id, generation, self_id, peers, array_key=ARRAY_KEY):
+    head = struct.pack(">QIHH", array_id, generation, self_id, len(peers)) + bytes(array_key)
     return head + b"".join(p.encode() for p in sorted(peers, key=lambda p: p.id))
 
 

@@ -162,7 +162,8 @@ class TptTargets:
         if name not in self._dm_links:
             self.client.dm_connect(name, "127.0.0.1", t.dm_port, t.token, role="controller",
                                    peer_id=CONTROLLER_ID, array_id=ARRAY_ID)
-            self.client.buf("slothdr", proto.SLOT_HDR_LEN)
+            if not self._dm_links:
+                self.client.buf("slothdr", proto.SLOT_HDR_LEN)
             self._dm_links.add(name)
         stag, offset = t.slots.slots[slot]
         self.client.dm_get(name, "slothdr", 0, stag, offset, proto.SLOT_HDR_LEN)

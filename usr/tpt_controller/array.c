@@ -1011,11 +1011,35 @@ maps:
  * created again (tgtd restarted with the same definition) is the same
  * array.  A box without a superblock joins as new; mixed ids are refused.
  */
+/* The array's key from its state file, or a new one: a file from before
+ * keys existed, or a new array. */
+static int array_key(struct tpt_array *a, const struct tpt_state *state)
+{
+	uint8_t any = 0;
+	unsigned int i;
+
+	if (state) {
+		memcpy(a->array_key, state->key, sizeof(a->array_key));
+		for (i = 0; i < sizeof(a->array_key); i++)
+			any |= a->array_key[i];
+		if (any)
+			return 0;
+	}
+	if (getrandom(a->array_key, sizeof(a->array_key), 0) !=
+	    sizeof(a->array_key))
+		return -EIO;
+	a->array_key[0] |= 1;	/* never all zero */
+	return 0;
+}
+
 static int array_identity(struct tpt_array *a, const struct tpt_state *state,
 			  const struct tpt_member_sb **found)
 {
 	uint64_t id = state ? state->array_id : 0, event = 0;
 	unsigned int i;
+
+	if (array_key(a, state))
+		return -EIO;
 
 	*found = NULL;
 	for (i = 0; i < a->nr_boxes; i++) {

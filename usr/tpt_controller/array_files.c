@@ -399,6 +399,7 @@ void array_save_state(struct tpt_array *a)
 		return;
 	}
 	st->array_id = a->array_id;
+	memcpy(st->key, a->array_key, sizeof(st->key));
 	snprintf(st->spec, sizeof(st->spec), "%s", a->spec_text);
 	st->nr_boxes = a->nr_boxes;
 	for (i = 0; i < a->nr_boxes; i++)

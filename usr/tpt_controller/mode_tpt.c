@@ -217,6 +217,7 @@ static void tp_deliver_peer_lists(struct tpt_array *a, struct tpt_member *joiner
 		return;
 	}
 	pl->array_id = a->array_id;
+	memcpy(pl->array_key, a->array_key, sizeof(pl->array_key));
 	pl->generation = ++tp->generation;
 	for (i = 0; i < a->nr_boxes; i++) {
 		if (!tp->member[i].has_endpoint)
@@ -359,11 +360,13 @@ static void tp_teardown(struct tpt_array *a)
 	}
 	for (i = 0; i < a->nr_boxes; i++) {
 		struct tpt_member *m = &a->member[i];
-		uint8_t cdb[16] = { TPT_OP_RELEASE, TPT_CDB_RELEASE_ALL };
+		uint8_t cdb[16] = { TPT_OP_RELEASE, TPT_CDB_RELEASE_ALL |
+						    TPT_CDB_RELEASE_UNBIND };
 		struct scsi_task *task;
 
 		/* Controller stop (III-B step 4): the member drops every
-		 * buffer it held for us, then we log out. */
+		 * buffer it held for us and is free for another array,
+		 * then we log out. */
 		if (!tp->member[i].slots_ready || m->link != MEMBER_ONLINE)
 			continue;
 		task = scsi_create_task(16, cdb, SCSI_XFER_NONE, 0);

@@ -379,6 +379,10 @@ struct tpt_array {
 	struct tpt_member member[TPT_MAX_BOXES];
 	struct tpt_position pos[TPT_SPEC_MAX_MEMBERS];
 	uint64_t array_id;
+	/* The array's secret, in every peer list: targets serve the array
+	 * only to nexuses that deliver it (docs/protocol.md 5.5).  Kept in
+	 * the state file, so a restarted controller has it again. */
+	uint8_t array_key[TPT_ARRAY_KEY_LEN];
 	uint64_t event;			/* membership changes so far */
 	uint64_t nr_stripes, nr_regions;
 	unsigned int fail_timeout;	/* seconds without an answer */

@@ -230,6 +230,15 @@ static enum tpt_sense_reason tpt_cmd_prepare(struct tpt_cmd *tc,
 		return TPT_SENSE_POOL_EXHAUSTED;
 	if (tc->session->superseded)
 		return TPT_SENSE_PEER_LIST_CONFLICT;
+	/* A LU in an array executes nothing for a nexus without the
+	 * array's key; a peer list may bring it, and where the datamover
+	 * listens is no secret. */
+	if (tc->cdb.opcode != TPT_OP_SET_PEER_LIST &&
+	    tc->cdb.opcode != TPT_OP_REPORT_ENDPOINT &&
+	    !tpt_lu_serves(tc->tlu, tc->session)) {
+		tpt_session_log_unbound(tc->session, tc->tlu);
+		return TPT_SENSE_PEER_LIST_CONFLICT;
+	}
 	r = tpt_decode_data_out(tc, info, where);
 	if (r)
 		return r;

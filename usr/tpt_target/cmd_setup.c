@@ -51,7 +51,7 @@ int tpt_exec_set_peer_list(struct tpt_cmd *tc)
 			tc->failure_info.field = where;
 		}
 	} else {
-		r = tpt_session_set_peers(tc->session, pl);
+		r = tpt_session_set_peers(tc->session, tc->tlu, pl);
 	}
 	free(pl);
 	return r;
@@ -93,6 +93,8 @@ int tpt_exec_release(struct tpt_cmd *tc)
 				tpt_group_abort_cmds(g, TPT_SENSE_RELEASED_BY_COMMAND);
 		tpt_session_release_groups(tc->session, tc->tlu,
 					   TPT_RELEASE_COMMAND);
+		if (tc->cdb.flags & TPT_CDB_RELEASE_UNBIND)
+			tpt_lu_unbind(tc->tlu, tc->session);
 		return TPT_SENSE_NONE;
 	}
 	/* Releasing what is gone already is not an error: the controller

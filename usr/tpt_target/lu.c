@@ -21,6 +21,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include <nettle/memops.h>
+
 #include "list.h"
 #include "tgtd.h"
 #include "log.h"
@@ -79,6 +81,28 @@ uint64_t tpt_lu_nr_blocks(const struct tpt_lu *tlu)
 int tpt_lu_fd(const struct tpt_lu *tlu)
 {
 	return tlu->lu->fd;
+}
+
+bool tpt_lu_serves(const struct tpt_lu *tlu, const struct tpt_session *s)
+{
+	if (!tlu->bound)
+		return true;
+	return s->peers && !s->superseded &&
+	       s->peers->array_id == tlu->array_id &&
+	       memeql_sec(s->peers->array_key, tlu->array_key,
+			  sizeof(tlu->array_key));
+}
+
+void tpt_lu_unbind(struct tpt_lu *tlu, const struct tpt_session *by)
+{
+	if (!tlu->bound)
+		return;
+	eprintf("tpt: LU %" PRIu64 " of target %d unbound from array %" PRIx64
+		" by nexus %" PRIu64 "\n", tlu->lu->lun, by->tid,
+		tlu->array_id, by->itn_id);
+	tlu->bound = false;
+	tlu->array_id = 0;
+	memset(tlu->array_key, 0, sizeof(tlu->array_key));
 }
 
 /*

@@ -17,6 +17,8 @@
 #include "tpt.h"
 #include "tpt_target.h"
 
+#include <nettle/memops.h>
+
 static LIST_HEAD(tpt_sessions);
 
 struct tpt_session *tpt_session_find(int tid, uint64_t itn_id)
@@ -78,7 +80,16 @@ static void tpt_session_supersede(struct tpt_session *old,
 	tpt_session_release_groups(old, NULL, TPT_RELEASE_NEXUS_LOSS);
 }
 
+/* Same array id and key: the same array's controller. */
+static bool tpt_same_array(const struct tpt_peer_list *a,
+			   const struct tpt_peer_list *b)
+{
+	return a->array_id == b->array_id &&
+	       memeql_sec(a->array_key, b->array_key, sizeof(a->array_key));
+}
+
 enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
+					    struct tpt_lu *tlu,
 					    const struct tpt_peer_list *pl)
 {
 	const struct tpt_peer *self = tpt_peer_list_find(pl, pl->self_id);
@@ -86,9 +97,22 @@ enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
 
 	if (!self || self->role != TPT_ROLE_TARGET)
 		return TPT_SENSE_INVALID_PARAM_FIELD;
+	/* A LU in an array takes lists of that array only, and only with
+	 * its key: a copied array id is not enough to supersede the
+	 * controller's nexus or to plant links. */
+	if (tlu->bound && (tlu->array_id != pl->array_id ||
+			   !memeql_sec(tlu->array_key, pl->array_key,
+				       sizeof(tlu->array_key)))) {
+		eprintf("tpt: nexus %" PRIu64 " sent a peer list of array %"
+			PRIx64 " to LU %" PRIu64 ", which belongs to array %"
+			PRIx64 "%s: refused\n", s->itn_id, pl->array_id,
+			tlu->lu->lun, tlu->array_id,
+			tlu->array_id == pl->array_id ? " (wrong key)" : "");
+		return TPT_SENSE_PEER_LIST_CONFLICT;
+	}
 	if (s->peers) {
 		/* One nexus serves one array, and a list only moves on. */
-		if (s->peers->array_id != pl->array_id ||
+		if (!tpt_same_array(s->peers, pl) ||
 		    pl->generation <= s->peers->generation)
 			return TPT_SENSE_PEER_LIST_CONFLICT;
 	} else {
@@ -97,15 +121,33 @@ enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
 			return TPT_SENSE_POOL_EXHAUSTED;
 	}
 	*s->peers = *pl;
+	if (!tlu->bound) {
+		tlu->bound = true;
+		tlu->array_id = pl->array_id;
+		memcpy(tlu->array_key, pl->array_key, sizeof(tlu->array_key));
+		eprintf("tpt: LU %" PRIu64 " of target %d bound to array %"
+			PRIx64 "\n", tlu->lu->lun, s->tid, pl->array_id);
+	}
 	list_for_each_entry(o, &tpt_sessions, link)
 		if (o != s && !o->superseded && o->peers &&
-		    o->peers->array_id == pl->array_id)
+		    tpt_same_array(o->peers, pl))
 			tpt_session_supersede(o, s);
 	eprintf("tpt: nexus %" PRIu64 " delivered peer list of array %" PRIx64
 		" generation %u: %u peers, this target is peer %u\n",
 		s->itn_id, pl->array_id, pl->generation, pl->count, pl->self_id);
 	tpt_links_prune();
 	return TPT_SENSE_NONE;
+}
+
+void tpt_session_log_unbound(struct tpt_session *s, const struct tpt_lu *tlu)
+{
+	if (s->refused_unbound)
+		return;
+	s->refused_unbound = true;
+	eprintf("tpt: nexus %" PRIu64 " of target %d has not delivered the key "
+		"of array %" PRIx64 ", to which LU %" PRIu64 " belongs: its "
+		"TPT commands are refused\n", s->itn_id, s->tid, tlu->array_id,
+		tlu->lu->lun);
 }
 
 /*

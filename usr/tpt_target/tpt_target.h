@@ -27,6 +27,7 @@
 struct scsi_lu;
 struct scsi_cmd;
 struct tpt_cmd;
+struct tpt_session;
 
 /* Private buffers hold up to this many bytes each; slots their payload. */
 #define TPT_PRIVATE_PIECE	(1u << 20)
@@ -47,6 +48,15 @@ struct tpt_lu {
 	struct scsi_lu *lu;
 	struct list_head link;
 	unsigned int group_timeout;	/* seconds */
+	/*
+	 * The array this LU belongs to, from the first peer list accepted
+	 * on it until the controller unbinds it (TPT RELEASE with UNBIND)
+	 * or the operator sets tpt=off: only nexuses that delivered the
+	 * same array id and key get TPT commands executed here.
+	 */
+	bool bound;
+	uint64_t array_id;
+	uint8_t array_key[TPT_ARRAY_KEY_LEN];
 	struct tpt_lu_stats stats;
 };
 
@@ -54,6 +64,12 @@ struct tpt_lu *tpt_lu_of(const struct scsi_lu *lu);
 uint32_t tpt_lu_block_size(const struct tpt_lu *tlu);
 uint64_t tpt_lu_nr_blocks(const struct tpt_lu *tlu);
 int tpt_lu_fd(const struct tpt_lu *tlu);
+/* Whether @s may drive @tlu: the LU is unbound, or @s delivered the
+ * array id and key it is bound to. */
+bool tpt_lu_serves(const struct tpt_lu *tlu, const struct tpt_session *s);
+/* The controller gives the LU up (it stops the array): any array may
+ * bind it again. */
+void tpt_lu_unbind(struct tpt_lu *tlu, const struct tpt_session *by);
 
 /* ---- nexus.c ---- */
 
@@ -70,6 +86,8 @@ struct tpt_session {
 	/* Another nexus delivered a list of the same array: this one's
 	 * controller was given up on, and so is every command it sends. */
 	bool superseded;
+	/* Refused for want of a LU's array key: logged once per nexus. */
+	bool refused_unbound;
 	struct tpt_slot *slots;
 	uint16_t nr_slots;
 	uint32_t slot_payload;
@@ -89,8 +107,14 @@ struct tpt_session *tpt_session_find(int tid, uint64_t itn_id);
 struct tpt_session *tpt_session_first(void);
 struct tpt_session *tpt_session_next(struct tpt_session *s);
 struct tpt_session *tpt_session_get(int tid, uint64_t itn_id);
+/* Takes @pl on @s, sent to @tlu, binding @tlu to its array if it was
+ * free. */
 enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
+					    struct tpt_lu *tlu,
 					    const struct tpt_peer_list *pl);
+/* Logs, once per nexus, that @s was refused on @tlu for want of its
+ * array's key. */
+void tpt_session_log_unbound(struct tpt_session *s, const struct tpt_lu *tlu);
 enum tpt_sense_reason tpt_session_reserve_slots(struct tpt_session *s,
 						uint32_t payload,
 						uint16_t count);

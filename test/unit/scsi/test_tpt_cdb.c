@@ -260,7 +260,7 @@ static void test_setup(void)
 {
 	static const uint8_t peer_list[16] = {
 		0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-		0x00, 0x00, 0x00, 0x88,		/* 16 + 3 * 40 */
+		0x00, 0x00, 0x00, 0x98,		/* 32 + 3 * 40 */
 		0x00, 0x00,
 	};
 	static const uint8_t host_key[16] = {
@@ -269,7 +269,7 @@ static void test_setup(void)
 		0x00, 0x00,
 	};
 	const struct tpt_cdb want_peer = {
-		.opcode = TPT_OP_SET_PEER_LIST, .param_len = 136,
+		.opcode = TPT_OP_SET_PEER_LIST, .param_len = 152,
 	};
 	const struct tpt_cdb want_key = {
 		.opcode = TPT_OP_HOST_KEY, .param_len = 40,
@@ -556,11 +556,12 @@ static void test_cdb_param_len(void)
 		bool ok;
 	} cases[] = {
 		{ TPT_OP_SET_PEER_LIST, 0, false },
-		{ TPT_OP_SET_PEER_LIST, 16, false },	/* no entries */
-		{ TPT_OP_SET_PEER_LIST, 56, true },
-		{ TPT_OP_SET_PEER_LIST, 57, false },
-		{ TPT_OP_SET_PEER_LIST, 16 + 40 * 1024, true },
-		{ TPT_OP_SET_PEER_LIST, 16 + 40 * 1025, false },
+		{ TPT_OP_SET_PEER_LIST, 32, false },	/* no entries */
+		{ TPT_OP_SET_PEER_LIST, 56, false },	/* version 1's header */
+		{ TPT_OP_SET_PEER_LIST, 72, true },
+		{ TPT_OP_SET_PEER_LIST, 73, false },
+		{ TPT_OP_SET_PEER_LIST, 32 + 40 * 1024, true },
+		{ TPT_OP_SET_PEER_LIST, 32 + 40 * 1025, false },
 		{ TPT_OP_HOST_KEY, 0, false },
 		{ TPT_OP_HOST_KEY, 39, false },
 		{ TPT_OP_HOST_KEY, 40, true },
@@ -980,11 +981,13 @@ static void test_slot_header_stale(void)
 /* Array 0102030405060708h, generation 7, we are peer 2 of 3. */
 static size_t build_peer_bytes(uint8_t *b)
 {
-	static const uint8_t list[16 + 3 * 40] = {
+	static const uint8_t list[32 + 3 * 40] = {
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* ARRAY ID */
 		0x00, 0x00, 0x00, 0x07,			/* GENERATION */
 		0x00, 0x02,				/* SELF PEER ID */
 		0x00, 0x03,				/* PEER COUNT */
+		0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, /* ARRAY KEY */
+		0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf,
 		/* peer 1: the controller, 10.0.0.1:7471 */
 		0x00, 0x01, 0x02, 0x01, 0x1d, 0x2f, 0x00, 0x00,
 		10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -1007,7 +1010,7 @@ static void test_peer_list_layout(void)
 {
 	static const uint8_t v6[16] = { 0xfd, [15] = 2 };
 	struct tpt_field_ptr where;
-	uint8_t enc[16 + 3 * 40];
+	uint8_t enc[32 + 3 * 40];
 	size_t n = build_peer_bytes(buf);
 	const struct tpt_peer *p;
 
@@ -1016,6 +1019,8 @@ static void test_peer_list_layout(void)
 	CHECK_EQ(peers.generation, 7);
 	CHECK_EQ(peers.self_id, 2);
 	CHECK_EQ(peers.count, 3);
+	CHECK_EQ(peers.array_key[0], 0xa0);
+	CHECK_EQ(peers.array_key[15], 0xaf);
 	CHECK_EQ(peers.peer[0].role, TPT_ROLE_CONTROLLER);
 	CHECK_EQ(peers.peer[0].ep.family, TPT_AF_IPV4);
 	CHECK_EQ(peers.peer[0].ep.port, 7471);
@@ -1054,7 +1059,7 @@ static void test_peer_list_errors(void)
 	struct tpt_field_ptr where;
 	size_t n = build_peer_bytes(buf);
 
-	CHECK_EQ(tpt_peer_list_decode(buf, 15, &peers, &where),
+	CHECK_EQ(tpt_peer_list_decode(buf, 31, &peers, &where),
 		 TPT_SENSE_PARAM_LIST_LENGTH);
 	CHECK_EQ(tpt_peer_list_decode(buf, n - 1, &peers, &where),
 		 TPT_SENSE_PARAM_LIST_LENGTH);
@@ -1065,7 +1070,7 @@ static void test_peer_list_errors(void)
 	peer_rejected(14, 0x04, TPT_SENSE_INVALID_PARAM_FIELD, 14, NO_BIT);
 	/* ARRAY ID and GENERATION 0 are never issued. */
 	{
-		uint8_t keep[16 + 3 * 40];
+		uint8_t keep[32 + 3 * 40];
 
 		build_peer_bytes(keep);
 		memset(keep, 0, 8);
@@ -1077,56 +1082,62 @@ static void test_peer_list_errors(void)
 		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
 			 TPT_SENSE_INVALID_PARAM_FIELD);
 		check_where(&where, false, 8, NO_BIT);
+		/* An all-zero ARRAY KEY binds nothing. */
+		build_peer_bytes(keep);
+		memset(&keep[16], 0, 16);
+		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
+			 TPT_SENSE_INVALID_PARAM_FIELD);
+		check_where(&where, false, 16, NO_BIT);
 	}
 	/* SELF PEER ID must be listed, as a target. */
 	peer_rejected(13, 0x05, TPT_SENSE_INVALID_PARAM_FIELD, 12, NO_BIT);
-	peer_rejected(13, 0x09, TPT_SENSE_INVALID_PARAM_FIELD, 96 + 2, NO_BIT);
+	peer_rejected(13, 0x09, TPT_SENSE_INVALID_PARAM_FIELD, 114, NO_BIT);
 	/* Entries: ids ascending and not reserved. */
-	peer_rejected(57, 0x01, TPT_SENSE_INVALID_PARAM_FIELD, 56, NO_BIT);
+	peer_rejected(73, 0x01, TPT_SENSE_INVALID_PARAM_FIELD, 72, NO_BIT);
 	/* ROLE 0 and 4 are not roles; one controller at most. */
-	peer_rejected(18, 0x00, TPT_SENSE_INVALID_PARAM_FIELD, 18, NO_BIT);
-	peer_rejected(18, 0x04, TPT_SENSE_INVALID_PARAM_FIELD, 18, NO_BIT);
-	peer_rejected(98, 0x02, TPT_SENSE_INVALID_PARAM_FIELD, 98, NO_BIT);
+	peer_rejected(34, 0x00, TPT_SENSE_INVALID_PARAM_FIELD, 34, NO_BIT);
+	peer_rejected(34, 0x04, TPT_SENSE_INVALID_PARAM_FIELD, 34, NO_BIT);
+	peer_rejected(114, 0x02, TPT_SENSE_INVALID_PARAM_FIELD, 114, NO_BIT);
 	/* Endpoint. */
-	peer_rejected(19, 0x03, TPT_SENSE_INVALID_PARAM_FIELD, 19, NO_BIT);
-	peer_rejected(30, 0x01, TPT_SENSE_INVALID_PARAM_FIELD, 28, NO_BIT);
+	peer_rejected(35, 0x03, TPT_SENSE_INVALID_PARAM_FIELD, 35, NO_BIT);
+	peer_rejected(46, 0x01, TPT_SENSE_INVALID_PARAM_FIELD, 44, NO_BIT);
 	{
-		uint8_t keep[16 + 3 * 40];
+		uint8_t keep[32 + 3 * 40];
 
 		build_peer_bytes(keep);
-		keep[96] = 0xff;		/* id fff0h: reserved */
-		keep[97] = 0xf0;
+		keep[112] = 0xff;		/* id fff0h: reserved */
+		keep[113] = 0xf0;
+		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
+			 TPT_SENSE_INVALID_PARAM_FIELD);
+		check_where(&where, false, 112, NO_BIT);
+
+		build_peer_bytes(keep);
+		keep[36] = keep[37] = 0;	/* port 0 */
+		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
+			 TPT_SENSE_INVALID_PARAM_FIELD);
+		check_where(&where, false, 36, NO_BIT);
+		build_peer_bytes(keep);
+		keep[40] = 0;			/* 0.0.0.0 */
+		keep[43] = 0;
+		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
+			 TPT_SENSE_INVALID_PARAM_FIELD);
+		check_where(&where, false, 40, NO_BIT);
+		build_peer_bytes(keep);
+		memset(&keep[96], 0, 16);	/* all-zero token */
 		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
 			 TPT_SENSE_INVALID_PARAM_FIELD);
 		check_where(&where, false, 96, NO_BIT);
-
-		build_peer_bytes(keep);
-		keep[20] = keep[21] = 0;	/* port 0 */
-		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
-			 TPT_SENSE_INVALID_PARAM_FIELD);
-		check_where(&where, false, 20, NO_BIT);
-		build_peer_bytes(keep);
-		keep[24] = 0;			/* 0.0.0.0 */
-		keep[27] = 0;
-		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
-			 TPT_SENSE_INVALID_PARAM_FIELD);
-		check_where(&where, false, 24, NO_BIT);
-		build_peer_bytes(keep);
-		memset(&keep[56 + 24], 0, 16);	/* all-zero token */
-		CHECK_EQ(tpt_peer_list_decode(keep, n, &peers, &where),
-			 TPT_SENSE_INVALID_PARAM_FIELD);
-		check_where(&where, false, 56 + 24, NO_BIT);
 	}
 	/* Reserved bytes 6-7 of an entry. */
-	peer_rejected(16 + 7, 0x20, TPT_SENSE_INVALID_PARAM_FIELD, 23, 5);
+	peer_rejected(39, 0x20, TPT_SENSE_INVALID_PARAM_FIELD, 39, 5);
 }
 
 static void test_peer_list_encode_refuses(void)
 {
-	uint8_t enc[16 + 3 * 40];
+	uint8_t enc[32 + 3 * 40];
 
 	build_peer_bytes(buf);
-	CHECK_EQ(tpt_peer_list_decode(buf, 136, &peers, NULL), TPT_SENSE_NONE);
+	CHECK_EQ(tpt_peer_list_decode(buf, 152, &peers, NULL), TPT_SENSE_NONE);
 	peers.peer[2].id = 1;
 	CHECK_EQ(tpt_peer_list_encode(&peers, enc, sizeof(enc)), -EINVAL);
 	peers.peer[2].id = 9;

@@ -1,0 +1,161 @@
+"""Attacks from the storage network on TPT targets (docs/protocol.md,
+"Threat model"): a rogue initiator that logs in to a member, a rogue
+datamover peer with a forged or replayed hello, a list with a copied array
+id.  Each is refused with the documented sense and a log line, the array's
+data stays as it was, and the real controller keeps its service."""
+import os
+
+import pytest
+
+from tptlib import proto
+from tptlib.targets import ARRAY_ID, CONTROLLER_ID, TptTargets
+
+UNIT = 64 << 10
+BS = 512
+UBLK = UNIT // BS
+
+
+@pytest.fixture
+def tpt(tgtd_factory):
+    h = TptTargets(tgtd_factory)
+    yield h
+    h.close()
+
+
+def assert_sense(r, name):
+    assert r.status == 2, f"expected CHECK CONDITION {name}, got {r}"
+    s = r.parsed_sense()
+    assert s.code == proto.SENSE[name], f"expected {name}, got {s}"
+    return s
+
+
+def staged_write(tpt, t, row, group, host, session=None):
+    xl = proto.xfer_list([host.desc(0, UNIT)], result_slot=proto.SLOT_NONE)
+    return tpt.cmd(t, proto.vendor_cdb(proto.XDWRITE_16, row * UBLK, UBLK, group,
+                                       proto.DISABLE_WRITE), out=xl, session=session)
+
+
+def write_new_data(tpt, t, row, group, session=None):
+    return tpt.cmd(t, proto.vendor_cdb(proto.WRITE_NEW_DATA, row * UBLK, UBLK, group),
+                   session=session)
+
+
+def test_a_member_serves_tpt_commands_only_to_nexuses_with_the_array_key(tpt):
+    tpt.start(1)
+    t0 = tpt.targets[0]
+    host = tpt.host_buffer("h", os.urandom(UNIT))
+    before = t0.read_backing(0, 4 * UNIT)
+    c = tpt.client
+    c.login("rogue", t0.tgtd.url(t0.iqn, 1), initiator="iqn.2026-11.org.example:rogue")
+    c.clear_unit_attentions("rogue")
+
+    def rogue(cdb, out=None, inlen=None):
+        return tpt.cmd(t0, cdb, out, inlen, session="rogue")
+
+    # Nothing of the array's without its key: data-moving commands,
+    # slots, releases.
+    rogue_host = tpt.host_buffer("evil", b"\xee" * UNIT)
+    assert_sense(staged_write(tpt, t0, 0, 7, rogue_host, session="rogue"), "PEER_LIST_CONFLICT")
+    assert_sense(write_new_data(tpt, t0, 0, 7, session="rogue"), "PEER_LIST_CONFLICT")
+    assert_sense(rogue(proto.report_slots_cdb(UNIT, 4, 16 + 64), inlen=16 + 64),
+                 "PEER_LIST_CONFLICT")
+    assert_sense(rogue(proto.release_cdb(all_groups=True)), "PEER_LIST_CONFLICT")
+    # A list with the copied array id but another key, or another array,
+    # is refused and supersedes nobody.
+    for array_id, key in ((ARRAY_ID, os.urandom(16)), (ARRAY_ID + 1, proto.ARRAY_KEY)):
+        pl = proto.peer_list(array_id, 1000, 0, tpt.peers(), array_key=key)
+        assert_sense(rogue(proto.setup_cdb(proto.SET_PEER_LIST, len(pl)), out=pl),
+                     "PEER_LIST_CONFLICT")
+    # Where the datamover listens is no secret.
+    assert rogue(proto.setup_cdb(proto.REPORT_ENDPOINT, 32), inlen=32).good
+
+    assert t0.read_backing(0, 4 * UNIT) == before
+    log = t0.tgtd.log()
+    assert "has not delivered the key of array" in log
+    assert "(wrong key): refused" in log
+    assert "superseded" not in log
+
+    # The controller's nexus still works.
+    assert staged_write(tpt, t0, 1, 0x21, host).good
+    assert write_new_data(tpt, t0, 1, 0x21).good
+    assert t0.read_backing(UNIT, UNIT) == host.read()
+
+    # Once the controller gives the LU up, another array may take it.
+    assert tpt.cmd(t0, proto.release_cdb(all_groups=True, unbind=True)).good
+    assert "unbound from array" in t0.tgtd.log()
+    pl = proto.peer_list(ARRAY_ID + 1, 1, 0, tpt.peers(), array_key=os.urandom(16))
+    assert rogue(proto.setup_cdb(proto.SET_PEER_LIST, len(pl)), out=pl).good
+    assert_sense(staged_write(tpt, t0, 1, 0x22, host), "PEER_LIST_CONFLICT")
+
+
+def test_unbind_needs_release_all(tpt):
+    tpt.start(1)
+    t0 = tpt.targets[0]
+    cdb = bytearray(proto.release_cdb(group=5))
+    cdb[1] = proto.RELEASE_UNBIND
+    s = assert_sense(tpt.cmd(t0, bytes(cdb)), "INVALID_CDB_FIELD")
+    assert s.sksv and (s.field_ptr, s.bit, s.in_cdb) == (1, 1, True), s
+
+
+def test_datamover_refuses_forged_and_replayed_hellos(tpt):
+    tpt.start(2)
+    t0, t1 = tpt.targets
+    c = tpt.client
+
+    def knock(name, token, counter=None, peer_id=CONTROLLER_ID):
+        return c.dm_connect(name, "127.0.0.1", t0.dm_port, token, role="controller",
+                            peer_id=peer_id, array_id=ARRAY_ID, counter=counter,
+                            check=False, timeout_ms=5000)
+
+    # A legitimate hello, then the same bytes again (what a recording of
+    # the wire would give an attacker), then an older one.
+    assert knock("first", t0.token, counter=10**18)["ok"]
+    c.dm_disconnect("first")
+    assert knock("again", t0.token, counter=10**18)["errno_name"] == "ECONNREFUSED"
+    assert knock("older", t0.token, counter=10**18 - 1)["errno_name"] == "ECONNREFUSED"
+    # Another member's token proves nothing to this one.
+    assert knock("wrong", t1.token)["errno_name"] == "ECONNREFUSED"
+    # A fresh hello with the token is fine.
+    assert knock("fresh", t0.token, counter=10**18 + 1)["ok"]
+    log = t0.tgtd.log()
+    assert log.count("replayed hello") == 2, log[-3000:]
+    assert "refused" in log and t0.tgtd.alive()
+
+
+def test_a_planted_list_with_a_copied_array_id_gets_no_link_to_the_array(tpt, tgtd_factory):
+    """A stranger binds a free LU of the same tgtd with the array's id (not
+    its key) and a list naming its own box as peer 1.  The array's nexus on
+    the member never uses that box: its links are keyed by token and
+    address, and its commands still move data to the real peers."""
+    tpt.start(2)
+    t0, t1 = tpt.targets
+    host = tpt.host_buffer("h", os.urandom(UNIT))
+    # A second, free target in t0's tgtd.
+    t0.tgtd.new_target(2, "iqn.2026-11.org.tptraid:free")
+    t0.tgtd.new_file_lun(2, 1, 8 << 20)
+    t0.tgtd.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 2,
+                   "--lun", 1, "--params", "tpt=on")
+    c = tpt.client
+    c.login("stranger", t0.tgtd.url("iqn.2026-11.org.tptraid:free", 1))
+    c.clear_unit_attentions("stranger")
+    evil_peers = [proto.Peer(0, proto.ROLE_TARGET, t0.dm_port, os.urandom(16)),
+                  proto.Peer(1, proto.ROLE_TARGET, tpt.ctrl_port, os.urandom(16))]
+    pl = proto.peer_list(ARRAY_ID, 50, 0, evil_peers, array_key=os.urandom(16))
+    r = tpt.cmd(t0, proto.setup_cdb(proto.SET_PEER_LIST, len(pl)), out=pl, session="stranger")
+    assert r.good, r
+    assert "superseded" not in t0.tgtd.log()
+
+    # The array's own work between t0 and t1 still goes to the real t1.
+    row = 2
+    assert tpt.cmd(t1, proto.vendor_cdb(proto.XDWRITE_16, row * UBLK, UBLK, 0x40,
+                                        proto.DISABLE_WRITE),
+                   out=proto.xfer_list([host.desc(0, UNIT)], result_slot=0)).good
+    old = bytes(a ^ b for a, b in zip(t0.read_backing(row * UNIT, UNIT),
+                                      t1.read_backing(row * UNIT, UNIT)))
+    r = tpt.cmd(t0, proto.vendor_cdb(proto.READ_PARITY_PART_BLOCK, row * UBLK, UBLK, 0x40),
+                out=proto.xfer_list([tpt.slot_desc(t1, 0, UNIT)]))
+    assert r.good, r
+    assert tpt.cmd(t0, proto.vendor_cdb(proto.WRITE_NEW_DATA, row * UBLK, UBLK, 0x40)).good
+    want = bytes(a ^ b for a, b in zip(old, host.read()))
+    assert t0.read_backing(row * UNIT, UNIT) == want
+    assert tpt.cmd(t1, proto.release_cdb(group=0x40)).good
