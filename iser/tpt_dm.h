@@ -152,8 +152,8 @@ int tpt_dm_buf_get(struct tpt_dm *dm, size_t len, unsigned int access,
 /* Register caller memory (e.g. the controller's copy of host data). */
 int tpt_dm_register(struct tpt_dm *dm, void *addr, size_t len,
 		    unsigned int access, struct tpt_dm_buf **out);
-/* Deregister; a pool buffer returns to the pool (registered again under
- * a new STag).  Any STag handed out for it is stale from here on: peers'
+/* Deregister; a pool buffer returns to the pool unregistered (the next
+ * tpt_dm_buf_get registers it under a new STag).  Any STag handed out for it is stale from here on: peers'
  * accesses to it fail.  With the tcp provider the passive side drops the
  * connection on such an access, so the initiator's operation fails with
  * -ECONNRESET and both sides see peer-down; verbs fails it with a remote

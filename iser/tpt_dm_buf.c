@@ -1,11 +1,13 @@
-/* Register_Buffer / Deregister_Buffer: the pre-registered pool and
- * caller registrations.
+/* Register_Buffer / Deregister_Buffer: the pool and caller registrations.
  *
- * The pool's memory is mapped and registered once at open, so handing a
- * buffer out costs nothing on the data path.  Releasing a buffer closes
- * its MR — that is what makes an STag handed out for it stale — and
- * registers it again under a fresh key (tpt_dm_fabric_mr_reg), ready for
- * the next tpt_dm_buf_get. */
+ * The pool's memory is mapped and populated once at open.  A buffer is
+ * registered when it is handed out, with exactly the remote access asked
+ * for and under a fresh key (tpt_dm_fabric_mr_reg), and deregistered when
+ * it comes back: that makes every STag handed out for it stale, and no
+ * free buffer is reachable by any peer.  One registration per use, as
+ * when buffers were registered again on their way back; seed 004's
+ * warning is about registering caller memory per I/O, which the pool
+ * still avoids. */
 #include "iser/tpt_dm_priv.h"
 
 #include <errno.h>
@@ -67,7 +69,6 @@ int dm_pool_open(struct tpt_dm *dm)
 	size_t count = dm->cfg.pool_bytes / dm->cfg.pool_buf_bytes;
 	size_t stride = dm_round_up(dm->cfg.pool_buf_bytes, page);
 	size_t i;
-	int ret;
 
 	dm->pool_count = count;
 	dm->pool_map_len = count * stride;
@@ -91,9 +92,6 @@ int dm_pool_open(struct tpt_dm *dm)
 		buf->len = dm->cfg.pool_buf_bytes;
 		buf->from_pool = true;
 		dm_list_init(&buf->link);
-		ret = dm_mr_register(dm, buf, dm_fi_access(DM_ACCESS_MASK));
-		if (ret)
-			return ret;
 		buf->next_free = dm->pool_free;
 		dm->pool_free = buf;
 	}
@@ -146,14 +144,10 @@ int tpt_dm_buf_get(struct tpt_dm *dm, size_t len, unsigned int access,
 				"exhausted", dm->pool_count);
 	}
 	/* Remote access exactly as asked: a buffer lent out for Get_Data
-	 * must not take Put_Data.  The pool's default registration allows
-	 * both, so only narrower requests register again. */
-	if (!buf->mr || buf->mr_access != fi_access) {
-		dm_mr_close(dm, buf);
-		ret = dm_mr_register(dm, buf, fi_access);
-		if (ret)
-			return ret;
-	}
+	 * must not take Put_Data. */
+	ret = dm_mr_register(dm, buf, fi_access);
+	if (ret)
+		return ret;
 	dm->pool_free = buf->next_free;
 	buf->next_free = NULL;
 	buf->in_use = true;
@@ -204,11 +198,6 @@ void tpt_dm_buf_release(struct tpt_dm_buf *buf)
 		free(buf);
 		return;
 	}
-	/* A failure leaves the buffer unregistered; tpt_dm_buf_get tries
-	 * again when it comes round. */
-	if (dm_mr_register(dm, buf, dm_fi_access(DM_ACCESS_MASK)))
-		dm_log(dm, "re-registering a pool buffer: %s",
-		       dm->fab.errbuf);
 	buf->next_free = dm->pool_free;
 	dm->pool_free = buf;
 }

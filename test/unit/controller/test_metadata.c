@@ -134,6 +134,7 @@ static const char good_state[] =
 	"# comment\n"
 	"tptraid-state 1\n"
 	"array 65c854e8e9b3c6ab\n"
+	"key 00112233445566778899aabbccddeeff\n"
 	"spec raid=5;unit=64k;member=iscsi://h/iqn.x:a/1\n"
 	"box 0 iscsi://h:3261/iqn.x:a/1\n"
 	"box 1 iscsi://h:3262/iqn.x:b/1\n"
@@ -171,8 +172,11 @@ static void state_file(void)
 	CHECK_EQ(st->position[1], 3);
 	CHECK_EQ(st->position[2], -1);
 	CHECK(!strcmp(st->box[3], "iscsi://h:3264/iqn.x:d/1"));
+	CHECK_EQ(st->key[0], 0x00);
+	CHECK_EQ(st->key[15], 0xff);
 	n = tpt_state_format(st, buf, 1 << 16);
 	CHECK(n > 0);
+	CHECK(strstr(buf, "\nkey 00112233445566778899aabbccddeeff\n") != NULL);
 	CHECK_EQ(tpt_state_parse(buf, (size_t)n, back, err, sizeof(err)), 0);
 	CHECK_MEM(back, st, sizeof(*st));
 	CHECK_EQ(tpt_state_format(st, buf, 20), -ENOSPC);
@@ -194,6 +198,22 @@ static void state_file(void)
 	expect_refused("tptraid-state 1\narray 0000000000000001\nspec x\n"
 		       "box 0 iscsi://h/iqn.x:a/1\n", "no box or position");
 	expect_refused("tptraid-state 1\nfrob 1\n", "line 2: frob: unknown");
+	expect_refused("tptraid-state 1\nkey 00\n", "line 2: key");
+	expect_refused("tptraid-state 1\nkey 0000000000000000000000000000"
+		       "0000\n", "line 2: key");
+	expect_refused("tptraid-state 1\nkey 00112233445566778899AABBCCDDEE"
+		       "FF\n", "line 2: key");
+	/* A file from before keys existed still parses, without one. */
+	{
+		static const char no_key[] = "tptraid-state 1\n"
+			"array 0000000000000001\nspec x\n"
+			"box 0 iscsi://h/iqn.x:a/1\nposition 0 0\n";
+		static const uint8_t zero[TPT_STATE_KEY_LEN];
+
+		CHECK_EQ(tpt_state_parse(no_key, strlen(no_key), st, err,
+					 sizeof(err)), 0);
+		CHECK_MEM(st->key, zero, sizeof(zero));
+	}
 	expect_refused("tptraid-state 1\narray 0000000000000001\n",
 		       "spec lines are required");
 	free(st);
