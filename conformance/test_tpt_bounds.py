@@ -5,10 +5,13 @@ RESOURCES, the refusal is logged once, the real controller's nexus is still
 served, and once the attacker lets go nothing is left in use."""
 import os
 import re
+import struct
+import time
 
 import pytest
 
-from tptlib import proto
+from tptlib import cluster, proto
+from tptlib.client import GOOD, TptClient
 from tptlib.targets import ARRAY_ID, LUN, TptTargets
 
 BS = 512
@@ -32,17 +35,15 @@ def assert_sense(r, name):
     assert s.code == proto.SENSE[name], f"expected {name}, got {s}"
 
 
-def set_param(t, **params):
+def set_param(tgtd, **params):
     ps = ",".join(f"{k}={v}" for k, v in params.items())
-    t.tgtd.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
+    tgtd.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
                   "--lun", LUN, "--params", ps)
 
 
-def show(t):
+def show(tgtd):
     """The bounds lines of tgtadm show as {line: {key: int}}."""
-    out = t.tgtd.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show")
-    if not isinstance(out, str):
-        out = out.stdout
+    out = tgtd.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
     lines = {}
     for m in re.finditer(r"TPT (bounds|in use|peak per nexus|refused): (.*)", out):
         words = m.group(2).split()
@@ -84,12 +85,12 @@ def controller_writes(tpt, t, row=3, group=0x500):
 
 
 def assert_refused_once(t, key, words):
-    assert show(t)["refused"][key] >= 1
+    assert show(t.tgtd)["refused"][key] >= 1
     assert t.tgtd.log().count(words) == 1
 
 
 def assert_nothing_in_use(t):
-    use = show(t)["in use"]
+    use = show(t.tgtd)["in use"]
     assert (use["groups"], use["pool_buffers"], use["buffered_mb"]) == (0, 0, 0), use
 
 
@@ -99,12 +100,12 @@ def test_slot_memory_per_nexus(tpt):
     tpt.start(1)
     t = tpt.targets[0]
     attacker(tpt, t)
-    before = show(t)["in use"]["slot_bytes"]
+    before = show(t.tgtd)["in use"]["slot_bytes"]
     for _ in range(2):
         alloc = 16 + 16 * 1024
         r = evil(tpt, t, proto.report_slots_cdb(MIB, 1024, alloc), inlen=alloc)
         assert_sense(r, "POOL_EXHAUSTED")
-    assert show(t)["in use"]["slot_bytes"] == before
+    assert show(t.tgtd)["in use"]["slot_bytes"] == before
     # Within its share it is served.
     alloc = 16 + 16 * 8
     assert evil(tpt, t, proto.report_slots_cdb(MIB, 8, alloc), inlen=alloc).good
@@ -113,7 +114,7 @@ def test_slot_memory_per_nexus(tpt):
     assert table.count == 128
     assert_refused_once(t, "session_slots", "slot memory per nexus")
     tpt.client.logout(EVIL)
-    assert show(t)["in use"]["slot_bytes"] == 128 * (MIB + 4096)
+    assert show(t.tgtd)["in use"]["slot_bytes"] == 128 * (MIB + 4096)
 
 
 def test_pool_share_per_nexus(tpt):
@@ -121,8 +122,8 @@ def test_pool_share_per_nexus(tpt):
     lives: one nexus gets at most its share of the pool."""
     tpt.start(1)
     t = tpt.targets[0]
-    set_param(t, tpt_session_pool_mb=8)
-    assert show(t)["bounds"]["session_pool_mb"] == 8
+    set_param(t.tgtd, tpt_session_pool_mb=8)
+    assert show(t.tgtd)["bounds"]["session_pool_mb"] == 8
     attacker(tpt, t)
     host = tpt.host_buffer("evil", size=MIB)
     for i in range(9):
@@ -133,8 +134,8 @@ def test_pool_share_per_nexus(tpt):
         else:
             assert_sense(r, "POOL_EXHAUSTED")
     # The refused PREP WRITE opened no group.
-    assert show(t)["in use"]["groups"] == 8
-    assert show(t)["in use"]["pool_buffers"] == 8
+    assert show(t.tgtd)["in use"]["groups"] == 8
+    assert show(t.tgtd)["in use"]["pool_buffers"] == 8
     controller_writes(tpt, t)
     assert_refused_once(t, "session_pool", "pool share per nexus")
     tpt.client.logout(EVIL)
@@ -146,13 +147,13 @@ def test_buffered_bytes_per_group(tpt):
     at most tpt_group_mb of them per group."""
     tpt.start(1)
     t = tpt.targets[0]
-    set_param(t, tpt_group_mb=4)
+    set_param(t.tgtd, tpt_group_mb=4)
     attacker(tpt, t)
     host = tpt.host_buffer("evil", size=MIB)
     for i in range(4):
         assert prep_read(tpt, t, host, i * MBLK, MBLK, 0x200, session=EVIL).good
     assert_sense(prep_read(tpt, t, host, 4 * MBLK, MBLK, 0x200, session=EVIL), "POOL_EXHAUSTED")
-    assert show(t)["in use"]["buffered_mb"] == 4
+    assert show(t.tgtd)["in use"]["buffered_mb"] == 4
     # The bound is per group: another group, and the controller, go on.
     assert prep_read(tpt, t, host, 8 * MBLK, MBLK, 0x201, session=EVIL).good
     controller_writes(tpt, t)
@@ -166,13 +167,13 @@ def test_buffered_bytes_per_nexus(tpt):
     tpt_session_mb; a refused command leaves no group behind."""
     tpt.start(1)
     t = tpt.targets[0]
-    set_param(t, tpt_session_mb=4)
+    set_param(t.tgtd, tpt_session_mb=4)
     attacker(tpt, t)
     host = tpt.host_buffer("evil", size=MIB)
     for i in range(4):
         assert prep_read(tpt, t, host, i * MBLK, MBLK, 0x300 + i, session=EVIL).good
     assert_sense(prep_read(tpt, t, host, 4 * MBLK, MBLK, 0x304, session=EVIL), "POOL_EXHAUSTED")
-    use = show(t)["in use"]
+    use = show(t.tgtd)["in use"]
     assert (use["groups"], use["buffered_mb"]) == (4, 4), use
     controller_writes(tpt, t)
     assert_refused_once(t, "session_buffered", "buffered bytes per nexus")
@@ -183,7 +184,7 @@ def test_buffered_bytes_per_nexus(tpt):
 def test_groups_per_nexus(tpt):
     tpt.start(1)
     t = tpt.targets[0]
-    set_param(t, tpt_session_groups=8)
+    set_param(t.tgtd, tpt_session_groups=8)
     attacker(tpt, t)
     host = tpt.host_buffer("evil", size=BS)
     for g in range(8):
@@ -193,7 +194,7 @@ def test_groups_per_nexus(tpt):
     # A group let go of makes room for another.
     assert evil(tpt, t, proto.release_cdb(0x400)).good
     assert prep_read(tpt, t, host, 9, 1, 0x409, session=EVIL).good
-    assert show(t)["in use"]["groups"] == 8
+    assert show(t.tgtd)["in use"]["groups"] == 8
     controller_writes(tpt, t)
     assert_refused_once(t, "session_groups", "groups per nexus")
     tpt.client.logout(EVIL)
@@ -206,7 +207,7 @@ def test_groups_per_process(tpt):
     the groups are gone, as its retry would."""
     tpt.start(1)
     t = tpt.targets[0]
-    set_param(t, tpt_groups_max=8)
+    set_param(t.tgtd, tpt_groups_max=8)
     attacker(tpt, t)
     host = tpt.host_buffer("evil", size=BS)
     for g in range(8):
@@ -215,8 +216,50 @@ def test_groups_per_process(tpt):
     xl = proto.xfer_list([data.desc(0, UNIT)], result_slot=0)
     cdb = proto.vendor_cdb(proto.XDWRITE_16, 3 * UBLK, UBLK, 0x500, proto.DISABLE_WRITE)
     assert_sense(tpt.cmd(t, cdb, out=xl), "POOL_EXHAUSTED")
-    assert show(t)["in use"]["groups"] == 8
+    assert show(t.tgtd)["in use"]["groups"] == 8
     assert_refused_once(t, "groups", "groups per process")
     tpt.client.logout(EVIL)
     assert_nothing_in_use(t)
     controller_writes(tpt, t)
+
+
+def test_controller_retries_a_refused_slot_table(tgtd_factory):
+    """A member that refuses the controller's TPT REPORT SLOTS with
+    INSUFFICIENT RESOURCES when it comes back is asked again once a second,
+    not failed: once it has room it is online again and the array serves
+    I/O with it."""
+    unit = 64 << 10
+    c = cluster.start(tgtd_factory, n=3, unit=unit, member_bytes=16 << 20)
+    t = c.targets[1]
+    set_param(t, tpt_session_slot_mb=1)
+    # Cut the controller's nexus to the member: it reconnects and sets the
+    # member up again, slot table included.
+    out = t.tgtadm("--lld", "iscsi", "--mode", "conn", "--op", "show", "--tid", 1).stdout
+    sid = re.search(r"Session: (\d+)", out).group(1)
+    t.tgtadm("--lld", "iscsi", "--mode", "conn", "--op", "delete", "--tid", 1, "--sid", sid,
+             "--cid", 0)
+    deadline = time.time() + 30
+    while "has no room for our slot table yet" not in c.controller.log():
+        assert time.time() < deadline, "the controller never asked again"
+        time.sleep(0.2)
+    time.sleep(2.5)
+    assert show(t)["refused"]["session_slots"] >= 2
+    assert t.log().count("slot memory per nexus") == 1
+    set_param(t, tpt_session_slot_mb=256)
+    online = c.controller.log().count("is online as") + 1
+    while c.controller.log().count("is online as") < online:
+        assert time.time() < deadline, "the member did not come back"
+        time.sleep(0.2)
+    assert c.controller.log().count("has no room for our slot table yet") == 1
+    cl = TptClient(timeout=60)
+    cl.start()
+    try:
+        cl.login("a", c.url)
+        cl.clear_unit_attentions("a")
+        data = os.urandom(256 << 10)
+        cdb = struct.pack(">BBQIBB", 0x8A, 0, 0, len(data) // BS, 0, 0)
+        assert cl.command("a", cdb, data=data)["status"] == GOOD
+        cdb = struct.pack(">BBQIBB", 0x88, 0, 0, len(data) // BS, 0, 0)
+        assert cl.command("a", cdb, inlen=len(data))["data"] == data
+    finally:
+        cl.close()
