@@ -7,7 +7,7 @@ EXTRAVERSION := +tpt$(TPT_VERSION)
 # Shared by both programs: the hooks tgt calls and the process's datamover.
 TPT_OBJS = tpt_hooks.o tpt_datamover.o
 # The TPT target: LUs in TPT mode execute the TPT command set.
-TPT_OBJS += $(addprefix tpt_target/, lu.o nexus.o peer_link.o group.o \
+TPT_OBJS += $(addprefix tpt_target/, lu.o nexus.o peer_link.o group.o bounds.o \
 	xfer.o cmd.o cmd_setup.o cmd_read.o cmd_write.o cmd_parity.o disk_io.o)
 # The controller: tptraid LUs are arrays over TPT targets.
 TPT_OBJS += $(addprefix tpt_controller/, bs_tptraid.o array.o member.o \

@@ -121,6 +121,11 @@ int tpt_datamover_set_pool_mb(unsigned int mb)
 	return 0;
 }
 
+unsigned int tpt_datamover_pool_mb(void)
+{
+	return dm_conf.pool_mb;
+}
+
 static void dm_log(void *arg, const char *msg)
 {
 	(void)arg;

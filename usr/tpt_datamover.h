@@ -48,6 +48,7 @@ void tpt_datamover_register(struct tpt_datamover_user *u);
 int tpt_datamover_set_portal(const char *addr_port);
 /* Pool size in MiB, 8..65536, before the datamover opens. */
 int tpt_datamover_set_pool_mb(unsigned int mb);
+unsigned int tpt_datamover_pool_mb(void);
 
 /* Open it on the configured portal if not open yet: 0 or -errno (logged). */
 int tpt_datamover_open(void);

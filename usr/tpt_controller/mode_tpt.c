@@ -40,11 +40,15 @@
 #include "iser/tpt_dm.h"
 #include "scsi/tpt_sense.h"
 #include "tpt_datamover.h"
+#include "work.h"
 #include "tpt_controller.h"
 
 /* Slots the controller asks each member for (TPT REPORT SLOTS): enough
  * for a span of 32 stripes (array.c) with a result of each kind. */
 #define TPT_CTL_SLOTS 128
+/* A member short of room for them (protocol.md 8.4) is asked again once a
+ * second, this many times, before it is failed. */
+#define TPT_CTL_SLOTS_TRIES 30
 
 /* What TPT mode keeps per box. */
 struct tp_member {
@@ -54,6 +58,9 @@ struct tp_member {
 	struct tpt_slot_table slot_table;
 	struct slot_alloc slots;
 	bool slots_ready;
+	struct tgt_work slots_again;	/* TPT REPORT SLOTS after a refusal */
+	bool slots_again_armed;
+	unsigned int slots_tries;
 	/* Set-up in progress. */
 	void (*setup_done)(struct tpt_member *m, int err);
 	unsigned int lists_pending;
@@ -129,6 +136,38 @@ static void tp_setup_end(struct tpt_member *m, int err)
 		done(m, err);
 }
 
+/* Whether a CHECK CONDITION says "retry the same command later". */
+static bool tp_sense_busy(struct scsi_task *task, int status)
+{
+	const struct tpt_sense_code *code;
+	struct tpt_sense sense;
+
+	if (status != SCSI_STATUS_CHECK_CONDITION || !task ||
+	    task->datain.size < 2 ||
+	    tpt_sense_parse(task->datain.data + 2, task->datain.size - 2,
+			    &sense))
+		return false;
+	code = tpt_sense_code(sense.reason);
+	return code && code->fault == TPT_FAULT_BUSY;
+}
+
+static void tp_report_slots(struct tpt_member *m);
+
+static void tp_slots_again(void *data)
+{
+	struct tpt_member *m = data;
+
+	tpm_of(m)->slots_again_armed = false;
+	tp_report_slots(m);
+}
+
+static void tp_slots_again_cancel(struct tp_member *tm)
+{
+	if (tm->slots_again_armed)
+		del_work(&tm->slots_again);
+	tm->slots_again_armed = false;
+}
+
 static void tp_slots_done(struct tpt_member *m, struct scsi_task *task,
 			  int status, void *arg)
 {
@@ -137,6 +176,18 @@ static void tp_slots_done(struct tpt_member *m, struct scsi_task *task,
 	struct tpt_slot_table *t = &tm->slot_table;
 
 	(void)arg;
+	if (tp_sense_busy(task, status) &&
+	    ++tm->slots_tries < TPT_CTL_SLOTS_TRIES) {
+		if (tm->slots_tries == 1)
+			eprintf("tptraid: member %u (%s) has no room for our "
+				"slot table yet: asking again every second\n",
+				m->id, m->url);
+		tm->slots_again.func = tp_slots_again;
+		tm->slots_again.data = m;
+		add_work(&tm->slots_again, 1);
+		tm->slots_again_armed = true;
+		return;
+	}
 	if (status != SCSI_STATUS_GOOD ||
 	    tpt_slot_table_decode(task->datain.data, task->datain.size, t,
 				  &where) ||
@@ -320,6 +371,8 @@ static void tp_member_setup(struct tpt_array *a, struct tpt_member *m,
 
 	tm->setup_done = done;
 	tm->slots_ready = false;
+	tm->slots_tries = 0;
+	tp_slots_again_cancel(tm);
 	/* A new session, a new token: whoever knew the old one is out. */
 	if (getrandom(tm->token, sizeof(tm->token), 0) != sizeof(tm->token)) {
 		tp_setup_end(m, -EIO);
@@ -337,6 +390,7 @@ static void tp_member_lost(struct tpt_array *a, struct tpt_member *m)
 
 	tm->slots_ready = false;
 	tm->has_endpoint = false;
+	tp_slots_again_cancel(tm);
 	/* Slots taken from this session's table are not given back. */
 	slot_alloc_destroy(&tm->slots);
 }
@@ -363,6 +417,8 @@ static void tp_teardown(struct tpt_array *a)
 		uint8_t cdb[16] = { TPT_OP_RELEASE, TPT_CDB_RELEASE_ALL |
 						    TPT_CDB_RELEASE_UNBIND };
 		struct scsi_task *task;
+
+		tp_slots_again_cancel(&tp->member[i]);
 
 		/* Controller stop (III-B step 4): the member drops every
 		 * buffer it held for us and is free for another array,

@@ -116,6 +116,17 @@ static void tpt_cmd_free(struct tpt_cmd *tc)
 	free(tc);
 }
 
+/* Let go of the command's group.  One it opened and that got nothing
+ * because resources were short goes too: INSUFFICIENT RESOURCES changes
+ * nothing (protocol.md 8.4). */
+static void tpt_cmd_put_group(struct tpt_cmd *tc, int reason)
+{
+	if (reason != TPT_SENSE_POOL_EXHAUSTED || !tc->opened_group ||
+	    !tpt_group_forget_unused(tc->group))
+		tpt_group_unhold(tc->group);
+	tc->group = NULL;
+}
+
 void tpt_cmd_complete(struct tpt_cmd *tc, enum tpt_sense_reason reason)
 {
 	int result = SAM_STAT_GOOD;
@@ -124,10 +135,8 @@ void tpt_cmd_complete(struct tpt_cmd *tc, enum tpt_sense_reason reason)
 		reason = tc->abort_reason;
 	if (reason)
 		result = tpt_build_sense(tc, reason);
-	if (tc->group) {
-		tpt_group_unhold(tc->group);
-		tc->group = NULL;
-	}
+	if (tc->group)
+		tpt_cmd_put_group(tc, reason);
 	if (tc->in_perform) {
 		/* Finished before tpt_cmd_perform() returned: it reports. */
 		tc->sync_result = result;
@@ -145,6 +154,8 @@ int tpt_cmd_use_group(struct tpt_cmd *tc, enum tpt_group_kind kind,
 	struct tpt_group *g;
 	enum tpt_sense_reason r;
 
+	tc->opened_group = create &&
+		!tpt_group_find(tc->session, tc->tlu, tc->cdb.group);
 	r = tpt_group_get(tc->session, tc->tlu, tc->cdb.group, kind, create, &g);
 	if (r)
 		return r;
@@ -285,7 +296,7 @@ int tpt_cmd_perform(int host_no, struct scsi_cmd *cmd)
 			tc->failure_info.field = where;
 		}
 		if (tc->group)
-			tpt_group_unhold(tc->group);
+			tpt_cmd_put_group(tc, r);
 		result = r ? tpt_build_sense(tc, r) : SAM_STAT_GOOD;
 	}
 	tpt_cmd_free(tc);

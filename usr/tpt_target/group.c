@@ -96,9 +96,17 @@ enum tpt_sense_reason tpt_group_get(struct tpt_session *s, struct tpt_lu *tlu,
 		return tpt_tombstone_find(s, number, &why) ?
 			release_reason[why] : TPT_SENSE_UNKNOWN_GROUP;
 
+	if (s->nr_groups >= tpt_bounds.session_groups)
+		return tpt_bound_refuse(s, TPT_BOUND_SESSION_GROUPS);
+	if (tpt_bound_use.groups >= tpt_bounds.groups_max)
+		return tpt_bound_refuse(s, TPT_BOUND_GROUPS);
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return TPT_SENSE_POOL_EXHAUSTED;
+	s->nr_groups++;
+	tpt_bound_use.groups++;
+	if (s->nr_groups > tpt_bound_use.peak_session_groups)
+		tpt_bound_use.peak_session_groups = s->nr_groups;
 	g->session = s;
 	g->tlu = tlu;
 	g->number = number;
@@ -130,6 +138,14 @@ void tpt_group_hold(struct tpt_group *g)
 	g->last_used = now_seconds();
 }
 
+static void tpt_group_unlink(struct tpt_group *g)
+{
+	g->session->nr_groups--;
+	tpt_bound_use.groups--;
+	list_del(&g->link);
+	free(g);
+}
+
 static void tpt_group_free(struct tpt_group *g)
 {
 	struct tpt_range *r, *rtmp;
@@ -141,8 +157,16 @@ static void tpt_group_free(struct tpt_group *g)
 		tpt_range_free(r);
 	tpt_tombstone_add(g->session, g->number, g->doom_why);
 	g->tlu->stats.groups_released[g->doom_why]++;
-	list_del(&g->link);
-	free(g);
+	tpt_group_unlink(g);
+}
+
+bool tpt_group_forget_unused(struct tpt_group *g)
+{
+	if (g->inflight != 1 || g->doomed || !list_empty(&g->ranges) ||
+	    !list_empty(&g->preps))
+		return false;
+	tpt_group_unlink(g);
+	return true;
 }
 
 void tpt_group_unhold(struct tpt_group *g)
@@ -238,12 +262,26 @@ enum tpt_sense_reason tpt_range_alloc(struct tpt_group *g, uint64_t lba,
 		for (i = 0; i < n; i++)
 			if (s->slots[slot + i].owner)
 				return TPT_SENSE_SLOT_IN_USE;
+	} else if ((uint64_t)g->held_pieces + n >
+		   (uint64_t)tpt_bounds.group_mb * (1u << 20) / granule) {
+		return tpt_bound_refuse(s, TPT_BOUND_GROUP_HELD);
+	} else if ((uint64_t)s->held_pieces + n >
+		   (uint64_t)tpt_bounds.session_mb * (1u << 20) / granule) {
+		return tpt_bound_refuse(s, TPT_BOUND_SESSION_HELD);
 	}
 	r = calloc(1, sizeof(*r) + n * sizeof(r->piece[0]));
 	if (!r)
 		return TPT_SENSE_POOL_EXHAUSTED;
 	INIT_LIST_HEAD(&r->link);
 	r->group = g;
+	if (slot == TPT_SLOT_NONE) {
+		r->held_pieces = n;
+		g->held_pieces += n;
+		s->held_pieces += n;
+		tpt_bound_use.held_pieces += n;
+		if (s->held_pieces > tpt_bound_use.peak_session_held_pieces)
+			tpt_bound_use.peak_session_held_pieces = s->held_pieces;
+	}
 	r->lba = lba;
 	r->nr_blocks = nr_blocks;
 	r->piece_bytes = granule;
@@ -259,10 +297,16 @@ enum tpt_sense_reason tpt_range_alloc(struct tpt_group *g, uint64_t lba,
 			continue;
 		}
 		p->slot = -1;
-		if (!lazy && tpt_piece_get(r, i)) {
+		if (!lazy) {
+			int err = tpt_piece_get(r, i);
+
+			if (!err)
+				continue;
 			r->nr_pieces = i;
 			tpt_range_free(r);
-			return TPT_SENSE_POOL_EXHAUSTED;
+			return err == -EDQUOT ?
+				tpt_bound_refuse(s, TPT_BOUND_SESSION_POOL) :
+				TPT_SENSE_POOL_EXHAUSTED;
 		}
 	}
 	*out = r;
@@ -281,6 +325,9 @@ void tpt_range_free(struct tpt_range *r)
 	unsigned int i;
 
 	list_del(&r->link);
+	r->group->held_pieces -= r->held_pieces;
+	s->held_pieces -= r->held_pieces;
+	tpt_bound_use.held_pieces -= r->held_pieces;
 	for (i = 0; i < r->nr_pieces; i++) {
 		struct tpt_piece *p = &r->piece[i];
 
@@ -299,11 +346,22 @@ void tpt_range_free(struct tpt_range *r)
 
 int tpt_piece_get(struct tpt_range *r, unsigned int i)
 {
+	struct tpt_session *s = r->group->session;
 	struct tpt_piece *p = &r->piece[i];
+	int err;
 
 	if (p->dmb)
 		return 0;
-	return tpt_dm_buf_get(tpt_datamover(), p->len, 0, &p->dmb);
+	if (s->pool_bufs >= tpt_bound_session_pool_bufs())
+		return -EDQUOT;
+	err = tpt_dm_buf_get(tpt_datamover(), p->len, 0, &p->dmb);
+	if (err)
+		return err;
+	s->pool_bufs++;
+	tpt_bound_use.pool_bufs++;
+	if (s->pool_bufs > tpt_bound_use.peak_session_pool_bufs)
+		tpt_bound_use.peak_session_pool_bufs = s->pool_bufs;
+	return 0;
 }
 
 void tpt_piece_put(struct tpt_range *r, unsigned int i)
@@ -313,6 +371,8 @@ void tpt_piece_put(struct tpt_range *r, unsigned int i)
 	if (p->slot < 0 && p->dmb) {
 		tpt_dm_buf_release(p->dmb);
 		p->dmb = NULL;
+		r->group->session->pool_bufs--;
+		tpt_bound_use.pool_bufs--;
 	}
 }
 

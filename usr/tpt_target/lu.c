@@ -10,6 +10,10 @@
  *                          process, before or with the first tpt=on)
  *   tpt_pool_mb=N          datamover buffer pool, MiB (default 128)
  *   tpt_group_timeout=N    seconds an idle request keeps its buffers (30)
+ *   tpt_session_slot_mb=N, tpt_session_pool_mb=N, tpt_session_mb=N,
+ *   tpt_group_mb=N, tpt_session_groups=N, tpt_groups_max=N
+ *                          bounds on what a nexus, a group and the
+ *                          process may keep (bounds.c), for the process
  *
  * TPT mode replaces entries of the LU's own copy of the sbc opcode table, so
  * ordinary SBC commands keep working and other LUs are untouched.
@@ -207,6 +211,39 @@ static int parse_uint(const char *s, unsigned int min, unsigned int max,
 	return 0;
 }
 
+/* The bounds of bounds.c, each a key of its own. */
+static const struct {
+	const char *key;
+	unsigned int *value;
+	unsigned int min, max;
+} bound_params[] = {
+	{ "tpt_session_slot_mb", &tpt_bounds.session_slot_mb, 1,
+	  TPT_SLOT_BYTES_MAX >> 20 },
+	{ "tpt_session_pool_mb", &tpt_bounds.session_pool_mb, 1, 65536 },
+	{ "tpt_session_mb", &tpt_bounds.session_mb, 1, 1 << 20 },
+	{ "tpt_group_mb", &tpt_bounds.group_mb, 1, 1 << 20 },
+	{ "tpt_session_groups", &tpt_bounds.session_groups, 1, 1 << 20 },
+	{ "tpt_groups_max", &tpt_bounds.groups_max, 1, 1 << 24 },
+};
+
+static tgtadm_err tpt_bound_param(const char *p, const char *value)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(bound_params); i++) {
+		if (strcmp(p, bound_params[i].key))
+			continue;
+		if (parse_uint(value, bound_params[i].min, bound_params[i].max,
+			       bound_params[i].value)) {
+			eprintf("%s=%s: expected %u..%u\n", p, value,
+				bound_params[i].min, bound_params[i].max);
+			return TGTADM_INVALID_REQUEST;
+		}
+		return TGTADM_SUCCESS;
+	}
+	return TGTADM_UNKNOWN_PARAM;
+}
+
 /* One "key=value" of --params that spc did not know. */
 tgtadm_err tpt_target_param(struct scsi_lu *lu, const char *p,
 			    const char *value)
@@ -250,7 +287,41 @@ tgtadm_err tpt_target_param(struct scsi_lu *lu, const char *p,
 		tlu->group_timeout = n;
 		return TGTADM_SUCCESS;
 	}
-	return TGTADM_UNKNOWN_PARAM;
+	return tpt_bound_param(p, value);
+}
+
+/* Process-wide, under every LU in TPT mode: the bounds, what is in use
+ * against them, the most one nexus has used, and the refusals. */
+static void tpt_bounds_show(struct concat_buf *b)
+{
+	const struct tpt_bound_use *u = &tpt_bound_use;
+
+	concat_printf(b, TPT_SHOW_INDENT "TPT bounds: session_slot_mb %u "
+		      "session_pool_mb %u session_mb %u group_mb %u "
+		      "session_groups %u groups_max %u slot_mb %llu\n",
+		      tpt_bounds.session_slot_mb,
+		      tpt_bound_session_pool_bufs() * (TPT_PRIVATE_PIECE >> 20),
+		      tpt_bounds.session_mb, tpt_bounds.group_mb,
+		      tpt_bounds.session_groups, tpt_bounds.groups_max,
+		      TPT_SLOT_BYTES_MAX >> 20);
+	concat_printf(b, TPT_SHOW_INDENT "TPT in use: groups %u pool_buffers %u "
+		      "buffered_mb %u slot_bytes %" PRIu64 "\n", u->groups,
+		      u->pool_bufs, u->held_pieces * (TPT_PRIVATE_PIECE >> 20),
+		      u->slot_bytes);
+	concat_printf(b, TPT_SHOW_INDENT "TPT peak per nexus: groups %u "
+		      "pool_buffers %u buffered_mb %u\n", u->peak_session_groups,
+		      u->peak_session_pool_bufs,
+		      u->peak_session_held_pieces * (TPT_PRIVATE_PIECE >> 20));
+	concat_printf(b, TPT_SHOW_INDENT "TPT refused: session_slots %" PRIu64
+		      " session_pool %" PRIu64 " session_buffered %" PRIu64
+		      " group_buffered %" PRIu64 " session_groups %" PRIu64
+		      " groups %" PRIu64 "\n",
+		      u->refused[TPT_BOUND_SESSION_SLOTS],
+		      u->refused[TPT_BOUND_SESSION_POOL],
+		      u->refused[TPT_BOUND_SESSION_HELD],
+		      u->refused[TPT_BOUND_GROUP_HELD],
+		      u->refused[TPT_BOUND_SESSION_GROUPS],
+		      u->refused[TPT_BOUND_GROUPS]);
 }
 
 void tpt_target_show(struct scsi_lu *lu, struct concat_buf *b)
@@ -284,6 +355,7 @@ void tpt_target_show(struct scsi_lu *lu, struct concat_buf *b)
 		      st->groups_released[TPT_RELEASE_TASK_MGMT],
 		      st->groups_released[TPT_RELEASE_TIMEOUT],
 		      st->groups_released[TPT_RELEASE_NEXUS_LOSS]);
+	tpt_bounds_show(b);
 }
 
 void tpt_sbc_lu_exit(struct scsi_lu *lu)

@@ -154,11 +154,10 @@ void tpt_session_log_unbound(struct tpt_session *s, const struct tpt_lu *tlu)
  * Slots are registered memory of their own rather than pool buffers: the
  * pool's buffers are sized for the largest stripe unit, slots for the one
  * the controller asked for.  All sessions' slots together stay under
- * slot_bytes_max, so a controller cannot make tgtd pin unbounded memory.
+ * TPT_SLOT_BYTES_MAX, so a controller cannot make tgtd pin unbounded
+ * memory, and one session's under its bound (bounds.c), so one nexus
+ * cannot take them all.
  */
-static uint64_t slot_bytes_used;
-static const uint64_t slot_bytes_max = 1ULL << 30;
-
 static size_t tpt_slot_bytes(uint32_t payload)
 {
 	return (TPT_SLOT_HDR_LEN + payload + 4095) & ~(size_t)4095;
@@ -170,7 +169,7 @@ static void tpt_slot_free(struct tpt_slot *slot, uint32_t payload)
 
 	tpt_dm_buf_release(slot->dmb);
 	free(mem);
-	slot_bytes_used -= tpt_slot_bytes(payload);
+	tpt_bound_use.slot_bytes -= tpt_slot_bytes(payload);
 }
 
 static int tpt_slot_alloc(struct tpt_slot *slot, uint32_t payload)
@@ -179,7 +178,7 @@ static int tpt_slot_alloc(struct tpt_slot *slot, uint32_t payload)
 	void *mem;
 	int err;
 
-	if (slot_bytes_used + bytes > slot_bytes_max)
+	if (tpt_bound_use.slot_bytes + bytes > TPT_SLOT_BYTES_MAX)
 		return -EAGAIN;
 	mem = aligned_alloc(4096, bytes);
 	if (!mem)
@@ -192,7 +191,7 @@ static int tpt_slot_alloc(struct tpt_slot *slot, uint32_t payload)
 		free(mem);
 		return err;
 	}
-	slot_bytes_used += bytes;
+	tpt_bound_use.slot_bytes += bytes;
 	return 0;
 }
 
@@ -222,6 +221,10 @@ enum tpt_sense_reason tpt_session_reserve_slots(struct tpt_session *s,
 	for (i = 0; i < s->nr_slots; i++)
 		if (s->slots[i].owner)
 			return TPT_SENSE_SLOT_IN_USE;
+	/* The new table replaces the old one: only its own size counts. */
+	if ((uint64_t)count * tpt_slot_bytes(payload) >
+	    (uint64_t)tpt_bounds.session_slot_mb << 20)
+		return tpt_bound_refuse(s, TPT_BOUND_SESSION_SLOTS);
 
 	slots = calloc(count, sizeof(*slots));
 	if (!slots)

@@ -6,6 +6,7 @@
  *   nexus.c        per I_T nexus state: peer list, slots
  *   peer_link.c    datamover links to peers, admission of incoming ones
  *   group.c        per (nexus, group number) buffers and their release
+ *   bounds.c       what a nexus, a group and the process may keep
  *   xfer.c         moving byte ranges between peers' memory and ours
  *   cmd.c          decoding, dispatch, completion; cmd_*.c the handlers
  *   disk_io.c      disk I/O off the event loop
@@ -73,6 +74,9 @@ void tpt_lu_unbind(struct tpt_lu *tlu, const struct tpt_session *by);
 
 /* ---- nexus.c ---- */
 
+/* Slot memory of all sessions together. */
+#define TPT_SLOT_BYTES_MAX	(1ULL << 30)
+
 struct tpt_slot {
 	struct tpt_dm_buf *dmb;
 	struct tpt_range *owner;	/* live buffer using it, or NULL */
@@ -101,6 +105,11 @@ struct tpt_session {
 		bool used;
 	} tombstones[TPT_TOMBSTONES];
 	unsigned int next_tombstone;
+	/* What it keeps, against tpt_bounds. */
+	unsigned int nr_groups;
+	unsigned int pool_bufs;		/* pool buffers held now */
+	unsigned int held_pieces;	/* private pieces of its groups */
+	unsigned int bounds_logged;	/* bit per enum tpt_bound */
 };
 
 struct tpt_session *tpt_session_find(int tid, uint64_t itn_id);
@@ -120,6 +129,48 @@ enum tpt_sense_reason tpt_session_reserve_slots(struct tpt_session *s,
 						uint16_t count);
 void tpt_session_fill_slot_table(const struct tpt_session *s,
 				 struct tpt_slot_table *t);
+
+/* ---- bounds.c ---- */
+
+/* Set by tgtadm (lu.c); each applies to what is asked for from then on. */
+struct tpt_bounds {
+	unsigned int session_slot_mb;	/* slot memory of one nexus */
+	unsigned int session_pool_mb;	/* pool one nexus holds; 0: half */
+	unsigned int session_mb;	/* private pieces of a nexus's groups */
+	unsigned int group_mb;		/* the same, of one group */
+	unsigned int session_groups;	/* open groups of one nexus */
+	unsigned int groups_max;	/* open groups of the process */
+};
+extern struct tpt_bounds tpt_bounds;
+
+enum tpt_bound {
+	TPT_BOUND_SESSION_SLOTS,
+	TPT_BOUND_SESSION_POOL,
+	TPT_BOUND_SESSION_HELD,
+	TPT_BOUND_GROUP_HELD,
+	TPT_BOUND_SESSION_GROUPS,
+	TPT_BOUND_GROUPS,
+	TPT_BOUNDS
+};
+
+/* Process-wide use, and the most one nexus has used, for tgtadm show. */
+struct tpt_bound_use {
+	unsigned int groups;
+	unsigned int pool_bufs;
+	unsigned int held_pieces;
+	uint64_t slot_bytes;
+	unsigned int peak_session_groups;
+	unsigned int peak_session_pool_bufs;
+	unsigned int peak_session_held_pieces;
+	uint64_t refused[TPT_BOUNDS];
+};
+extern struct tpt_bound_use tpt_bound_use;
+
+unsigned int tpt_bound_session_pool_bufs(void);
+/* Count a refusal of @s at bound @b, logged once per nexus and bound:
+ * returns INSUFFICIENT RESOURCES. */
+enum tpt_sense_reason tpt_bound_refuse(struct tpt_session *s,
+				       enum tpt_bound b);
 
 /* ---- peer_link.c ---- */
 
@@ -164,6 +215,7 @@ struct tpt_range {
 	uint32_t nr_blocks;
 	unsigned int flags;
 	uint32_t piece_bytes;		/* granule: every piece but the last */
+	unsigned int held_pieces;	/* charged to group and nexus */
 	unsigned int nr_pieces;
 	struct tpt_piece piece[];
 };
@@ -199,6 +251,7 @@ struct tpt_group {
 	uint64_t last_used;		/* monotonic seconds */
 	bool doomed;			/* release when inflight drops to 0 */
 	bool final_seen;		/* a FINAL PREP arrived: no more PREPs */
+	unsigned int held_pieces;	/* private pieces of its ranges */
 	enum tpt_release_why doom_why;
 };
 
@@ -211,6 +264,9 @@ struct tpt_group *tpt_group_find(struct tpt_session *s, struct tpt_lu *tlu,
 void tpt_group_hold(struct tpt_group *g);
 void tpt_group_unhold(struct tpt_group *g);
 void tpt_group_release(struct tpt_group *g, enum tpt_release_why why);
+/* Drop @g, held only by the command that opened it and still empty, as
+ * if it had never been opened: a refused command changes nothing. */
+bool tpt_group_forget_unused(struct tpt_group *g);
 void tpt_session_release_groups(struct tpt_session *s, struct tpt_lu *tlu,
 				enum tpt_release_why why);
 void tpt_group_timeouts_start(void);
@@ -221,6 +277,7 @@ void tpt_group_timeouts_start(void);
 enum tpt_sense_reason tpt_range_alloc(struct tpt_group *g, uint64_t lba,
 				      uint32_t nr_blocks, uint16_t slot,
 				      bool lazy, struct tpt_range **out);
+/* 0, -EDQUOT at the nexus's pool share, -EAGAIN when the pool is dry. */
 int tpt_piece_get(struct tpt_range *r, unsigned int i);
 void tpt_piece_put(struct tpt_range *r, unsigned int i);
 void tpt_range_attach(struct tpt_range *r, unsigned int flags);
@@ -266,6 +323,7 @@ struct tpt_cmd {
 	struct tpt_lu *tlu;
 	struct tpt_session *session;
 	struct tpt_group *group;
+	bool opened_group;		/* the group did not exist before */
 	struct tpt_cdb cdb;
 	struct tpt_xfer_list *xl;
 	const uint8_t *inline_data;
