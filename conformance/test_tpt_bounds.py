@@ -52,11 +52,17 @@ def show(tgtd):
 
 
 def attacker(tpt, t):
-    """A second nexus on t, under its own initiator name, with a peer list
-    of an array of its own (so it supersedes nothing)."""
-    tpt.client.login(EVIL, t.tgtd.url(t.iqn, LUN), initiator="iqn.2026-11.org.example:evil")
+    """A second nexus in t's tgtd, under its own initiator name: a LU of
+    another array in the same process (a LU of t's array serves only its
+    controller, protocol.md 5.5), sharing the process's pool and groups."""
+    iqn = "iqn.2026-11.org.tptraid:other-array"
+    t.tgtd.new_target(2, iqn)
+    t.tgtd.new_file_lun(2, LUN, tpt.lun_bytes)
+    t.tgtd.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 2,
+                  "--lun", LUN, "--params", "tpt=on")
+    tpt.client.login(EVIL, t.tgtd.url(iqn, LUN), initiator="iqn.2026-11.org.example:evil")
     tpt.client.clear_unit_attentions(EVIL)
-    pl = proto.peer_list(ARRAY_ID + 1, 1, t.index, tpt.peers())
+    pl = proto.peer_list(ARRAY_ID + 1, 1, t.index, tpt.peers(), array_key=os.urandom(16))
     assert evil(tpt, t, proto.setup_cdb(proto.SET_PEER_LIST, len(pl)), out=pl).good
 
 
