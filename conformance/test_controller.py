@@ -172,18 +172,38 @@ def test_bad_array_definitions_are_refused_whole(tgtd_factory, bsopts, says):
     assert c.alive()
 
 
-def test_members_behind_chap(tgtd_factory, client):
-    """A member that requires CHAP is reached with iscsi://user%secret@..."""
+CTL_SECRET = "controller-secret-1"     # the controller's, towards members
+MEMBER_SECRET = "member-answer-22"      # each member's own, for mutual CHAP
+
+
+def chap_members(tgtd_factory, n=3):
+    """n targets that require CHAP from the controller and answer with
+    their own name and secret (tgtadm accounts, the second --outgoing)."""
     targets, urls = [], []
-    for i in range(3):
+    for i in range(n):
         t = tgtd_factory(name=f"target{i}")
         iqn = t.new_target(1, f"iqn.2026-11.org.tptraid:chap{i}")
         t.new_file_lun(1, 1, 8 << 20)
-        t.tgtadm("--lld", "iscsi", "--mode", "account", "--op", "new", "--user", "ctl",
-                 "--password", "s3cret-pass")
+        for user, secret in (("ctl", CTL_SECRET), (f"box{i}", MEMBER_SECRET)):
+            t.tgtadm("--lld", "iscsi", "--mode", "account", "--op", "new", "--user", user,
+                     "--password", secret)
         t.tgtadm("--lld", "iscsi", "--mode", "account", "--op", "bind", "--tid", 1, "--user", "ctl")
-        urls.append(f"iscsi://ctl%s3cret-pass@127.0.0.1:{t.port}/{iqn}/1")
+        t.tgtadm("--lld", "iscsi", "--mode", "account", "--op", "bind", "--tid", 1,
+                 "--user", f"box{i}", "--outgoing")
+        urls.append(f"iscsi://ctl%{CTL_SECRET}@127.0.0.1:{t.port}/{iqn}/1"
+                    f"?target_user=box{i}&target_password={MEMBER_SECRET}")
         targets.append(t)
+    return targets, urls
+
+
+def test_members_behind_chap(tgtd_factory, client):
+    """A member that requires CHAP is reached with
+    iscsi://user%secret@...?target_user=..&target_password=.. (mutual: the
+    controller checks the member's answer too).  A wrong secret in either
+    direction, or a short one, is refused with a clear line in the log,
+    and no secret is ever printed."""
+    from tptlib.tgtd import TgtadmError
+    targets, urls = chap_members(tgtd_factory)
     c = tgtd_factory(name="controller")
     ciqn = c.new_target(1, "iqn.2026-11.org.tptraid:chaparray")
     opts = "raid=5;unit=64k;mode=baseline;" + ";".join(f"member={u}" for u in urls)
@@ -193,12 +213,33 @@ def test_members_behind_chap(tgtd_factory, client):
     data = os.urandom(256 << 10)
     assert client.command("a", write16(0, len(data) // BS), dir="out", data=data)["status"] == GOOD
     assert client.command("a", read16(0, len(data) // BS), dir="in", inlen=len(data))["data"] == data
-    # Without the secret the array cannot be assembled.
-    bad = opts.replace("s3cret-pass", "wrong-pass!!")
-    c.new_target(2, "iqn.2026-11.org.tptraid:nochap")
-    from tptlib.tgtd import TgtadmError
-    with pytest.raises(TgtadmError):
-        c.new_lun(2, 1, str(c.dir / "array2.state"), bstype="tptraid", bsopts=bad)
+    show = c.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert f"127.0.0.1:{targets[0].port}/iqn.2026-11.org.tptraid:chap0/1" in show, show
+
+    def refused(tid, bad, says):
+        c.new_target(tid, f"iqn.2026-11.org.tptraid:bad{tid}")
+        before = len(c.log())
+        with pytest.raises(TgtadmError):
+            c.new_lun(tid, 1, str(c.dir / f"array{tid}.state"), bstype="tptraid", bsopts=bad)
+        said = c.log()[before:]
+        assert says in said, said
+        return said
+
+    # The controller's secret wrong: the member refuses the login.
+    said = refused(2, opts.replace(f"%{CTL_SECRET}@", "%wrong-secret-1@"), "Authentication failure")
+    assert f"member 0 (iscsi://127.0.0.1:{targets[0].port}/" in said, said
+    # The member's answer wrong (a box posing as the member): the
+    # controller refuses it.
+    refused(3, opts.replace(f"target_password={MEMBER_SECRET}", "target_password=wrong-answer-2"),
+            "Invalid CHAP_R response from the target")
+    refused(4, opts.replace(f"%{CTL_SECRET}@", "%short@", 1), "shorter than 12 characters")
+    refused(5, opts.replace(f"target_password={MEMBER_SECRET}", f"target_password={CTL_SECRET}", 1),
+            "one CHAP secret in both directions")
+    for t in [c, *targets]:
+        log = t.log()
+        for secret in (CTL_SECRET, MEMBER_SECRET, "wrong-secret-1", "wrong-answer-2", "%short@"):
+            assert secret not in log, f"{t.name} logged a secret:\n{log[-3000:]}"
+    assert (c.dir / "array.state").stat().st_mode & 0o077 == 0
 
 
 @pytest.mark.parametrize("mode", ["tpt", "baseline"])

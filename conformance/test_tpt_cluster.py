@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -67,11 +68,16 @@ def start(cluster_dir, n=TARGETS, *extra):
     raise AssertionError(f"tpt-cluster start exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
 
 
-def load_env(cluster_dir):
-    """DIR/cluster.env, sourced by bash as a user's script would."""
-    r = subprocess.run(["bash", "-c", 'set -a; . "$1"; env -0', "_", str(cluster_dir / "cluster.env")],
+def sourced(path):
+    """The variables of a shell file, sourced by bash as a user's script would."""
+    r = subprocess.run(["bash", "-c", 'set -a; . "$1"; env -0', "_", str(path)],
                        capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]})
     return dict(item.split("=", 1) for item in r.stdout.split("\0") if "=" in item)
+
+
+def load_env(cluster_dir):
+    """DIR/cluster.env."""
+    return sourced(cluster_dir / "cluster.env")
 
 
 def daemons(env):
@@ -250,3 +256,128 @@ def test_refuses_busy_port_and_running_cluster(cluster_dir):
         assert again.returncode == 1 and "a cluster is running" in again.stderr, again.stderr
     finally:
         run("stop", "--dir", cluster_dir, check=False)
+
+
+def tgtadm(env, daemon, *args):
+    return subprocess.run([str(paths.TGTADM), "-C", var(env, daemon, "CONTROL_PORT"), "--lld", "iscsi",
+                           *map(str, args)], env=dict(os.environ, TGT_IPC_SOCKET=var(env, daemon, "IPC")),
+                          capture_output=True, text=True, check=True).stdout
+
+
+def set_account(env, daemon, user, secret, outgoing=False):
+    """Give daemon's target 1 the account user with another secret."""
+    tgtadm(env, daemon, "--mode", "account", "--op", "delete", "--user", user)
+    tgtadm(env, daemon, "--mode", "account", "--op", "new", "--user", user, "--password", secret)
+    tgtadm(env, daemon, "--mode", "account", "--op", "bind", "--tid", 1, "--user", user,
+           *(["--outgoing"] if outgoing else []))
+
+
+def host_io(url, chap, *args, data=None):
+    """tpt-iscsi-io with libiscsi's CHAP variables (as host-chap.env sets
+    them) in place of any the caller has."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIBISCSI_CHAP_")}
+    env.update(chap)
+    return subprocess.run([str(paths.tool("tpt-iscsi-io")), *args[:1], url, *args[1:]], input=data,
+                          capture_output=True, env=env, timeout=60)
+
+
+def wait_log(path, text, after=0, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = path.read_text(errors="replace")[after:]
+        if text in log:
+            return log
+        time.sleep(0.2)
+    raise AssertionError(f"{path} never said {text!r}:\n{log[-3000:]}")
+
+
+def test_chap_on_every_hop(cluster_dir, report):
+    """start --chap: mutual CHAP host -> controller and controller ->
+    members.  The right secrets carry I/O; a wrong secret at either hop,
+    in either direction, is refused; no secret shows in a daemon's
+    arguments, a log or cluster.env."""
+    ports = []
+    try:
+        t0 = time.monotonic()
+        r, base = start(cluster_dir, TARGETS, "--chap")
+        report(f"tpt-cluster start --chap, {TARGETS} targets: {time.monotonic() - t0:.1f} s")
+        ports = [base + i for i in range(TARGETS + 1)]
+        env = load_env(cluster_dir)
+        assert env["TPT_CLUSTER_CHAP"] == "yes"
+        host_file, secrets_file = cluster_dir / "host-chap.env", cluster_dir / "chap.secrets"
+        for f in (host_file, secrets_file):
+            assert f.stat().st_mode & 0o077 == 0, oct(f.stat().st_mode)
+        assert str(host_file) in r.stdout
+        chap = {k: v for k, v in sourced(host_file).items()
+                if k.startswith("LIBISCSI_CHAP_")}
+        assert chap["LIBISCSI_CHAP_USERNAME"] == "host" and chap["LIBISCSI_CHAP_TARGET_USERNAME"] == "array"
+        secrets = sourced(secrets_file)
+        ours = {v for k, v in secrets.items() if k.endswith(("_CHAP_SECRET", "_CHAP_ANSWER"))}
+        assert len(ours) == 2 * (TARGETS + 1)       # one per hop and direction
+        assert all(re.fullmatch(r"[0-9a-f]{32}", s) for s in ours)
+        url = env["TPT_CLUSTER_URL"]
+
+        # Host -> controller: the right secrets carry I/O ...
+        data = os.urandom(1 << 20)
+        w = host_io(url, chap, "write", "0", data=data)
+        assert w.returncode == 0, w.stderr
+        back = host_io(url, chap, "read", "0", str(len(data) // 512))
+        assert back.returncode == 0 and back.stdout == data, back.stderr
+        # ... none, or a wrong one, is refused by the controller ...
+        for creds in ({}, dict(chap, LIBISCSI_CHAP_PASSWORD="0" * 32)):
+            bad = host_io(url, creds, "read", "0", "8")
+            assert bad.returncode != 0 and b"Authentication failure" in bad.stderr, bad.stderr
+        # ... and a controller that answers wrongly is refused by the host.
+        bad = host_io(url, dict(chap, LIBISCSI_CHAP_TARGET_PASSWORD="0" * 32), "read", "0", "8")
+        assert bad.returncode != 0 and b"Invalid CHAP_R" in bad.stderr, bad.stderr
+
+        # Controller -> members: a member refuses anyone without its secret.
+        member0 = var(env, "t0", "URL")
+        bad = host_io(member0, chap, "read", "0", "8")
+        assert bad.returncode != 0 and b"Authentication failure" in bad.stderr, bad.stderr
+        # A controller with the wrong secret for member 1 assembles the
+        # array without it, saying why ...
+        log = cluster_dir / "controller" / "tgtd.log"
+        # The write's intent marks clear 2 s after it: a crash with marks
+        # and a member missing would rightly keep the array down.
+        time.sleep(4)
+        run("kill-controller", "--dir", cluster_dir)
+        set_account(env, "t1", "controller", "f" * 32)
+        mark = len(log.read_text(errors="replace"))
+        run("restart-controller", "--dir", cluster_dir)
+        wait_log(log, "member 1 (iscsi://127.0.0.1:%d/" % int(var(env, "t1", "PORT")), mark)
+        said = wait_log(log, "Authentication failure", mark)
+        assert re.search(r"member 1 \(\S+\) unreachable: login failed: .*Authentication failure", said), said
+        # ... and one whose member answers wrongly (a box posing as it).
+        run("kill-controller", "--dir", cluster_dir)
+        set_account(env, "t1", "controller", secrets["T1_CHAP_SECRET"])
+        set_account(env, "t1", "t1", "e" * 32, outgoing=True)
+        mark = len(log.read_text(errors="replace"))
+        run("restart-controller", "--dir", cluster_dir)
+        said = wait_log(log, "Invalid CHAP_R response from the target", mark)
+        assert re.search(r"member 1 \(\S+\) unreachable: login failed: .*Invalid CHAP_R", said), said
+        # The right answer again: member 1 is taken back, the data is whole.
+        set_account(env, "t1", "t1", secrets["T1_CHAP_ANSWER"], outgoing=True)
+        wait_log(log, "the array is optimal", mark, timeout=60)
+        back = host_io(url, chap, "read", "0", str(len(data) // 512))
+        assert back.returncode == 0 and back.stdout == data, back.stderr
+
+        # No secret in any process's arguments, any log or cluster.env.
+        leaks = []
+        for p in Path("/proc").iterdir():
+            try:
+                cmdline = (p / "cmdline").read_bytes() if p.name.isdigit() else b""
+            except OSError:
+                continue
+            leaks += [f"pid {p.name}" for s in ours if s.encode() in cmdline]
+        for f in [cluster_dir / "cluster.env", *cluster_dir.glob("*/tgtd.log")]:
+            leaks += [str(f) for s in ours if s in f.read_text(errors="replace")]
+        assert leaks == [], leaks
+        st = run("status", "--dir", cluster_dir)
+        assert "CHAP: mutual" in st.stdout and str(host_file) in st.stdout, st.stdout
+    finally:
+        run("stop", "--dir", cluster_dir, check=False)
+        leftovers = tgtds_on_ports(ports) if ports else []
+        for pid in leftovers:
+            os.kill(pid, 9)
+        assert leftovers == [], f"tgtd left running after stop: {leftovers}"

@@ -54,23 +54,152 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-/* iscsi://host[:port]/iqn/lun, the form libiscsi's tools take. */
-static bool valid_member_url(const char *url)
+/* The part of a member URL after "iscsi://" and any "user%secret@":
+ * host[:port]/iqn/lun, as libiscsi's tools take it. */
+static bool valid_box_address(const char *addr, size_t len)
 {
-	const char *host, *slash, *lun;
-	char *end;
+	const char *end = addr + len, *slash, *lun;
 
+	slash = memchr(addr, '/', len);
+	if (!slash || slash == addr)
+		return false;
+	for (lun = end; lun > slash + 1 && lun[-1] != '/'; lun--)
+		;
+	/* lun: after the last '/', which must not end an empty IQN. */
+	if (lun <= slash + 2 || lun == end)
+		return false;
+	for (; lun < end; lun++)
+		if (*lun < '0' || *lun > '9')
+			return false;
+	return true;
+}
+
+void tpt_spec_hide_secrets(const char *text, char *out, size_t outlen)
+{
+	size_t n = 0;
+
+	if (!outlen)
+		return;
+	while (*text && n + 1 < outlen) {
+		const char *end, *query, *at;
+
+		if (strncmp(text, "://", 3)) {
+			out[n++] = *text++;
+			continue;
+		}
+		/* One URL: up to the end of its spec value.  As in
+		 * libiscsi, the arguments start at the first '?' and the
+		 * user part ends at the first '@' before them. */
+		end = text + strcspn(text, "; \t\n");
+		query = memchr(text, '?', end - text);
+		if (!query)
+			query = end;
+		at = memchr(text, '@', query - text);
+		n += snprintf(out + n, outlen - n, "://%.*s",
+			      (int)(query - (at ? at + 1 : text + 3)),
+			      at ? at + 1 : text + 3);
+		if (n >= outlen)
+			n = outlen - 1;
+		text = end;
+	}
+	out[n] = '\0';
+}
+
+/* Why a CHAP secret in a member URL is refused, or NULL. */
+static const char *bad_chap_secret(const char *secret, size_t len)
+{
+	if (len < TPT_SPEC_CHAP_SECRET_MIN)
+		return "has a CHAP secret shorter than 12 characters "
+		       "(RFC 7143 asks for 96 random bits)";
+	if (memchr(secret, ',', len))
+		return "has a ',' in a CHAP secret (tgtadm cannot set it)";
+	return NULL;
+}
+
+/*
+ * iscsi://[user%secret@]host[:port]/target-iqn/lun
+ *	[?target_user=NAME&target_password=SECRET]
+ *
+ * user%secret is CHAP towards the member; the arguments make it mutual:
+ * the name and secret the member must answer with (libiscsi checks them).
+ * Messages name the URL with its secrets hidden.
+ */
+static int check_member_url(const char *key, const char *url, char *err,
+			    size_t errlen)
+{
+	const char *query, *at, *pct = NULL, *addr, *why = NULL;
+	const char *tuser = NULL, *tsecret = NULL;
+	size_t tuser_len = 0, tsecret_len = 0, secret_len = 0;
+	char name[TPT_SPEC_URL_MAX];
+
+	tpt_spec_hide_secrets(url, name, sizeof(name));
+	if (strlen(url) >= TPT_SPEC_URL_MAX)
+		return spec_error(err, errlen, "%s%s%s: URL too long", key,
+				  *key ? "=" : "", name);
 	if (strncmp(url, "iscsi://", 8))
-		return false;
-	host = url + 8;
-	slash = strchr(host, '/');
-	if (!slash || slash == host)
-		return false;
-	lun = strrchr(slash + 1, '/');
-	if (!lun || lun == slash + 1 || !lun[1])
-		return false;
-	strtoul(lun + 1, &end, 10);
-	return !*end;
+		goto syntax;
+	query = strchr(url, '?');
+	if (!query)
+		query = url + strlen(url);
+	at = memchr(url, '@', query - url);
+	addr = at ? at + 1 : url + 8;
+	if (!valid_box_address(addr, query - addr))
+		goto syntax;
+	if (at) {
+		pct = memchr(url + 8, '%', at - (url + 8));
+		if (!pct)
+			why = "has a CHAP user but no secret (expected "
+			      "user%secret@)";
+		else if (pct == url + 8)
+			why = "has a CHAP secret but no user (expected "
+			      "user%secret@)";
+		else
+			why = bad_chap_secret(pct + 1, at - (pct + 1));
+		secret_len = pct ? at - (pct + 1) : 0;
+	}
+	for (const char *arg = *query ? query + 1 : query; *arg && !why;) {
+		size_t len = strcspn(arg, "&");
+		const char *eq = memchr(arg, '=', len);
+
+		if (eq && eq - arg == 11 && !strncmp(arg, "target_user", 11)) {
+			tuser = eq + 1;
+			tuser_len = len - 12;
+		} else if (eq && eq - arg == 15 &&
+			   !strncmp(arg, "target_password", 15)) {
+			tsecret = eq + 1;
+			tsecret_len = len - 16;
+		} else {
+			return spec_error(err, errlen, "%s%s%s: unknown URL "
+					  "argument '%.*s' (expected "
+					  "target_user=, target_password=)",
+					  key, *key ? "=" : "", name,
+					  (int)(eq ? (size_t)(eq - arg) : len),
+					  arg);
+		}
+		arg += len + (arg[len] == '&');
+	}
+	if (!why && (tuser || tsecret)) {
+		if (!tuser_len || !tsecret)
+			why = "needs both target_user= and target_password= "
+			      "for mutual CHAP";
+		else if (!at)
+			why = "asks for mutual CHAP without user%secret@: the "
+			      "member must check the controller first";
+		else if (!(why = bad_chap_secret(tsecret, tsecret_len)) &&
+			 tsecret_len == secret_len &&
+			 !memcmp(tsecret, pct + 1, secret_len))
+			why = "uses one CHAP secret in both directions "
+			      "(RFC 7143 forbids it)";
+	}
+	if (why)
+		return spec_error(err, errlen, "%s%s%s: %s", key,
+				  *key ? "=" : "", name, why);
+	return 0;
+syntax:
+	return spec_error(err, errlen, "%s%s%s: expected iscsi://[user%%"
+			  "secret@]host[:port]/target-iqn/lun"
+			  "[?target_user=U&target_password=S]", key,
+			  *key ? "=" : "", name);
 }
 
 static int parse_dm(const char *value, struct tpt_array_spec *out,
@@ -96,15 +225,17 @@ static int add_url(char list[][TPT_SPEC_URL_MAX], unsigned int *n,
 		   unsigned int max, const char *key, const char *value,
 		   char *err, size_t errlen)
 {
-	if (!valid_member_url(value))
-		return spec_error(err, errlen, "%s=%s: expected "
-				  "iscsi://host[:port]/target-iqn/lun", key,
-				  value);
-	if (strlen(value) >= TPT_SPEC_URL_MAX)
-		return spec_error(err, errlen, "%s=%s: URL too long", key, value);
-	if (*n == max)
+	char name[TPT_SPEC_URL_MAX];
+	int ret;
+
+	ret = check_member_url(key, value, err, errlen);
+	if (ret)
+		return ret;
+	if (*n == max) {
+		tpt_spec_hide_secrets(value, name, sizeof(name));
 		return spec_error(err, errlen, "%s=%s: at most %u %ss", key,
-				  value, max, key);
+				  name, max, key);
+	}
 	strcpy(list[(*n)++], value);
 	return 0;
 }
@@ -136,12 +267,16 @@ int tpt_spec_rebuild_rate(const char *value, unsigned int *out, char *err,
 
 int tpt_spec_member_url(const char *value, char *err, size_t errlen)
 {
-	if (!valid_member_url(value))
-		return spec_error(err, errlen, "%s: expected "
-				  "iscsi://host[:port]/target-iqn/lun", value);
-	if (strlen(value) >= TPT_SPEC_URL_MAX)
-		return spec_error(err, errlen, "%s: URL too long", value);
-	return 0;
+	return check_member_url("", value, err, errlen);
+}
+
+bool tpt_spec_same_box(const char *a, const char *b)
+{
+	char na[TPT_SPEC_URL_MAX], nb[TPT_SPEC_URL_MAX];
+
+	tpt_spec_hide_secrets(a, na, sizeof(na));
+	tpt_spec_hide_secrets(b, nb, sizeof(nb));
+	return !strcmp(na, nb);
 }
 
 static int parse_yes_no(const char *key, const char *value, bool *out,
@@ -242,11 +377,15 @@ static int check_whole(struct tpt_array_spec *out, char *err, size_t errlen)
 			const char *b = j < out->nr_members ? out->member[j] :
 					out->spare[j - out->nr_members];
 
-			if (!strcmp(a, b))
+			if (tpt_spec_same_box(a, b)) {
+				char name[TPT_SPEC_URL_MAX];
+
+				tpt_spec_hide_secrets(a, name, sizeof(name));
 				return spec_error(err, errlen, "%s is named "
 						  "twice: a box may hold one "
 						  "block of a stripe at most",
-						  a);
+						  name);
+			}
 		}
 	}
 	return 0;

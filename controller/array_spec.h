@@ -24,6 +24,8 @@
 #define TPT_SPEC_MAX_MEMBERS 32
 #define TPT_SPEC_MAX_SPARES 8
 #define TPT_SPEC_URL_MAX 256
+/* RFC 7143 12.1.3: CHAP without IPsec needs secrets of 96 random bits. */
+#define TPT_SPEC_CHAP_SECRET_MIN 12
 #define TPT_SPEC_UNIT_MIN (4u << 10)
 #define TPT_SPEC_UNIT_MAX (1u << 20)
 
@@ -67,8 +69,23 @@ int tpt_spec_fail_timeout(const char *value, unsigned int *out, char *err,
 			  size_t errlen);
 int tpt_spec_rebuild_rate(const char *value, unsigned int *out, char *err,
 			  size_t errlen);
-/* A member URL as the spec takes it: iscsi://host[:port]/target-iqn/lun. */
+/*
+ * A member URL as the spec takes it:
+ *   iscsi://[user%secret@]host[:port]/target-iqn/lun
+ *	[?target_user=NAME&target_password=SECRET]
+ * user%secret is CHAP towards the member, the arguments mutual CHAP (what
+ * the member answers with).  Secrets are at least
+ * TPT_SPEC_CHAP_SECRET_MIN characters, and differ between directions.
+ */
 int tpt_spec_member_url(const char *value, char *err, size_t errlen);
+/*
+ * @text (one URL or a whole spec) with every iscsi:// URL's user%secret@
+ * and ?arguments left out: what logs, show output and messages print.
+ * Truncated to fit @outlen.
+ */
+void tpt_spec_hide_secrets(const char *text, char *out, size_t outlen);
+/* Do two member URLs name the same box, whatever their credentials? */
+bool tpt_spec_same_box(const char *a, const char *b);
 
 /*
  * Parse @opts into @out.  Returns 0, or -EINVAL with a one-line message in

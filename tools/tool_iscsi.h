@@ -25,8 +25,10 @@
 
 /* Applies a parsed iscsi:// URL to a context that has not logged in
  * yet: the target, a normal (not discovery) session, the header digest
- * to offer, and the initiator's CHAP user and secret if the URL has
- * them.  (iscsi_parse_full_url() given the context already sets target
+ * to offer, the initiator's CHAP user and secret if the URL has them,
+ * and the target's (mutual CHAP: ?target_user=..&target_password=..).
+ * libiscsi also takes the four from LIBISCSI_CHAP_USERNAME, _PASSWORD,
+ * _TARGET_USERNAME and _TARGET_PASSWORD, which keeps them out of ps.  (iscsi_parse_full_url() given the context already sets target
  * and CHAP; we do not rely on it.)  With noautoreconnect, a lost
  * session is not quietly logged in again: the commands on it fail and
  * the loss shows. */
@@ -43,6 +45,9 @@ static inline void tool_iscsi_configure(struct iscsi_context *iscsi,
 	if (url->user[0])
 		iscsi_set_initiator_username_pwd(iscsi, url->user,
 						 url->passwd);
+	if (url->target_user[0])
+		iscsi_set_target_username_pwd(iscsi, url->target_user,
+					      url->target_passwd);
 }
 
 /* Says on stderr, as "PROG: WHAT failed: ...", why a SCSI command

@@ -1391,21 +1391,23 @@ static int array_add_spare(struct tpt_array *a, const char *url)
 		return TGTADM_INVALID_REQUEST;
 	}
 	for (i = 0; i < a->nr_boxes; i++) {
-		if (!strcmp(a->member[i].url, url)) {
+		if (tpt_spec_same_box(a->member[i].login_url, url)) {
 			eprintf("tptraid: spare=%s: already in the array\n",
-				url);
+				a->member[i].url);
 			return TGTADM_INVALID_REQUEST;
 		}
 	}
 	if (a->nr_boxes == TPT_MAX_BOXES) {
+		tpt_spec_hide_secrets(url, err, sizeof(err));
 		eprintf("tptraid: spare=%s: the array has %u boxes already\n",
-			url, a->nr_boxes);
+			err, a->nr_boxes);
 		return TGTADM_INVALID_REQUEST;
 	}
 	ret = member_init(a, &a->member[a->nr_boxes], a->nr_boxes, url);
 	if (ret)
 		return TGTADM_UNKNOWN_ERR;
-	eprintf("tptraid: spare %u added: %s\n", a->nr_boxes, url);
+	eprintf("tptraid: spare %u added: %s\n", a->nr_boxes,
+		a->member[a->nr_boxes].url);
 	member_connect(&a->member[a->nr_boxes++]);
 	array_save_state(a);
 	return TGTADM_SUCCESS;

@@ -403,7 +403,8 @@ void array_save_state(struct tpt_array *a)
 	snprintf(st->spec, sizeof(st->spec), "%s", a->spec_text);
 	st->nr_boxes = a->nr_boxes;
 	for (i = 0; i < a->nr_boxes; i++)
-		snprintf(st->box[i], sizeof(st->box[i]), "%s", a->member[i].url);
+		snprintf(st->box[i], sizeof(st->box[i]), "%s",
+			 a->member[i].login_url);
 	st->nr_positions = a->nr_members;
 	for (i = 0; i < a->nr_members; i++)
 		st->position[i] = a->pos[i].member;

@@ -406,10 +406,17 @@ static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
 	if (state && bs->bsopts && !strcmp(bs->bsopts, DIRTY_DEGRADED_OPT)) {
 		dirty_degraded = true;
 	} else if (state && bs->bsopts && strcmp(state->spec, bs->bsopts)) {
+		char *shown = malloc(sizeof(state->spec));
+
+		if (shown)
+			tpt_spec_hide_secrets(state->spec, shown,
+					      sizeof(state->spec));
 		eprintf("tptraid: %s records array %016" PRIx64 " defined as "
 			"\"%s\": give no --bsopts to assemble it (or only "
 			DIRTY_DEGRADED_OPT "), or remove the file to define a "
-			"new array\n", path, state->array_id, state->spec);
+			"new array\n", path, state->array_id,
+			shown ? shown : "(out of memory)");
+		free(shown);
 		ret = -EINVAL;
 		goto out;
 	}

@@ -407,8 +407,11 @@ static void member_connected(struct iscsi_context *iscsi, int status,
 	/* libiscsi calls this a second time when an established session
 	 * fails: that is a failure like any other. */
 	if (status != SCSI_STATUS_GOOD || m->link != MEMBER_CONNECTING) {
-		member_fail(m, m->link == MEMBER_CONNECTING ? "login failed" :
-							      NULL);
+		char why[sizeof(m->fail_reason)];
+
+		/* libiscsi says why: refused, CHAP failed either way, ... */
+		snprintf(why, sizeof(why), "login failed: %s", member_error(m));
+		member_fail(m, m->link == MEMBER_CONNECTING ? why : NULL);
 		return;
 	}
 	task = scsi_cdb_readcapacity16();
@@ -427,7 +430,7 @@ void member_connect(struct tpt_member *m)
 	m->iscsi = iscsi_create_context(m->array->spec.initiator);
 	if (!m->iscsi)
 		return;
-	url = iscsi_parse_full_url(m->iscsi, m->url);
+	url = iscsi_parse_full_url(m->iscsi, m->login_url);
 	if (!url) {
 		eprintf("tptraid: %s: %s\n", m->url, member_error(m));
 		iscsi_destroy_context(m->iscsi);
@@ -449,10 +452,17 @@ void member_connect(struct tpt_member *m)
 	 * array's decision (degraded mode, rebuild), not libiscsi's.
 	 */
 	iscsi_set_noautoreconnect(m->iscsi, 1);
-	/* CHAP towards a member: iscsi://user%secret@host/iqn/lun. */
+	/*
+	 * CHAP towards a member: iscsi://user%secret@host/iqn/lun; mutual
+	 * with ?target_user=NAME&target_password=SECRET, when the member
+	 * must prove itself too (libiscsi refuses a wrong answer).
+	 */
 	if (url->user[0])
 		iscsi_set_initiator_username_pwd(m->iscsi, url->user,
 						 url->passwd);
+	if (url->target_user[0])
+		iscsi_set_target_username_pwd(m->iscsi, url->target_user,
+					      url->target_passwd);
 	m->lun = url->lun;
 	m->link = MEMBER_CONNECTING;
 	m->connect_started = now_s();
@@ -526,7 +536,8 @@ int member_init(struct tpt_array *a, struct tpt_member *m, unsigned int id,
 	m->id = id;
 	m->position = -1;
 	m->fd = -1;
-	snprintf(m->url, sizeof(m->url), "%s", url);
+	snprintf(m->login_url, sizeof(m->login_url), "%s", url);
+	tpt_spec_hide_secrets(url, m->url, sizeof(m->url));
 	INIT_LIST_HEAD(&m->cmds);
 	if (list_empty(&watched_members)) {
 		member_tick_work.func = member_tick;

@@ -87,7 +87,10 @@ struct tpt_member {
 	struct tpt_array *array;
 	unsigned int id;		/* stable: its peer id in peer lists */
 	int position;			/* in the layout, or -1: a spare */
+	/* Its URL without CHAP secrets: what logs and show print. */
 	char url[TPT_SPEC_URL_MAX];
+	/* As defined, secrets included: for the login and the state file. */
+	char login_url[TPT_SPEC_URL_MAX];
 	enum member_link link;
 	struct iscsi_context *iscsi;
 	int lun;
@@ -99,7 +102,7 @@ struct tpt_member {
 	struct list_head fail_link;	/* teardown pending */
 	bool failing;
 	bool unreachable_said;		/* logged once per absence */
-	char fail_reason[96];		/* for the log; empty: libiscsi's */
+	char fail_reason[160];		/* for the log; empty: libiscsi's */
 	time_t nop_sent;		/* monotonic seconds; 0: no NOP in flight */
 	time_t next_connect;
 	time_t connect_started;

@@ -78,9 +78,89 @@ static void bad_specs_name_their_fault(void)
 	}
 }
 
+#define SECRET "0123456789abcdef"
+#define TSECRET "fedcba9876543210"
+#define CHAP_URL "iscsi://ctl%" SECRET "@127.0.0.1:3261/iqn.x:t0/1"
+
+/* CHAP towards a member, one-way and mutual, is part of its URL. */
+static void member_urls_carry_chap(void)
+{
+	struct tpt_array_spec s;
+	char err[256] = "";
+
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;member=" CHAP_URL ";"
+				      "member=" CHAP_URL "?target_user=t1&"
+				      "target_password=" TSECRET ";" M(2),
+				      &s, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "named twice") != NULL);
+	CHECK(!strstr(err, SECRET));
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;member=" CHAP_URL ";"
+				      "member=iscsi://ctl%" SECRET "@h:1/iqn.x:t1/1"
+				      "?target_user=t1&target_password=" TSECRET
+				      ";" M(2), &s, err, sizeof(err)), 0);
+	CHECK(!strcmp(s.member[1], "iscsi://ctl%" SECRET "@h:1/iqn.x:t1/1"
+		      "?target_user=t1&target_password=" TSECRET));
+	CHECK_EQ(tpt_spec_member_url(CHAP_URL, err, sizeof(err)), 0);
+}
+
+/* What logs and show output print: no secret of either direction. */
+static void secrets_are_hidden(void)
+{
+	char out[256];
+
+	tpt_spec_hide_secrets("raid=5;member=" CHAP_URL "?target_user=t&"
+			      "target_password=" TSECRET ";" M(1), out,
+			      sizeof(out));
+	CHECK(!strcmp(out, "raid=5;member=iscsi://127.0.0.1:3261/iqn.x:t0/1;"
+		      "member=iscsi://127.0.0.1:3261/iqn.2026-11.org.tptraid:t1/1"));
+	tpt_spec_hide_secrets("http://u%" SECRET "@h/x/1 tail", out, sizeof(out));
+	CHECK(!strcmp(out, "http://h/x/1 tail"));
+	tpt_spec_hide_secrets(CHAP_URL, out, 12);
+	CHECK(!strcmp(out, "iscsi://127"));
+}
+
+/* A bad CHAP part is refused, saying why, never showing the secret. */
+static void bad_chap_is_refused_without_showing_secrets(void)
+{
+	static const struct {
+		const char *url;
+		const char *mention;
+	} cases[] = {
+		{ "iscsi://ctl@h/iqn.x:a/1", "no secret" },
+		{ "iscsi://ctl%@h/iqn.x:a/1", "shorter than 12" },
+		{ "iscsi://%" SECRET "@h/iqn.x:a/1", "no user" },
+		{ "iscsi://ctl%short-pass1@h/iqn.x:a/1", "shorter than 12" },
+		{ "iscsi://ctl%" SECRET ",x@h/iqn.x:a/1", "','" },
+		{ CHAP_URL "?target_user=t", "both target_user" },
+		{ CHAP_URL "?target_password=" TSECRET, "both target_user" },
+		{ CHAP_URL "?target_user=t&target_password=short", "shorter than 12" },
+		{ CHAP_URL "?target_user=t&target_password=" SECRET, "both directions" },
+		{ "iscsi://h/iqn.x:a/1?target_user=t&target_password=" TSECRET,
+		  "without user%secret@" },
+		{ CHAP_URL "?header_digest=none", "unknown URL argument 'header_digest'" },
+		{ "iscsi://ctl%" SECRET "@h/iqn.x:a/", "expected iscsi://" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char err[256] = "";
+
+		CHECK_EQ(tpt_spec_member_url(cases[i].url, err, sizeof(err)),
+			 -EINVAL);
+		if (!strstr(err, cases[i].mention))
+			fprintf(stderr, "case %zu: '%s' lacks '%s'\n", i, err,
+				cases[i].mention);
+		CHECK(strstr(err, cases[i].mention) != NULL);
+		CHECK(!strstr(err, SECRET) && !strstr(err, TSECRET));
+	}
+}
+
 int main(void)
 {
 	RUN(full_spec_parses);
 	RUN(bad_specs_name_their_fault);
+	RUN(member_urls_carry_chap);
+	RUN(secrets_are_hidden);
+	RUN(bad_chap_is_refused_without_showing_secrets);
 	UNIT_EXIT();
 }
