@@ -56,8 +56,12 @@ UNIT_BINS := $(UNIT_SRCS:%.c=$(BUILD)/%)
 UNIT_HDRS := test/unit/unit.h $(wildcard test/unit/*/*.h)
 
 FUZZ_SRCS := $(wildcard test/fuzz/fuzz_*.c)
-FUZZ_BINS := $(FUZZ_SRCS:%.c=$(BUILD)/%)
+# `make fuzz FUZZERS="fuzz_a fuzz_b"` runs only those.
+FUZZERS ?= $(FUZZ_SRCS:test/fuzz/%.c=%)
+FUZZ_BINS := $(FUZZERS:%=$(BUILD)/test/fuzz/%)
 FUZZ_SECONDS ?= 10
+# make check's smoke run: short, as it runs every fuzzer.
+CHECK_FUZZ_SECONDS ?= 5
 
 # Our command-line tools: each is one C file tools/NAME.c or a folder
 # tools/NAME/ of C files and its own headers; tools/*.h serve them all.
@@ -162,21 +166,43 @@ $(BUILD)/test/unit/%: test/unit/%.c $(UNIT_HDRS) $(TPT_LIBS)
 unit: $(UNIT_BINS)
 	@scripts/run-unit $(UNIT_BINS)
 
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined
+
 # Every fuzz target links the pure libraries' sources: the codec and the
 # controller's parsers.
 $(BUILD)/test/fuzz/%: test/fuzz/%.c $(SCSI_SRCS) $(CTL_SRCS) $(wildcard scsi/*.h controller/*.h)
 	@mkdir -p $(dir $@)
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -I$(TOP) -fsanitize=fuzzer,address,undefined \
+	clang -std=c11 -D_GNU_SOURCE $(FUZZ_CFLAGS) -I$(TOP) \
 		$< $(SCSI_SRCS) $(CTL_SRCS) -o $@ -lisal
 
+# The login-key fuzzer compiles upstream's iSCSI login code from the patched
+# tree (tgt's own dialect, gnu11).  It includes iscsid.c for its static key
+# scanners; lld's --gc-sections then drops the rest of tgtd, which this link
+# does not have (GNU ld keeps it and fails on its undefined symbols).
+TGT_LOGIN_SRCS := $(addprefix $(TGT)/usr/iscsi/,param.c md5.c sha1.c)
+$(BUILD)/test/fuzz/fuzz_iscsi_login_keys: test/fuzz/fuzz_iscsi_login_keys.c $(TGT)/.tpt-patched
+	@mkdir -p $(dir $@)
+	clang -std=gnu11 -D_GNU_SOURCE $(FUZZ_CFLAGS) \
+		-I$(TGT)/usr/iscsi -I$(TGT)/usr \
+		-ffunction-sections -fdata-sections -fuse-ld=lld -Wl,--gc-sections \
+		$< $(TGT_LOGIN_SRCS) -o $@
+
+# Each fuzzer grows its corpus in $(BUILD)/fuzz-corpus/NAME, starting from
+# the seeds in test/fuzz/corpus/NAME and the keywords in test/fuzz/NAME.dict
+# when they exist; its log is $(BUILD)/fuzz-NAME.log.
 .PHONY: fuzz
 fuzz: $(FUZZ_BINS)
 	@for f in $(FUZZ_BINS); do \
-		mkdir -p $(BUILD)/fuzz-corpus/$$(basename $$f); \
-		echo "fuzz: $$(basename $$f) for $(FUZZ_SECONDS)s"; \
-		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 \
-			$(BUILD)/fuzz-corpus/$$(basename $$f) 2>$(BUILD)/fuzz-$$(basename $$f).log \
-			|| { tail -n 40 $(BUILD)/fuzz-$$(basename $$f).log; exit 1; }; \
+		n=$$(basename $$f); \
+		mkdir -p $(BUILD)/fuzz-corpus/$$n; \
+		echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+			$$([ -f test/fuzz/$$n.dict ] && echo -dict=test/fuzz/$$n.dict) \
+			$(BUILD)/fuzz-corpus/$$n \
+			$$([ -d test/fuzz/corpus/$$n ] && echo test/fuzz/corpus/$$n) \
+			2>$(BUILD)/fuzz-$$n.log \
+			|| { tail -n 40 $(BUILD)/fuzz-$$n.log; exit 1; }; \
+		grep -h '^#[0-9]' $(BUILD)/fuzz-$$n.log | tail -n 1; \
 	done
 
 PYTEST_ARGS ?=
@@ -193,7 +219,7 @@ deps:
 check: deps
 	$(MAKE) --no-print-directory all
 	$(MAKE) --no-print-directory unit
-	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	$(MAKE) --no-print-directory pytest
 
 # Benchmarks print ratios measured in one run; they assert nothing.
