@@ -29,6 +29,7 @@ static int parse_size(const char *s, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
+	unsigned int shift = 0;
 
 	if (*s < '0' || *s > '9')
 		return -1;
@@ -38,19 +39,20 @@ static int parse_size(const char *s, uint64_t *out)
 		return -1;
 	switch (*end) {
 	case 'k': case 'K':
-		v <<= 10;
+		shift = 10;
 		end++;
 		break;
 	case 'm': case 'M':
-		v <<= 20;
+		shift = 20;
 		end++;
 		break;
 	default:
 		break;
 	}
-	if (*end)
+	/* Shifted past 64 bits, 18014398509482048k would wrap to 64k. */
+	if (*end || v > UINT64_MAX >> shift)
 		return -1;
-	*out = v;
+	*out = (uint64_t)v << shift;
 	return 0;
 }
 

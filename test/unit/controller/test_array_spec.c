@@ -49,6 +49,13 @@ static void bad_specs_name_their_fault(void)
 		{ "raid=6;" M(0) ";" M(1) ";" M(2), "raid=6" },
 		{ "raid=5;unit=3k;dm=a:1;" M(0) ";" M(1) ";" M(2), "unit=3k" },
 		{ "raid=5;unit=2m;dm=a:1;" M(0) ";" M(1) ";" M(2), "unit=2m" },
+		/* (2^54 + 64)k and (2^54 + 1)k: 64k and 1k modulo 2^64. */
+		{ "raid=5;unit=18014398509482048k;dm=a:1;" M(0) ";" M(1) ";" M(2),
+		  "unit=18014398509482048k" },
+		{ "raid=5;rebuild_rate=18014398509481985k;dm=a:1;" M(0) ";" M(1)
+		  ";" M(2), "rebuild_rate=18014398509481985k" },
+		{ "raid=5;dm=a:18014398509481985k;" M(0) ";" M(1) ";" M(2),
+		  "dm=a:18014398509481985k" },
 		{ "raid=5;mode=fast;" M(0) ";" M(1) ";" M(2), "mode=fast" },
 		{ "raid=5;dm=a:1;" M(0) ";" M(1), "at least 3" },
 		{ "raid=5;" M(0) ";" M(1) ";" M(2), "needs dm=" },
