@@ -187,6 +187,15 @@ $(BUILD)/test/fuzz/fuzz_iscsi_login_keys: test/fuzz/fuzz_iscsi_login_keys.c $(TG
 		-ffunction-sections -fdata-sections -fuse-ld=lld -Wl,--gc-sections \
 		$< $(TGT_LOGIN_SRCS) -o $@
 
+# The hello fuzzer includes the datamover's peer code for its static
+# replay check; the rest of the datamover comes with it, and so do the
+# libraries the datamover links (nothing here opens a fabric).
+DM_HELLO_SRCS := $(filter-out iser/tpt_dm_peer.c,$(ISER_SRCS)) $(SCSI_SRCS)
+$(BUILD)/test/fuzz/fuzz_dm_hello: test/fuzz/fuzz_dm_hello.c $(ISER_SRCS) $(SCSI_SRCS) $(wildcard iser/*.h scsi/*.h)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE $(FUZZ_CFLAGS) -I$(TOP) \
+		$< $(DM_HELLO_SRCS) -o $@ $(TPT_EXT_LIBS)
+
 # Each fuzzer grows its corpus in $(BUILD)/fuzz-corpus/NAME, starting from
 # the seeds in test/fuzz/corpus/NAME and the keywords in test/fuzz/NAME.dict
 # when they exist; its log is $(BUILD)/fuzz-NAME.log.
