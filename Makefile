@@ -170,7 +170,7 @@ FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined
 
 # Every fuzz target links the pure libraries' sources: the codec and the
 # controller's parsers.
-$(BUILD)/test/fuzz/%: test/fuzz/%.c $(SCSI_SRCS) $(CTL_SRCS) $(wildcard scsi/*.h controller/*.h)
+$(BUILD)/test/fuzz/%: test/fuzz/%.c $(SCSI_SRCS) $(CTL_SRCS) $(wildcard scsi/*.h controller/*.h test/fuzz/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE $(FUZZ_CFLAGS) -I$(TOP) \
 		$< $(SCSI_SRCS) $(CTL_SRCS) -o $@ -lisal
@@ -191,7 +191,7 @@ $(BUILD)/test/fuzz/fuzz_iscsi_login_keys: test/fuzz/fuzz_iscsi_login_keys.c $(TG
 # replay check; the rest of the datamover comes with it, and so do the
 # libraries the datamover links (nothing here opens a fabric).
 DM_HELLO_SRCS := $(filter-out iser/tpt_dm_peer.c,$(ISER_SRCS)) $(SCSI_SRCS)
-$(BUILD)/test/fuzz/fuzz_dm_hello: test/fuzz/fuzz_dm_hello.c $(ISER_SRCS) $(SCSI_SRCS) $(wildcard iser/*.h scsi/*.h)
+$(BUILD)/test/fuzz/fuzz_dm_hello: test/fuzz/fuzz_dm_hello.c $(ISER_SRCS) $(SCSI_SRCS) $(wildcard iser/*.h scsi/*.h test/fuzz/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE $(FUZZ_CFLAGS) -I$(TOP) \
 		$< $(DM_HELLO_SRCS) -o $@ $(TPT_EXT_LIBS)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tptlib import paths
+from tptlib.targets import TptTargets
 from tptlib.tgtd import Tgtd
 
 _control_ports = itertools.count(101)
@@ -93,3 +94,11 @@ def file_lun(tgtd_factory):
     iqn = t.new_target(1, f"{IQN_PREFIX}:file")
     backing = t.new_file_lun(1, 1, 256 << 20)
     return t, t.url(iqn, 1), backing
+
+
+@pytest.fixture
+def tpt(tgtd_factory):
+    """TPT targets driven by hand (tptlib.targets): call .start(n)."""
+    h = TptTargets(tgtd_factory)
+    yield h
+    h.close()

@@ -5,28 +5,14 @@ id.  Each is refused with the documented sense and a log line, the array's
 data stays as it was, and the real controller keeps its service."""
 import os
 
-import pytest
-
 from tptlib import proto
-from tptlib.targets import ARRAY_ID, CONTROLLER_ID, TptTargets
+from tptlib.targets import ARRAY_ID, CONTROLLER_ID, assert_sense
 
 UNIT = 64 << 10
 BS = 512
 UBLK = UNIT // BS
 
 
-@pytest.fixture
-def tpt(tgtd_factory):
-    h = TptTargets(tgtd_factory)
-    yield h
-    h.close()
-
-
-def assert_sense(r, name):
-    assert r.status == 2, f"expected CHECK CONDITION {name}, got {r}"
-    s = r.parsed_sense()
-    assert s.code == proto.SENSE[name], f"expected {name}, got {s}"
-    return s
 
 
 def staged_write(tpt, t, row, group, host, session=None):

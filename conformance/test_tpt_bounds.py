@@ -8,11 +8,9 @@ import re
 import struct
 import time
 
-import pytest
-
 from tptlib import cluster, proto
 from tptlib.client import GOOD, TptClient
-from tptlib.targets import ARRAY_ID, LUN, TptTargets
+from tptlib.targets import ARRAY_ID, LUN, assert_sense
 
 BS = 512
 MIB = 1 << 20
@@ -22,17 +20,6 @@ UBLK = UNIT // BS
 EVIL = "evil"
 
 
-@pytest.fixture
-def tpt(tgtd_factory):
-    h = TptTargets(tgtd_factory)
-    yield h
-    h.close()
-
-
-def assert_sense(r, name):
-    assert r.status == 2, f"expected CHECK CONDITION {name}, got {r}"
-    s = r.parsed_sense()
-    assert s.code == proto.SENSE[name], f"expected {name}, got {s}"
 
 
 def set_param(tgtd, **params):

@@ -4,19 +4,11 @@ expected bytes on every backing file, and bad input gets the documented
 sense without harming the target."""
 import os
 
-import pytest
-
 from tptlib import proto
-from tptlib.targets import ARRAY_ID, TptTargets
+from tptlib.targets import ARRAY_ID, assert_sense
 
 BS = 512
 
-
-@pytest.fixture
-def tpt(tgtd_factory):
-    h = TptTargets(tgtd_factory)
-    yield h
-    h.close()
 
 
 def test_prep_read_multi_block_reads_disk_and_puts_to_host(tpt):
@@ -173,12 +165,6 @@ def xdwrite(tpt, t, row, group, host, slot=0, host_off=0):
 def wnd(tpt, t, row, group):
     return tpt.send(t, proto.vendor_cdb(proto.WRITE_NEW_DATA, row * UBLK, UBLK, group))
 
-
-def assert_sense(r, name):
-    assert r.status == 2, f"expected CHECK CONDITION {name}, got {r}"
-    s = r.parsed_sense()
-    assert s.code == proto.SENSE[name], f"expected {name}, got {s}"
-    return s
 
 
 def test_released_request_leaves_disks_unchanged_and_frees_buffers(tpt):

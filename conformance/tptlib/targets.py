@@ -55,6 +55,15 @@ class Result:
         return proto.parse_sense(self.sense)
 
 
+def assert_sense(r, name):
+    """r is CHECK CONDITION with the protocol.md 9.1 sense @name; returns
+    the parsed sense for further checks."""
+    assert r.status == 2, f"expected CHECK CONDITION {name}, got {r}"
+    s = r.parsed_sense()
+    assert s.code == proto.SENSE[name], f"expected {name}, got {s}"
+    return s
+
+
 class TptTargets:
     """Start with start(n); the client is .client, targets .targets[i]."""
 

@@ -27,31 +27,13 @@
  * rest of iser/, libfabric and nettle.
  */
 #include "iser/tpt_dm_peer.c"
+#include "test/fuzz/fuzz_reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_REQUESTS	32
 #define NR_PEERS	4	/* peer ids the fuzzer's hellos use */
 #define NR_ARRAYS	3	/* and array ids */
-
-struct reader {
-	const uint8_t *p;
-	size_t left;
-};
-
-static uint64_t take(struct reader *r, unsigned int n)
-{
-	uint64_t v = 0;
-
-	while (n--) {
-		v = v << 8 | (r->left ? *r->p : 0);
-		if (r->left) {
-			r->p++;
-			r->left--;
-		}
-	}
-	return v;
-}
 
 /* The token the acceptor's owner expects of a peer id. */
 static void expected_token(uint16_t peer_id, uint8_t token[TPT_DM_TOKEN_LEN])

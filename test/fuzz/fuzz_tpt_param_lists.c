@@ -28,6 +28,7 @@
 
 #include "scsi/tpt_cdb.h"
 #include "scsi/tpt_sense.h"
+#include "test/fuzz/fuzz_reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -280,34 +281,6 @@ static void fuzz_wire(const uint8_t *b, size_t len)
 
 /* ---------------------------------------------------------------------- */
 /* Modes 1-5: a structure built from the input, encoded. */
-
-struct reader {
-	const uint8_t *p;
-	size_t left;
-};
-
-/* The next @n bytes, big-endian; zeros once the input is used up. */
-static uint64_t take(struct reader *r, unsigned int n)
-{
-	uint64_t v = 0;
-
-	while (n--) {
-		v = v << 8 | (r->left ? *r->p : 0);
-		if (r->left) {
-			r->p++;
-			r->left--;
-		}
-	}
-	return v;
-}
-
-static void take_bytes(struct reader *r, uint8_t *out, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		out[i] = (uint8_t)take(r, 1);
-}
 
 static void take_endpoint(struct reader *r, struct tpt_endpoint *ep)
 {
