@@ -21,6 +21,7 @@ MEMBERS = 5
 
 
 def scrub(c):
+    cluster.allow_plain_reads(c.targets)
     r = subprocess.run([str(paths.tool("tpt-scrub")), "--unit", str(c.unit), *c.target_urls],
                        capture_output=True, text=True, timeout=300)
     m = re.search(r"scrub: (\d+) stripes checked, (\d+) mismatches", r.stdout)
@@ -242,12 +243,18 @@ def test_members_behind_chap(tgtd_factory, client):
     assert (c.dir / "array.state").stat().st_mode & 0o077 == 0
 
 
+def access_denied(r):
+    return r["status"] == 2 and proto.parse_sense(r["sense"]).code == proto.SENSE["ACCESS_DENIED"]
+
+
 @pytest.mark.parametrize("mode", ["tpt", "baseline"])
 def test_members_are_reserved_for_the_array(tgtd_factory, client, mode):
     """The controller holds each member with a persistent reservation (WRITE
-    EXCLUSIVE, the array id as key): another initiator may read a member but
-    gets RESERVATION CONFLICT for a write and for a TPT command, so a nexus
-    the controller gave up on can change nothing either.  Stopping the array
+    EXCLUSIVE, the array id as key): another initiator gets RESERVATION
+    CONFLICT for a write and for a TPT command, so a nexus the controller
+    gave up on can change nothing either.  In TPT mode the member is also
+    bound to the array's key, so a stranger may not even read it, nor
+    preempt the reservation with the (public) array id.  Stopping the array
     gives the boxes back."""
     c = cluster.start(tgtd_factory, n=3, mode=mode, unit=64 << 10, member_bytes=16 << 20)
     client.login("array", c.url)
@@ -256,11 +263,17 @@ def test_members_are_reserved_for_the_array(tgtd_factory, client, mode):
     client.login("rogue", c.target_urls[1])
     client.clear_unit_attentions("rogue")
     r = client.command("rogue", read16(0, 8), inlen=8 * BS)
-    assert r["status"] == GOOD, r
+    assert access_denied(r) if mode == "tpt" else r["status"] == GOOD, r
     r = client.command("rogue", write16(0, 8), data=bytes(8 * BS))
     assert r["status"] == RESERVATION_CONFLICT, r
     r = client.command("rogue", proto.release_cdb(0, all_groups=True), dir="none")
     assert r["status"] == RESERVATION_CONFLICT, r
+    if mode == "tpt":
+        # The reservation key is shown to anyone; registering and
+        # preempting with it is refused all the same.
+        pr_out = bytes([0x5F, 0x06, 0x01, 0, 0, 0, 0, 0, 24, 0])
+        r = client.command("rogue", pr_out, data=bytes(8) + (0xBAD).to_bytes(8, "big") + bytes(8))
+        assert access_denied(r), r
     # The array is untouched and still works.
     data = os.urandom(8 * BS)
     assert client.command("array", write16(8, 8), data=data)["status"] == GOOD

@@ -74,6 +74,84 @@ def test_a_member_serves_tpt_commands_only_to_nexuses_with_the_array_key(tpt):
     assert_sense(staged_write(tpt, t0, 1, 0x22, host), "PEER_LIST_CONFLICT")
 
 
+def plain_cdb(opcode, lba=0, blocks=1):
+    """A 16-byte SBC CDB (READ/WRITE/VERIFY(16) and the like)."""
+    return bytes([opcode, 0]) + lba.to_bytes(8, "big") + blocks.to_bytes(4, "big") + bytes(2)
+
+
+def pr_out_cdb(action, plen=24):
+    """PERSISTENT RESERVE OUT, LU scope, type WRITE EXCLUSIVE."""
+    return bytes([0x5F, action, 0x01, 0, 0]) + plen.to_bytes(4, "big") + bytes(1)
+
+
+def test_a_member_refuses_plain_sbc_to_nexuses_without_the_array_key(tpt):
+    """Plain reads, writes and reservations of a bound LU are the array's:
+    a stranger gets ACCESS DENIED for each (a reservation would not do,
+    its key is public), while what an initiator needs to see the LU stays
+    open; the operator may open reads (tpt-scrub) or everything."""
+    tpt.start(1)
+    t0 = tpt.targets[0]
+    before = t0.read_backing(0, 4 * UNIT)
+    c = tpt.client
+    c.login("rogue", t0.tgtd.url(t0.iqn, 1), initiator="iqn.2026-11.org.example:rogue")
+    c.clear_unit_attentions("rogue")
+
+    def rogue(cdb, out=None, inlen=None):
+        return tpt.cmd(t0, cdb, out, inlen, session="rogue")
+
+    evil = b"\xee" * BS
+    read16 = plain_cdb(0x88, 0, 1)
+    write16 = plain_cdb(0x8A, 0, 1)
+    register_and_ignore = bytes(8) + (0xBAD).to_bytes(8, "big") + bytes(8)
+    preempt = (0xBAD).to_bytes(8, "big") + ARRAY_ID.to_bytes(8, "big") + bytes(8)
+    refused = [
+        (read16, None, BS),
+        (write16, evil, None),
+        (plain_cdb(0x8F, 0, 1), None, None),            # VERIFY(16)
+        (plain_cdb(0x93, 0, 1), evil, None),            # WRITE SAME(16)
+        (plain_cdb(0x89, 0, 1), evil * 2, None),        # COMPARE AND WRITE
+        (pr_out_cdb(0x06), register_and_ignore, None),  # PR OUT REGISTER AND IGNORE
+        (pr_out_cdb(0x04), preempt, None),              # PR OUT PREEMPT
+        (bytes([0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0]), None, BS),  # READ(10)
+    ]
+    for cdb, out, inlen in refused:
+        assert_sense(rogue(cdb, out=out, inlen=inlen), "ACCESS_DENIED")
+    # Seeing the LU reveals nothing of the array's data.
+    assert rogue(bytes([0x12, 0, 0, 0, 96, 0]), inlen=96).good          # INQUIRY
+    assert rogue(bytes([0x9E, 0x10]) + bytes(8) + (32).to_bytes(4, "big") + bytes(2),
+                 inlen=32).good                                          # READ CAPACITY(16)
+    assert rogue(bytes(6)).good                                          # TEST UNIT READY
+    assert t0.read_backing(0, 4 * UNIT) == before
+    assert "without the array's key: refused (tpt_plain_io=refuse)" in t0.tgtd.log()
+    show = t0.tgtd.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert f"TPT array: {ARRAY_ID:016x}" in show
+    assert f"TPT plain I/O: refuse, refused {len(refused)}" in show
+
+    # The controller's own nexus reads and writes plainly.
+    assert tpt.cmd(t0, read16, inlen=BS).good
+
+    def plain_io(value):
+        t0.tgtd.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                       "--tid", 1, "--lun", 1, "--params", f"tpt_plain_io={value}")
+
+    plain_io("read")
+    r = rogue(read16, inlen=BS)
+    assert r.good and r.data == before[:BS]
+    assert_sense(rogue(write16, out=evil), "ACCESS_DENIED")
+    plain_io("allow")
+    assert rogue(write16, out=evil).good
+    assert t0.read_backing(0, BS) == evil
+    r = t0.tgtd.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                       "--tid", 1, "--lun", 1, "--params", "tpt_plain_io=some", check=False)
+    assert r.returncode != 0
+    assert "tpt_plain_io=some: expected refuse, read or allow" in t0.tgtd.log()
+
+    # Unbound, the LU is plain tgt whatever the setting.
+    plain_io("refuse")
+    assert tpt.cmd(t0, proto.release_cdb(all_groups=True, unbind=True)).good
+    assert rogue(read16, inlen=BS).good
+
+
 def test_unbind_needs_release_all(tpt):
     tpt.start(1)
     t0 = tpt.targets[0]

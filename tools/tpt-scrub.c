@@ -7,7 +7,9 @@
  * whichever member holds the parity, so the check needs the member order
  * only to name a bad stripe.  Run it on a quiescent array: a write in
  * flight leaves its stripe inconsistent until WRITE NEW DATA completes on
- * every member.  Exit status: 0 clean, 1 mismatches or I/O errors, 2 usage.
+ * every member.  Members of a running TPT array refuse plain reads to
+ * anyone but their controller unless their LU has tpt_plain_io=read.
+ * Exit status: 0 clean, 1 mismatches or I/O errors, 2 usage.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -40,7 +42,9 @@ static void usage(FILE *out)
 		"\n"
 		"Reads the members of a RAID-5 array and checks that every stripe's\n"
 		"blocks XOR to zero.  --unit (default 65536) only names stripes in\n"
-		"reports.  Exit: 0 clean, 1 mismatch or error, 2 usage.\n");
+		"reports.  Members of a running TPT array must allow plain reads\n"
+		"(tgtadm ... --params tpt_plain_io=read on their LU).\n"
+		"Exit: 0 clean, 1 mismatch or error, 2 usage.\n");
 }
 
 static int member_open(struct member *m, const char *url_text)
@@ -71,6 +75,14 @@ static int member_read(struct member *m, uint64_t lba, uint32_t bytes)
 	     task->datain.size == (int)bytes;
 	if (ok)
 		memcpy(m->buf, task->datain.data, bytes);
+	else if (task && task->status == SCSI_STATUS_CHECK_CONDITION &&
+		 task->sense.key == SCSI_SENSE_ILLEGAL_REQUEST &&
+		 task->sense.ascq == 0x2002)
+		fprintf(stderr, "tpt-scrub: READ at %" PRIu64 " refused "
+			"(ACCESS DENIED): the member belongs to a running TPT "
+			"array, whose members serve plain reads only where the "
+			"operator allows them (tgtadm --op update --mode "
+			"logicalunit ... --params tpt_plain_io=read)\n", lba);
 	else
 		fprintf(stderr, "tpt-scrub: READ at %" PRIu64 " failed: %s\n",
 			lba, iscsi_get_error(m->lu.iscsi));

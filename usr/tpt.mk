@@ -8,7 +8,8 @@ EXTRAVERSION := +tpt$(TPT_VERSION)
 TPT_OBJS = tpt_hooks.o tpt_datamover.o
 # The TPT target: LUs in TPT mode execute the TPT command set.
 TPT_OBJS += $(addprefix tpt_target/, lu.o nexus.o peer_link.o group.o bounds.o \
-	xfer.o cmd.o cmd_setup.o cmd_read.o cmd_write.o cmd_parity.o disk_io.o)
+	xfer.o cmd.o cmd_setup.o cmd_read.o cmd_write.o cmd_parity.o disk_io.o \
+	plain_io.o)
 # The controller: tptraid LUs are arrays over TPT targets.
 TPT_OBJS += $(addprefix tpt_controller/, bs_tptraid.o array.o member.o \
 	member_fence.o array_files.o recovery.o mode_tpt.o mode_baseline.o \

@@ -58,3 +58,14 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid", bsopts=";".join(opts),
               blocksize=None if block_size == 512 else block_size)
     return Cluster(targets, c, backings, c.url(ciqn, 1), mode, unit, ciqn, urls)
+
+
+def allow_plain_reads(targets):
+    """The operator opens plain reads of live members (tpt-scrub): a LU
+    bound to an array refuses them to anyone but its controller
+    (usr/tpt_target/plain_io.c).  Targets that are down are skipped."""
+    for t in targets:
+        if t.alive():
+            t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
+                     "--lun", 1, "--params", "tpt_plain_io=read")
+

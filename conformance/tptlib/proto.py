@@ -199,6 +199,8 @@ def parse_sense(data):
 # Sense codes of section 9.1: (sense key, ASC, ASCQ).
 SENSE = {
     "INVALID_OPCODE": (0x5, 0x20, 0x00),
+    # SPC's ACCESS DENIED - NO ACCESS RIGHTS: plain SBC on a bound LU (5.5)
+    "ACCESS_DENIED": (0x5, 0x20, 0x02),
     "INVALID_CDB_FIELD": (0x5, 0x24, 0x00),
     "PARAM_LIST_LENGTH": (0x5, 0x1A, 0x00),
     "INVALID_PARAM_FIELD": (0x5, 0x26, 0x00),

@@ -699,6 +699,7 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 
 	m->ready = false;
 	m->sb_read = false;
+	m->claimed = false;
 	if (a->stopping)
 		return;
 	if (was_ready)
@@ -804,6 +805,24 @@ static void member_admit(struct tpt_array *a, struct tpt_member *m)
 		"full (no record of what it missed)");
 }
 
+static void member_unclaimed(struct tpt_member *m, int err)
+{
+	(void)err;
+	member_fail(m, "refused");
+}
+
+/* @m is not for this array: give it back to whoever it belongs to, if we
+ * had named the array to it, and drop it. */
+static void member_refuse(struct tpt_array *a, struct tpt_member *m)
+{
+	if (m->claimed && a->mode->member_unclaim) {
+		m->claimed = false;
+		a->mode->member_unclaim(a, m, member_unclaimed);
+		return;
+	}
+	member_fail(m, "refused");
+}
+
 static void member_set_up(struct tpt_member *m, int err)
 {
 	struct tpt_array *a = m->array;
@@ -820,7 +839,7 @@ static void member_set_up(struct tpt_member *m, int err)
 		return;
 	member_admit(a, m);
 	if (m->refused) {
-		member_fail(m, "refused");
+		member_refuse(a, m);
 		return;
 	}
 	eprintf("tptraid: member %u (%s) is online as %s\n", m->id, m->url,
@@ -851,35 +870,104 @@ static void member_take(struct tpt_array *a, struct tpt_member *m)
 	member_fence(m, a->array_id, member_fenced);
 }
 
+static void sb_read(struct tpt_array *a, struct tpt_member *m);
+
+static void member_claimed(struct tpt_member *m, int err)
+{
+	struct tpt_array *a = m->array;
+
+	if (err) {
+		if (err != -ECANCELED)
+			member_fail(m, "it did not take the array's key (is it "
+				    "bound to another array?)");
+		return;
+	}
+	m->claimed = true;
+	if (!m->sb_read)
+		sb_read(a, m);
+	else if (a->identified)
+		member_take(a, m);
+}
+
+/*
+ * Name the array to @m (the mode's claim: TPT binds the LU to the array's
+ * key, protocol.md 5.5), which a member bound to the array serves plain
+ * SBC commands only after; modes without a claim go straight on.
+ */
+static void member_claim(struct tpt_array *a, struct tpt_member *m)
+{
+	if (a->mode->member_claim)
+		a->mode->member_claim(a, m, member_claimed);
+	else
+		member_claimed(m, 0);
+}
+
+/* Whether CHECK CONDITION @task is ACCESS DENIED (SPC): a TPT target
+ * whose LU is bound to an array we have not named (plain_io.c). */
+static bool sense_access_denied(const struct scsi_task *task, int status)
+{
+	return status == SCSI_STATUS_CHECK_CONDITION && task &&
+	       task->sense.key == SCSI_SENSE_ILLEGAL_REQUEST &&
+	       task->sense.ascq == 0x2002;
+}
+
 static void sb_read_done(struct tpt_member *m, struct scsi_task *task,
 			 int status, void *arg)
 {
 	struct tpt_array *a = m->array;
 	uint8_t *buf = arg;
 
-	(void)task;
 	if (status != SCSI_STATUS_GOOD) {
 		free(buf);
-		if (status != SCSI_STATUS_CANCELLED)
+		if (sense_access_denied(task, status))
+			member_fail(m, "its target serves it to another array's "
+				    "key only (free it there with tpt=off, "
+				    "tpt=on if that array is gone)");
+		else if (status != SCSI_STATUS_CANCELLED)
 			member_fail(m, "cannot read its superblock");
 		return;
 	}
 	m->sb_status = tpt_member_sb_decode(buf, TPT_SB_LEN, &m->sb);
 	free(buf);
 	m->sb_read = true;
-	/* The mode's set-up names the array to the box (TPT's peer list):
-	 * until the superblocks have said which array it is, it waits. */
-	if (a->identified)
+	/* Until the superblocks have said which array it is, it waits. */
+	if (!a->identified)
+		return;
+	if (m->claimed)
 		member_take(a, m);
+	else
+		member_claim(a, m);
 }
 
-void array_member_online(struct tpt_array *a, struct tpt_member *m)
+static void sb_read(struct tpt_array *a, struct tpt_member *m)
 {
 	uint64_t lba = tpt_member_sb_lba(m->nr_blocks, m->block_size);
 	uint8_t cdb[16] = { 0x88 };	/* READ(16) */
-	uint8_t *buf;
+	uint8_t *buf = malloc(TPT_SB_LEN);
+
+	(void)a;
+	tpt_put_be(&cdb[2], lba, 8);
+	tpt_put_be(&cdb[10], TPT_SB_LEN / m->block_size, 4);
+	if (!buf || member_send_cdb(m, cdb, SCSI_XFER_READ, buf, TPT_SB_LEN,
+				    sb_read_done, buf)) {
+		free(buf);
+		member_fail(m, "cannot read its superblock");
+	}
+}
+
+/*
+ * A box's session is up.  When the array's id and key are known (its
+ * state file, or the superblocks already read) the array is named to the
+ * box first, since a box bound to the array, as after a controller
+ * restart, shows its superblock to no one else; a box of an array still
+ * unknown is read first and named once the superblocks have decided.
+ */
+void array_member_online(struct tpt_array *a, struct tpt_member *m)
+{
+	uint64_t lba = tpt_member_sb_lba(m->nr_blocks, m->block_size);
 
 	m->refused = false;
+	m->claimed = false;
 	if (!lba) {
 		eprintf("tptraid: member %u (%s) is too small\n", m->id, m->url);
 		member_fail(m, "too small");
@@ -895,14 +983,10 @@ void array_member_online(struct tpt_array *a, struct tpt_member *m)
 		member_fail(m, "refused");
 		return;
 	}
-	buf = malloc(TPT_SB_LEN);
-	tpt_put_be(&cdb[2], lba, 8);
-	tpt_put_be(&cdb[10], TPT_SB_LEN / m->block_size, 4);
-	if (!buf || member_send_cdb(m, cdb, SCSI_XFER_READ, buf, TPT_SB_LEN,
-				    sb_read_done, buf)) {
-		free(buf);
-		member_fail(m, "cannot read its superblock");
-	}
+	if (a->known)
+		member_claim(a, m);
+	else
+		sb_read(a, m);
 }
 
 bool array_settling(const struct tpt_array *a)
@@ -1037,9 +1121,6 @@ static int array_identity(struct tpt_array *a, const struct tpt_state *state,
 {
 	uint64_t id = state ? state->array_id : 0, event = 0;
 	unsigned int i;
-
-	if (array_key(a, state))
-		return -EIO;
 
 	*found = NULL;
 	for (i = 0; i < a->nr_boxes; i++) {
@@ -1281,20 +1362,31 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		array_free(a, false);
 		return ret;
 	}
-	ret = a->mode->setup(a);
+	ret = array_key(a, state) ? -EIO : a->mode->setup(a);
 	if (ret)
 		goto fail;
+	/* A state file names the array: members are claimed before they
+	 * are read. */
+	if (state) {
+		a->array_id = state->array_id;
+		a->known = true;
+	}
 	for (i = 0; i < a->nr_boxes; i++)
 		member_connect(&a->member[i]);
 	member_wait(a, TPT_ASSEMBLE_SECONDS);
 	ret = array_identity(a, state, &sb);
 	if (!ret) {
 		a->identified = true;
+		a->known = true;
 		for (i = 0; i < a->nr_boxes; i++) {
 			struct tpt_member *m = &a->member[i];
 
-			if (m->sb_read && m->link == MEMBER_ONLINE)
+			if (!m->sb_read || m->link != MEMBER_ONLINE)
+				continue;
+			if (m->claimed)
 				member_take(a, m);
+			else
+				member_claim(a, m);
 		}
 		member_wait(a, TPT_ASSEMBLE_SECONDS);
 	}
@@ -1320,7 +1412,7 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		}
 		member_admit(a, m);
 		if (m->refused) {
-			member_fail(m, "refused");
+			member_refuse(a, m);
 			if (m->position >= 0)
 				a->pos[m->position].state = TPT_POS_MISSING;
 		}

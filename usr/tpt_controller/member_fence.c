@@ -1,20 +1,23 @@
 /*
  * Fencing members with SPC persistent reservations.
  *
- * On every new session to a member, before the mode names the array to
- * it, the controller registers the array's key, preempts the sessions
- * that key had before (its own older nexus: a box that comes back, a
- * controller that restarted) and holds WRITE EXCLUSIVE.  From then on a
- * nexus the controller gave up on, and any other initiator, gets
- * RESERVATION CONFLICT for writes and for every TPT command (the target
- * applies reservations to them, usr/tpt_target/lu.c), while reads stay
- * open (tpt-scrub).  A clean stop gives the reservation up, so the box can
- * serve another array; a box another array's controller still holds is
- * refused.
+ * On every new session to a member, once the mode has claimed it (TPT:
+ * the peer list binds the LU to the array's key) and its superblock says
+ * it is ours, the controller registers the array's key, preempts the
+ * sessions that key had before (its own older nexus: a box that comes
+ * back, a controller that restarted) and holds WRITE EXCLUSIVE.  From
+ * then on a nexus the controller gave up on, and any other initiator,
+ * gets RESERVATION CONFLICT for writes and for every TPT command (the
+ * target applies reservations to them, usr/tpt_target/lu.c).  A clean
+ * stop gives the reservation up, so the box can serve another array; a
+ * box another array's controller still holds is refused.
  *
  * The key is the array id: stable across controller restarts, different
  * between arrays.  It is no secret (PERSISTENT RESERVE IN shows it to
- * anyone): this fences a controller's own past, authentication is CHAP's.
+ * anyone): this fences a controller's own past.  Strangers are kept out
+ * by CHAP and, on a TPT member, by the LU's binding, which refuses them
+ * every plain command that touches data or reservations
+ * (usr/tpt_target/plain_io.c); in baseline mode members are not bound.
  */
 #include <errno.h>
 #include <stdint.h>

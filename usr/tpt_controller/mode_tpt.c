@@ -7,12 +7,16 @@
  * byte after iSCSI delivered it, degraded or not: a missing member's
  * blocks are rebuilt by the surviving targets (III-D 5).
  *
- * Set-up (III-B), per box as it comes online: its endpoint (TPT REPORT
- * ENDPOINT), a new generation of the peer list to every box we know an
- * endpoint of, then its slot table (TPT REPORT SLOTS, the Send_Control
- * STag qualifier).  Peer ids are the boxes' ids, stable across
- * generations.  At teardown every member drops what it holds for us (TPT
- * RELEASE ALL, III-B step 4).
+ * Set-up (III-B), per box as it comes online.  First the claim, before
+ * the array reads anything from the box: its endpoint (TPT REPORT
+ * ENDPOINT), then a new generation of the peer list to every box we know
+ * an endpoint of, whose ARRAY KEY binds the LU to the array (a bound LU
+ * serves nobody else, plain reads included, protocol.md 5.5).  After the
+ * superblock and the reservation, its slot table (TPT REPORT SLOTS, the
+ * Send_Control STag qualifier).  Peer ids are the boxes' ids, stable
+ * across generations.  At teardown every member drops what it holds for
+ * us and is unbound (TPT RELEASE ALL UNBIND, III-B step 4); so is a box
+ * we claimed and then found to belong elsewhere.
  *
  * A failed step ends the attempt: TPT RELEASE of the span's groups to
  * every box that got a command (nothing reached a disk before WRITE NEW
@@ -61,8 +65,8 @@ struct tp_member {
 	struct tgt_work slots_again;	/* TPT REPORT SLOTS after a refusal */
 	bool slots_again_armed;
 	unsigned int slots_tries;
-	/* Set-up in progress. */
-	void (*setup_done)(struct tpt_member *m, int err);
+	/* Claim, set-up or unclaim in progress (one at a time). */
+	void (*step_done)(struct tpt_member *m, int err);
 	unsigned int lists_pending;
 	int setup_err;
 };
@@ -126,12 +130,12 @@ static struct tpt_datamover_user tp_dm_user = {
 
 /* ---- per-box set-up (asynchronous) ---- */
 
-static void tp_setup_end(struct tpt_member *m, int err)
+static void tp_step_end(struct tpt_member *m, int err)
 {
 	struct tp_member *tm = tpm_of(m);
-	void (*done)(struct tpt_member *, int) = tm->setup_done;
+	void (*done)(struct tpt_member *, int) = tm->step_done;
 
-	tm->setup_done = NULL;
+	tm->step_done = NULL;
 	if (done)
 		done(m, err);
 }
@@ -196,11 +200,11 @@ static void tp_slots_done(struct tpt_member *m, struct scsi_task *task,
 	    slot_alloc_init(&tm->slots, t->count)) {
 		eprintf("tptraid: member %u (%s): unusable slot table\n",
 			m->id, m->url);
-		tp_setup_end(m, -EPROTO);
+		tp_step_end(m, -EPROTO);
 		return;
 	}
 	tm->slots_ready = true;
-	tp_setup_end(m, 0);
+	tp_step_end(m, 0);
 }
 
 static void tp_report_slots(struct tpt_member *m)
@@ -213,7 +217,7 @@ static void tp_report_slots(struct tpt_member *m)
 	tpt_put_be(&cdb[10], alloc, 4);
 	if (member_send_cdb(m, cdb, SCSI_XFER_READ, NULL, alloc, tp_slots_done,
 			    NULL))
-		tp_setup_end(m, -EIO);
+		tp_step_end(m, -EIO);
 }
 
 struct tp_list_send {
@@ -240,12 +244,8 @@ static void tp_list_done(struct tpt_member *m, struct scsi_task *task,
 	}
 	free(ls->buf);
 	free(ls);
-	if (!--tpm_of(j)->lists_pending) {
-		if (tpm_of(j)->setup_err)
-			tp_setup_end(j, tpm_of(j)->setup_err);
-		else
-			tp_report_slots(j);
-	}
+	if (!--tpm_of(j)->lists_pending)
+		tp_step_end(j, tpm_of(j)->setup_err);
 }
 
 /*
@@ -264,7 +264,7 @@ static void tp_deliver_peer_lists(struct tpt_array *a, struct tpt_member *joiner
 	int len;
 
 	if (!pl) {
-		tp_setup_end(joiner, -ENOMEM);
+		tp_step_end(joiner, -ENOMEM);
 		return;
 	}
 	pl->array_id = a->array_id;
@@ -285,7 +285,7 @@ static void tp_deliver_peer_lists(struct tpt_array *a, struct tpt_member *joiner
 	memcpy(p->token, tp->token, sizeof(p->token));
 	if (tpt_datamover_endpoint(&p->ep)) {
 		free(pl);
-		tp_setup_end(joiner, -EINVAL);
+		tp_step_end(joiner, -EINVAL);
 		return;
 	}
 	/* Held while the lists go out. */
@@ -322,12 +322,8 @@ static void tp_deliver_peer_lists(struct tpt_array *a, struct tpt_member *joiner
 		}
 	}
 	free(pl);
-	if (!--tj->lists_pending) {
-		if (tj->setup_err)
-			tp_setup_end(joiner, tj->setup_err);
-		else
-			tp_report_slots(joiner);
-	}
+	if (!--tj->lists_pending)
+		tp_step_end(joiner, tj->setup_err);
 }
 
 static void tp_endpoint_done(struct tpt_member *m, struct scsi_task *task,
@@ -342,46 +338,81 @@ static void tp_endpoint_done(struct tpt_member *m, struct scsi_task *task,
 			eprintf("tptraid: member %u (%s) is not a TPT target: "
 				"put its LUN in TPT mode (tpt=on)\n", m->id,
 				m->url);
-		tp_setup_end(m, -EPROTO);
+		tp_step_end(m, -EPROTO);
 		return;
 	}
 	if (tpt_endpoint_report_decode(task->datain.data, task->datain.size,
 				       &tm->endpoint, &where)) {
 		eprintf("tptraid: member %u (%s): bad endpoint report\n",
 			m->id, m->url);
-		tp_setup_end(m, -EPROTO);
+		tp_step_end(m, -EPROTO);
 		return;
 	}
 	if (strcmp(tm->endpoint.provider, tpt_dm_provider_name(tpt_datamover()))) {
 		eprintf("tptraid: member %u moves data with %s, this "
 			"controller with %s\n", m->id, tm->endpoint.provider,
 			tpt_dm_provider_name(tpt_datamover()));
-		tp_setup_end(m, -EPROTO);
+		tp_step_end(m, -EPROTO);
 		return;
 	}
 	tm->has_endpoint = true;
 	tp_deliver_peer_lists(m->array, m);
 }
 
-static void tp_member_setup(struct tpt_array *a, struct tpt_member *m,
+/* The claim: its endpoint, then the peer list, whose key binds the LU to
+ * the array (protocol.md 5.5) and supersedes our older nexus there. */
+static void tp_member_claim(struct tpt_array *a, struct tpt_member *m,
 			    void (*done)(struct tpt_member *m, int err))
 {
 	struct tp_member *tm = &tp_of(a)->member[m->id];
 	uint8_t cdb[16] = { TPT_OP_REPORT_ENDPOINT };
 
-	tm->setup_done = done;
+	tm->step_done = done;
 	tm->slots_ready = false;
 	tm->slots_tries = 0;
 	tp_slots_again_cancel(tm);
 	/* A new session, a new token: whoever knew the old one is out. */
 	if (getrandom(tm->token, sizeof(tm->token), 0) != sizeof(tm->token)) {
-		tp_setup_end(m, -EIO);
+		tp_step_end(m, -EIO);
 		return;
 	}
 	tpt_put_be(&cdb[10], TPT_ENDPOINT_REPORT_LEN, 4);
 	if (member_send_cdb(m, cdb, SCSI_XFER_READ, NULL,
 			    TPT_ENDPOINT_REPORT_LEN, tp_endpoint_done, NULL))
-		tp_setup_end(m, -EIO);
+		tp_step_end(m, -EIO);
+}
+
+/* Once claimed and fenced: the slot table (the Send_Control STags). */
+static void tp_member_setup(struct tpt_array *a, struct tpt_member *m,
+			    void (*done)(struct tpt_member *m, int err))
+{
+	tp_of(a)->member[m->id].step_done = done;
+	tp_report_slots(m);
+}
+
+static void tp_unclaim_done(struct tpt_member *m, struct scsi_task *task,
+			    int status, void *arg)
+{
+	(void)task;
+	(void)arg;
+	if (status != SCSI_STATUS_GOOD && status != SCSI_STATUS_CANCELLED)
+		eprintf("tptraid: member %u (%s): giving it back (TPT RELEASE "
+			"UNBIND) failed: %s\n", m->id, m->url, member_error(m));
+	tp_step_end(m, 0);
+}
+
+/* A box we bound but that belongs elsewhere: unbind it (TPT RELEASE
+ * ALL UNBIND) so that its own array's controller can take it. */
+static void tp_member_unclaim(struct tpt_array *a, struct tpt_member *m,
+			      void (*done)(struct tpt_member *m, int err))
+{
+	uint8_t cdb[16] = { TPT_OP_RELEASE, TPT_CDB_RELEASE_ALL |
+					    TPT_CDB_RELEASE_UNBIND };
+
+	tp_of(a)->member[m->id].step_done = done;
+	if (member_send_cdb(m, cdb, SCSI_XFER_NONE, NULL, 0, tp_unclaim_done,
+			    NULL))
+		tp_step_end(m, 0);
 }
 
 static void tp_member_lost(struct tpt_array *a, struct tpt_member *m)
@@ -423,7 +454,7 @@ static void tp_teardown(struct tpt_array *a)
 		/* Controller stop (III-B step 4): the member drops every
 		 * buffer it held for us and is free for another array,
 		 * then we log out. */
-		if (!tp->member[i].slots_ready || m->link != MEMBER_ONLINE)
+		if (!m->claimed || m->link != MEMBER_ONLINE)
 			continue;
 		task = scsi_create_task(16, cdb, SCSI_XFER_NONE, 0);
 		if (!task)
@@ -905,6 +936,8 @@ const struct tpt_mode_ops tpt_mode_tpt = {
 	.name = "tpt",
 	.setup = tp_setup,
 	.teardown = tp_teardown,
+	.member_claim = tp_member_claim,
+	.member_unclaim = tp_member_unclaim,
 	.member_setup = tp_member_setup,
 	.member_lost = tp_member_lost,
 	.start = tp_start,

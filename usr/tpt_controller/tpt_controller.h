@@ -108,6 +108,7 @@ struct tpt_member {
 	time_t connect_started;
 
 	/* The array's view (array.c). */
+	bool claimed;			/* the mode named the array to it */
 	bool sb_read;			/* its superblock is read (sb_status) */
 	bool ready;			/* set up: superblock read, mode ready */
 	bool fenced;			/* holds the array's reservation */
@@ -167,8 +168,18 @@ struct tpt_mode_ops {
 	int (*setup)(struct tpt_array *a);
 	/* At teardown, before the members close; undoes setup. */
 	void (*teardown)(struct tpt_array *a);
-	/* Make ONLINE @m usable (asynchronous): done() runs once, with 0 or
-	 * -errno, possibly before this returns. */
+	/* Optional.  Name the array to ONLINE @m before anything else is
+	 * read from it (asynchronous, like member_setup); TPT binds the LU
+	 * to the array's key, without which a bound LU refuses us even its
+	 * superblock. */
+	void (*member_claim)(struct tpt_array *a, struct tpt_member *m,
+			     void (*done)(struct tpt_member *m, int err));
+	/* Optional.  Undo member_claim for @m, found not to be ours; done
+	 * runs once, whatever the box answered. */
+	void (*member_unclaim)(struct tpt_array *a, struct tpt_member *m,
+			       void (*done)(struct tpt_member *m, int err));
+	/* Make ONLINE, claimed, fenced @m usable (asynchronous): done() runs
+	 * once, with 0 or -errno, possibly before this returns. */
 	void (*member_setup)(struct tpt_array *a, struct tpt_member *m,
 			     void (*done)(struct tpt_member *m, int err));
 	/* @m's session is gone: forget what the mode kept for it. */
@@ -390,7 +401,8 @@ struct tpt_array {
 	uint64_t nr_stripes, nr_regions;
 	unsigned int fail_timeout;	/* seconds without an answer */
 	unsigned int rebuild_rate;	/* MB/s, 0: unthrottled */
-	bool identified;		/* array_id and event decided */
+	bool known;			/* array_id and array_key decided */
+	bool identified;		/* ... and the event */
 	bool assembled;			/* geometry known, serving I/O */
 	unsigned int sb_writes;		/* superblock writes in flight */
 	bool fresh;			/* a new array: its parity is not yet known */

@@ -10,6 +10,9 @@
  *                          process, before or with the first tpt=on)
  *   tpt_pool_mb=N          datamover buffer pool, MiB (default 128)
  *   tpt_group_timeout=N    seconds an idle request keeps its buffers (30)
+ *   tpt_plain_io=refuse|read|allow
+ *                          plain SBC commands from nexuses without the
+ *                          key of the array the LU belongs to (plain_io.c)
  *   tpt_session_slot_mb=N, tpt_session_pool_mb=N, tpt_session_mb=N,
  *   tpt_group_mb=N, tpt_session_groups=N, tpt_groups_max=N
  *                          bounds on what a nexus, a group and the
@@ -173,9 +176,19 @@ static tgtadm_err tpt_lu_enable(struct scsi_lu *lu)
 		op->service_actions = NULL;
 		/* Data reaches the medium only through WRITE NEW DATA, but
 		 * every TPT command belongs to a write or read of the array,
-		 * so reservations apply to them like to WRITE and READ. */
-		op->pr_conflict_bits = PR_WE_FA | PR_EA_FA | PR_WE_FN | PR_EA_FN;
+		 * so reservations apply to them like to WRITE and READ.  Not
+		 * to the two a controller sends to claim the LU before it
+		 * reserves it (its restarted self finds its old nexus holding
+		 * the reservation): they touch no data, and the peer list is
+		 * refused without the array's key anyway. */
+		if (tpt_opcodes[i] == TPT_OP_SET_PEER_LIST ||
+		    tpt_opcodes[i] == TPT_OP_REPORT_ENDPOINT)
+			op->pr_conflict_bits = 0;
+		else
+			op->pr_conflict_bits = PR_WE_FA | PR_EA_FA | PR_WE_FN |
+					       PR_EA_FN;
 	}
+	tpt_plain_io_attach(tlu, tpt_opcodes, sizeof(tpt_opcodes));
 	return TGTADM_SUCCESS;
 }
 
@@ -186,6 +199,7 @@ static void tpt_lu_disable(struct scsi_lu *lu)
 
 	if (!tlu)
 		return;
+	tpt_plain_io_detach(tlu);
 	for (i = 0; i < sizeof(tpt_opcodes); i++) {
 		lu->dev_type_template.ops[tpt_opcodes[i]].cmd_perform =
 			spc_illegal_op;
@@ -287,6 +301,15 @@ tgtadm_err tpt_target_param(struct scsi_lu *lu, const char *p,
 		tlu->group_timeout = n;
 		return TGTADM_SUCCESS;
 	}
+	if (!strcmp(p, "tpt_plain_io")) {
+		tlu = tpt_lu_of(lu);
+		if (!tlu || tpt_plain_io_parse(value, &tlu->plain_io)) {
+			eprintf("tpt_plain_io=%s: expected refuse, read or allow "
+				"on a LU with tpt=on\n", value);
+			return TGTADM_INVALID_REQUEST;
+		}
+		return TGTADM_SUCCESS;
+	}
 	return tpt_bound_param(p, value);
 }
 
@@ -342,6 +365,14 @@ void tpt_target_show(struct scsi_lu *lu, struct concat_buf *b)
 		      tpt_datamover_addr(), tpt_dm_listen_port(tpt_datamover()));
 	concat_printf(b, TPT_SHOW_INDENT "TPT group timeout: %u s\n",
 		      tlu->group_timeout);
+	if (tlu->bound)
+		concat_printf(b, TPT_SHOW_INDENT "TPT array: %016" PRIx64 "\n",
+			      tlu->array_id);
+	else
+		concat_printf(b, TPT_SHOW_INDENT "TPT array: none\n");
+	concat_printf(b, TPT_SHOW_INDENT "TPT plain I/O: %s, refused %" PRIu64
+		      "\n", tpt_plain_io_name(tlu->plain_io),
+		      st->plain_refused);
 	concat_printf(b, TPT_SHOW_INDENT "TPT counters: commands %" PRIu64
 		      " check_conditions %" PRIu64 " disk_read %" PRIu64
 		      " disk_written %" PRIu64 " xored %" PRIu64 "\n", cmds,

@@ -43,6 +43,15 @@ struct tpt_lu_stats {
 	uint64_t bytes_read_disk, bytes_written_disk;
 	uint64_t bytes_xored;
 	uint64_t groups_released[5];	/* by enum tpt_release_why */
+	uint64_t plain_refused;		/* plain SBC commands, plain_io.c */
+};
+
+/* Which plain SBC commands a LU in an array executes for nexuses without
+ * the array's key (plain_io.c), in increasing openness. */
+enum tpt_plain_io {
+	TPT_PLAIN_IO_REFUSE,	/* only those that reveal no data */
+	TPT_PLAIN_IO_READ,	/* and reads */
+	TPT_PLAIN_IO_ALLOW,	/* all: plain tgt */
 };
 
 struct tpt_lu {
@@ -58,6 +67,9 @@ struct tpt_lu {
 	bool bound;
 	uint64_t array_id;
 	uint8_t array_key[TPT_ARRAY_KEY_LEN];
+	enum tpt_plain_io plain_io;
+	/* The LU's own handlers, which plain_io.c's gate calls. */
+	int (*plain_ops[256])(int host_no, struct scsi_cmd *cmd);
 	struct tpt_lu_stats stats;
 };
 
@@ -71,6 +83,17 @@ bool tpt_lu_serves(const struct tpt_lu *tlu, const struct tpt_session *s);
 /* The controller gives the LU up (it stops the array): any array may
  * bind it again. */
 void tpt_lu_unbind(struct tpt_lu *tlu, const struct tpt_session *by);
+
+/* ---- plain_io.c ---- */
+
+/* Puts the gate in front of every handler of @tlu's opcode table but the
+ * @nr_tpt_ops TPT ones; detach takes it away again. */
+void tpt_plain_io_attach(struct tpt_lu *tlu, const uint8_t *tpt_ops,
+			 size_t nr_tpt_ops);
+void tpt_plain_io_detach(struct tpt_lu *tlu);
+/* "refuse", "read" or "allow": 0, or -1 for anything else. */
+int tpt_plain_io_parse(const char *value, enum tpt_plain_io *out);
+const char *tpt_plain_io_name(enum tpt_plain_io p);
 
 /* ---- nexus.c ---- */
 
@@ -92,6 +115,7 @@ struct tpt_session {
 	bool superseded;
 	/* Refused for want of a LU's array key: logged once per nexus. */
 	bool refused_unbound;
+	bool refused_plain;		/* the same for plain SBC commands */
 	struct tpt_slot *slots;
 	uint16_t nr_slots;
 	uint32_t slot_payload;
