@@ -13,11 +13,11 @@
  * is gone, for as long as a member may take to be found failed; its
  * request sees an error only when no single lost box explains it.
  *
- * Members.  A box that comes online has its superblock read
- * (controller/member_sb.h) and is then set up by the mode.  What it is
- * depends on what the superblock says and on the array: the member of its
- * position, a box that missed writes and must catch up (recovery.c), a
- * spare, or a foreign box that is refused.  A member that fails leaves its
+ * Members (array_members.c).  A box that comes online is claimed and
+ * has its superblock read (controller/member_sb.h), then it is set up by
+ * the mode.  What it is depends on what the superblock says and on the
+ * array: the member of its position, a box that missed writes and must
+ * catch up (recovery.c), a spare, or a foreign box that is refused.  A member that fails leaves its
  * position MISSING; every write from then on records its region in the
  * position's missed-write map, which is what the box has to catch up on
  * if it returns.  Each change of membership raises the array's event
@@ -226,7 +226,7 @@ static int span_try_start(struct tpt_array *a, struct tpt_span *s)
  * do not starve a large one of slots.  A span that ends at once re-enters
  * here: that re-run is folded into the loop instead of nesting.
  */
-static void run_waiting(struct tpt_array *a)
+void array_run_waiting(struct tpt_array *a)
 {
 	struct tpt_span *s, *tmp;
 	struct list_head *before;
@@ -322,7 +322,7 @@ static void retry_tick(void *data)
 
 		/* Ahead of the spans that waited for their stripes. */
 		list_splice_init(&a->retrying, &a->waiting);
-		run_waiting(a);
+		array_run_waiting(a);
 		if (!list_empty(&a->retrying))
 			again = true;
 	}
@@ -393,12 +393,12 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		} else {
 			span_retry_later(a, s);
 		}
-		run_waiting(a);
+		array_run_waiting(a);
 		return;
 	}
 	if (s->kind == TPT_SPAN_REBUILD) {
 		s->done(s, result);
-		run_waiting(a);
+		array_run_waiting(a);
 		return;
 	}
 	pthread_mutex_lock(&a->counters_lock);
@@ -414,7 +414,7 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 	r->next = s->lba + s->blocks;
 	free(s);
 	req_continue(r);
-	run_waiting(a);
+	array_run_waiting(a);
 }
 
 /* ---- SYNCHRONIZE CACHE to every member that holds data ---- */
@@ -599,82 +599,6 @@ enum tpt_array_state tpt_array_state(const struct tpt_array *a)
 	return lost ? TPT_ARRAY_DEGRADED : TPT_ARRAY_OPTIMAL;
 }
 
-/* ---- membership ---- */
-
-struct sb_write {
-	struct tpt_member *m;
-	uint8_t buf[TPT_SB_LEN];
-};
-
-static void sb_written(struct tpt_member *m, struct scsi_task *task,
-		       int status, void *arg)
-{
-	(void)task;
-	m->array->sb_writes--;
-	if (status != SCSI_STATUS_GOOD && status != SCSI_STATUS_CANCELLED)
-		array_member_error(m->array, m, "superblock write failed");
-	free(arg);
-}
-
-static void sb_of(const struct tpt_array *a, const struct tpt_member *m,
-		  struct tpt_member_sb *sb)
-{
-	memset(sb, 0, sizeof(*sb));
-	sb->array_id = a->array_id;
-	sb->event = a->event;
-	/* A box catching up says where it is going only once it is there:
-	 * until then its superblock keeps the event it missed from. */
-	sb->position = m->position < 0 ? TPT_SB_SPARE : (uint32_t)m->position;
-	sb->nr_members = a->nr_members;
-	sb->raid_level = a->level->level;
-	sb->unit_bytes = a->spec.unit_bytes;
-	sb->member_blocks = a->geo.member_blocks;
-	sb->block_size = a->block_size;
-}
-
-/* Write @m's superblock for the array as it now stands. */
-static void sb_write(struct tpt_array *a, struct tpt_member *m)
-{
-	struct sb_write *w;
-	uint8_t cdb[16] = { 0 };
-	uint64_t lba = tpt_member_sb_lba(m->nr_blocks, m->block_size);
-
-	if (m->link != MEMBER_ONLINE || !lba)
-		return;
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return;
-	sb_of(a, m, &m->sb);
-	tpt_member_sb_encode(&m->sb, w->buf, sizeof(w->buf));
-	cdb[0] = 0x8a;		/* WRITE(16) */
-	tpt_put_be(&cdb[2], lba, 8);
-	tpt_put_be(&cdb[10], TPT_SB_LEN / m->block_size, 4);
-	if (member_send_cdb(m, cdb, SCSI_XFER_WRITE, w->buf, TPT_SB_LEN,
-			    sb_written, w))
-		free(w);
-	else
-		a->sb_writes++;
-}
-
-/* Membership changed: a new event count, on every member that is
- * current.  A box still catching up keeps its old superblock: if the
- * array stops before it is done, it must not look current next time. */
-void array_new_event(struct tpt_array *a)
-{
-	unsigned int i;
-
-	a->event++;
-	for (i = 0; i < a->nr_boxes; i++) {
-		struct tpt_member *m = &a->member[i];
-		int p = m->position;
-
-		if (!m->ready || m->refused ||
-		    (p >= 0 && a->pos[p].state != TPT_POS_IN_SYNC))
-			continue;
-		sb_write(a, m);
-	}
-}
-
 void array_span_exclude(struct tpt_span *s, unsigned int member)
 {
 	struct tpt_array *a = s->array;
@@ -683,325 +607,6 @@ void array_span_exclude(struct tpt_span *s, unsigned int member)
 	pthread_mutex_lock(&a->counters_lock);
 	a->counters.medium_errors++;
 	pthread_mutex_unlock(&a->counters_lock);
-}
-
-void array_member_error(struct tpt_array *a, struct tpt_member *m,
-			const char *why)
-{
-	(void)a;
-	member_fail(m, why);
-}
-
-void array_member_lost(struct tpt_array *a, struct tpt_member *m,
-		       bool was_online)
-{
-	bool was_ready = m->ready;
-
-	m->ready = false;
-	m->sb_read = false;
-	m->claimed = false;
-	if (a->stopping)
-		return;
-	if (was_ready)
-		a->mode->member_lost(a, m);
-	if (!was_online || !was_ready || m->refused)
-		return;
-	pthread_mutex_lock(&a->counters_lock);
-	a->counters.member_failures++;
-	pthread_mutex_unlock(&a->counters_lock);
-	/* Whatever recovery ran was planned with this member: it starts
-	 * again from what the array is now. */
-	recovery_stop(a);
-	if (m->position >= 0) {
-		struct tpt_position *pos = &a->pos[m->position];
-
-		/* Whatever it was doing, its data is now only in the others.
-		 * From an in-sync box the map starts here; a box that was
-		 * catching up keeps the map it was catching up from. */
-		if (pos->state == TPT_POS_IN_SYNC) {
-			pos->missing_since = a->event + 1;
-			pos->missed_valid = true;
-			array_regions_changed(a);
-		}
-		pos->state = TPT_POS_MISSING;
-		eprintf("tptraid: position %d has no member now: the array is "
-			"%s\n", m->position,
-			tpt_array_state_name(tpt_array_state(a)));
-	}
-	if (a->assembled)
-		array_new_event(a);
-	recovery_kick(a);
-}
-
-/*
- * A box came back with its superblock read: what is it to this array?
- * Spares and current members are used as they are; a member that missed
- * writes catches up, from its position's missed map when the array kept
- * one since the box's last event, else in full; anything foreign is
- * refused with one clear line.
- */
-static void member_admit(struct tpt_array *a, struct tpt_member *m)
-{
-	const struct tpt_member_sb *sb = &m->sb;
-	int p = m->position;
-
-	if (m->sb_status == -EINVAL) {
-		eprintf("tptraid: member %u (%s): damaged superblock: refused "
-			"(clear the last MiB of its LU to use it anew)\n",
-			m->id, m->url);
-		m->refused = true;
-		return;
-	}
-	if (m->sb_status == 0 && sb->array_id != a->array_id) {
-		eprintf("tptraid: member %u (%s) belongs to array %016" PRIx64
-			", not %016" PRIx64 ": refused\n", m->id, m->url,
-			sb->array_id, a->array_id);
-		m->refused = true;
-		return;
-	}
-	if (m->sb_status == 0 && sb->event > a->event) {
-		eprintf("tptraid: member %u (%s) is at event %" PRIu64 ", newer "
-			"than the array's %" PRIu64 ": refused\n", m->id,
-			m->url, sb->event, a->event);
-		m->refused = true;
-		return;
-	}
-	if (p < 0)
-		return;
-	/* A spare that was taking the position over says so only once it
-	 * has: it starts over. */
-	if (m->sb_status == 0 && sb->position == TPT_SB_SPARE &&
-	    a->pos[p].state != TPT_POS_IN_SYNC) {
-		a->pos[p].state = TPT_POS_RECOVERING;
-		a->pos[p].recover_point = 0;
-		a->pos[p].catch_up = false;
-		eprintf("tptraid: member %u (%s) is back: rebuilding position "
-			"%d onto it from the start\n", m->id, m->url, p);
-		return;
-	}
-	if (m->sb_status == 0 && sb->position != (uint32_t)p) {
-		eprintf("tptraid: member %u (%s) holds position %u, not %d: "
-			"refused (is the member= order right?)\n", m->id,
-			m->url, sb->position, p);
-		m->refused = true;
-		return;
-	}
-	/* In a new array every member is current; in one assembled from
-	 * its superblocks, a member is current at the array's event. */
-	if (a->pos[p].state == TPT_POS_IN_SYNC &&
-	    (a->fresh || (m->sb_status == 0 && sb->event == a->event)))
-		return;
-	/* It missed writes: catch up from the map if the array has kept
-	 * one since this box's last event, else rebuild it whole. */
-	a->pos[p].state = TPT_POS_RECOVERING;
-	a->pos[p].recover_point = 0;
-	a->pos[p].catch_up = m->sb_status == 0 && a->pos[p].missed_valid &&
-			     sb->event + 1 >= a->pos[p].missing_since;
-	eprintf("tptraid: member %u (%s) is back at position %d from event %"
-		PRIu64 ": %s\n", m->id, m->url, p, m->sb_status ? 0 : sb->event,
-		a->pos[p].catch_up ? "catching up on the regions it missed" :
-		a->pos[p].missed_valid ? "rebuilding it in full (the array "
-		"has kept no record since that event)" : "rebuilding it in "
-		"full (no record of what it missed)");
-}
-
-static void member_unclaimed(struct tpt_member *m, int err)
-{
-	(void)err;
-	member_fail(m, "refused");
-}
-
-/* @m is not for this array: give it back to whoever it belongs to, if we
- * had named the array to it, and drop it. */
-static void member_refuse(struct tpt_array *a, struct tpt_member *m)
-{
-	if (m->claimed && a->mode->member_unclaim) {
-		m->claimed = false;
-		a->mode->member_unclaim(a, m, member_unclaimed);
-		return;
-	}
-	member_fail(m, "refused");
-}
-
-static void member_set_up(struct tpt_member *m, int err)
-{
-	struct tpt_array *a = m->array;
-
-	if (err) {
-		char why[80];
-
-		snprintf(why, sizeof(why), "set-up failed: %s", strerror(-err));
-		member_fail(m, why);
-		return;
-	}
-	m->ready = true;
-	if (!a->assembled)
-		return;
-	member_admit(a, m);
-	if (m->refused) {
-		member_refuse(a, m);
-		return;
-	}
-	eprintf("tptraid: member %u (%s) is online as %s\n", m->id, m->url,
-		m->position < 0 ? "a spare" : "a member");
-	if (m->position < 0 || a->pos[m->position].state == TPT_POS_IN_SYNC)
-		sb_write(a, m);
-	recovery_kick(a);
-	run_waiting(a);
-}
-
-static void member_fenced(struct tpt_member *m, int err)
-{
-	struct tpt_array *a = m->array;
-
-	if (err) {
-		if (err != -ECANCELED)
-			member_fail(m, err == -EBUSY ? "reserved by another "
-				    "initiator" : "cannot reserve it");
-		return;
-	}
-	m->fenced = true;
-	a->mode->member_setup(a, m, member_set_up);
-}
-
-/* Reserve the box for the array (member_fence.c), then the mode's set-up. */
-static void member_take(struct tpt_array *a, struct tpt_member *m)
-{
-	member_fence(m, a->array_id, member_fenced);
-}
-
-static void sb_read(struct tpt_array *a, struct tpt_member *m);
-
-static void member_claimed(struct tpt_member *m, int err)
-{
-	struct tpt_array *a = m->array;
-
-	if (err) {
-		if (err != -ECANCELED)
-			member_fail(m, "it did not take the array's key (is it "
-				    "bound to another array?)");
-		return;
-	}
-	m->claimed = true;
-	if (!m->sb_read)
-		sb_read(a, m);
-	else if (a->identified)
-		member_take(a, m);
-}
-
-/*
- * Name the array to @m (the mode's claim: TPT binds the LU to the array's
- * key, protocol.md 5.5), which a member bound to the array serves plain
- * SBC commands only after; modes without a claim go straight on.
- */
-static void member_claim(struct tpt_array *a, struct tpt_member *m)
-{
-	if (a->mode->member_claim)
-		a->mode->member_claim(a, m, member_claimed);
-	else
-		member_claimed(m, 0);
-}
-
-/* Whether CHECK CONDITION @task is ACCESS DENIED (SPC): a TPT target
- * whose LU is bound to an array we have not named (plain_io.c). */
-static bool sense_access_denied(const struct scsi_task *task, int status)
-{
-	return status == SCSI_STATUS_CHECK_CONDITION && task &&
-	       task->sense.key == SCSI_SENSE_ILLEGAL_REQUEST &&
-	       task->sense.ascq == 0x2002;
-}
-
-static void sb_read_done(struct tpt_member *m, struct scsi_task *task,
-			 int status, void *arg)
-{
-	struct tpt_array *a = m->array;
-	uint8_t *buf = arg;
-
-	if (status != SCSI_STATUS_GOOD) {
-		free(buf);
-		if (sense_access_denied(task, status))
-			member_fail(m, "its target serves it to another array's "
-				    "key only (free it there with tpt=off, "
-				    "tpt=on if that array is gone)");
-		else if (status != SCSI_STATUS_CANCELLED)
-			member_fail(m, "cannot read its superblock");
-		return;
-	}
-	m->sb_status = tpt_member_sb_decode(buf, TPT_SB_LEN, &m->sb);
-	free(buf);
-	m->sb_read = true;
-	/* Until the superblocks have said which array it is, it waits. */
-	if (!a->identified)
-		return;
-	if (m->claimed)
-		member_take(a, m);
-	else
-		member_claim(a, m);
-}
-
-static void sb_read(struct tpt_array *a, struct tpt_member *m)
-{
-	uint64_t lba = tpt_member_sb_lba(m->nr_blocks, m->block_size);
-	uint8_t cdb[16] = { 0x88 };	/* READ(16) */
-	uint8_t *buf = malloc(TPT_SB_LEN);
-
-	(void)a;
-	tpt_put_be(&cdb[2], lba, 8);
-	tpt_put_be(&cdb[10], TPT_SB_LEN / m->block_size, 4);
-	if (!buf || member_send_cdb(m, cdb, SCSI_XFER_READ, buf, TPT_SB_LEN,
-				    sb_read_done, buf)) {
-		free(buf);
-		member_fail(m, "cannot read its superblock");
-	}
-}
-
-/*
- * A box's session is up.  When the array's id and key are known (its
- * state file, or the superblocks already read) the array is named to the
- * box first, since a box bound to the array, as after a controller
- * restart, shows its superblock to no one else; a box of an array still
- * unknown is read first and named once the superblocks have decided.
- */
-void array_member_online(struct tpt_array *a, struct tpt_member *m)
-{
-	uint64_t lba = tpt_member_sb_lba(m->nr_blocks, m->block_size);
-
-	m->refused = false;
-	m->claimed = false;
-	if (!lba) {
-		eprintf("tptraid: member %u (%s) is too small\n", m->id, m->url);
-		member_fail(m, "too small");
-		return;
-	}
-	if (a->assembled && (m->block_size != a->block_size ||
-			     lba < a->geo.member_blocks)) {
-		eprintf("tptraid: member %u (%s) has %" PRIu64 " blocks of %u "
-			"bytes: the array needs %" PRIu64 " of %u\n", m->id,
-			m->url, m->nr_blocks, m->block_size,
-			a->geo.member_blocks, a->block_size);
-		m->refused = true;
-		member_fail(m, "refused");
-		return;
-	}
-	if (a->known)
-		member_claim(a, m);
-	else
-		sb_read(a, m);
-}
-
-bool array_settling(const struct tpt_array *a)
-{
-	unsigned int i;
-
-	for (i = 0; i < a->nr_boxes; i++) {
-		const struct tpt_member *m = &a->member[i];
-
-		if (m->link == MEMBER_CONNECTING ||
-		    (m->link == MEMBER_ONLINE && !m->ready && !m->refused &&
-		     (a->identified || !m->sb_read)))
-			return true;
-	}
-	return a->sb_writes > 0;
 }
 
 /* ---- assembly and teardown ---- */
@@ -1381,12 +986,8 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		for (i = 0; i < a->nr_boxes; i++) {
 			struct tpt_member *m = &a->member[i];
 
-			if (!m->sb_read || m->link != MEMBER_ONLINE)
-				continue;
-			if (m->claimed)
-				member_take(a, m);
-			else
-				member_claim(a, m);
+			if (m->sb_read && m->link == MEMBER_ONLINE)
+				array_member_advance(a, m);
 		}
 		member_wait(a, TPT_ASSEMBLE_SECONDS);
 	}
@@ -1410,9 +1011,9 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 				a->pos[m->position].state = TPT_POS_MISSING;
 			continue;
 		}
-		member_admit(a, m);
+		array_member_admit(a, m);
 		if (m->refused) {
-			member_refuse(a, m);
+			array_member_refuse(a, m);
 			if (m->position >= 0)
 				a->pos[m->position].state = TPT_POS_MISSING;
 		}

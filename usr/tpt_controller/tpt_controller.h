@@ -290,6 +290,16 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 void array_new_event(struct tpt_array *a);
 /* Whether members are still connecting or setting up (assembly). */
 bool array_settling(const struct tpt_array *a);
+
+/* array_members.c, for assembly: the next step of online @m once the
+ * superblocks have said which array this is (claim it, or reserve and
+ * set it up); what its superblock makes of set-up @m (m->refused when
+ * nothing); give refused @m back and drop it. */
+void array_member_advance(struct tpt_array *a, struct tpt_member *m);
+void array_member_admit(struct tpt_array *a, struct tpt_member *m);
+void array_member_refuse(struct tpt_array *a, struct tpt_member *m);
+/* array.c: start the waiting spans that may start now. */
+void array_run_waiting(struct tpt_array *a);
 /* A command to @m failed in a way only @m can be blamed for. */
 void array_member_error(struct tpt_array *a, struct tpt_member *m,
 			const char *why);
