@@ -247,6 +247,24 @@ def access_denied(r):
     return r["status"] == 2 and proto.parse_sense(r["sense"]).code == proto.SENSE["ACCESS_DENIED"]
 
 
+def test_member_credentials_come_from_the_array_definition_only(tgtd_factory, monkeypatch):
+    """libiscsi fills a URL without credentials from LIBISCSI_CHAP_* in the
+    environment; a controller's environment is the shell of whoever
+    started tgtd, so it ignores them: a member URL without user%secret@
+    logs in without CHAP, even with the right secret in the environment."""
+    from tptlib.tgtd import TgtadmError
+    targets, urls = chap_members(tgtd_factory, n=3)
+    monkeypatch.setenv("LIBISCSI_CHAP_USERNAME", "ctl")
+    monkeypatch.setenv("LIBISCSI_CHAP_PASSWORD", CTL_SECRET)
+    c = tgtd_factory(name="controller")
+    c.new_target(1, "iqn.2026-11.org.tptraid:envarray")
+    bare = [re.sub(r"ctl%[^@]*@", "", u.split("?")[0]) for u in urls]
+    opts = "raid=5;unit=64k;mode=baseline;" + ";".join(f"member={u}" for u in bare)
+    with pytest.raises(TgtadmError):
+        c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid", bsopts=opts)
+    assert "Authentication failure" in c.log() or "login" in c.log().lower(), c.log()[-2000:]
+
+
 @pytest.mark.parametrize("mode", ["tpt", "baseline"])
 def test_members_are_reserved_for_the_array(tgtd_factory, client, mode):
     """The controller holds each member with a persistent reservation (WRITE

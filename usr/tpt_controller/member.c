@@ -420,6 +420,23 @@ static void member_connected(struct iscsi_context *iscsi, int status,
 		member_fail(m, "cannot send READ CAPACITY");
 }
 
+/*
+ * Whether @url names a CHAP user itself.  libiscsi fills in a URL without
+ * one from LIBISCSI_CHAP_* in the environment, which for a controller is
+ * the shell's of whoever started tgtd: its members' credentials come from
+ * the array definition only.
+ */
+static bool url_has_user(const char *url)
+{
+	const char *authority = strstr(url, "://");
+	const char *at, *slash;
+
+	authority = authority ? authority + 3 : url;
+	at = strchr(authority, '@');
+	slash = strchr(authority, '/');
+	return at && (!slash || at < slash);
+}
+
 void member_connect(struct tpt_member *m)
 {
 	struct iscsi_url *url;
@@ -457,12 +474,16 @@ void member_connect(struct tpt_member *m)
 	 * with ?target_user=NAME&target_password=SECRET, when the member
 	 * must prove itself too (libiscsi refuses a wrong answer).
 	 */
-	if (url->user[0])
+	if (url_has_user(m->login_url))
 		iscsi_set_initiator_username_pwd(m->iscsi, url->user,
 						 url->passwd);
-	if (url->target_user[0])
+	else
+		iscsi_set_initiator_username_pwd(m->iscsi, "", "");
+	if (strstr(m->login_url, "target_user="))
 		iscsi_set_target_username_pwd(m->iscsi, url->target_user,
 					      url->target_passwd);
+	else
+		iscsi_set_target_username_pwd(m->iscsi, "", "");
 	m->lun = url->lun;
 	m->link = MEMBER_CONNECTING;
 	m->connect_started = now_s();
