@@ -57,11 +57,15 @@ static int parse_size(const char *s, uint64_t *out)
 }
 
 /* The part of a member URL after "iscsi://" and any "user%secret@":
- * host[:port]/iqn/lun, as libiscsi's tools take it. */
+ * host[:port]/iqn/lun, as libiscsi's tools take it.  No '@' in it: the
+ * user part ends at the first one, so a second would make the URL read
+ * differently once its secrets are hidden (tpt_spec_hide_secrets). */
 static bool valid_box_address(const char *addr, size_t len)
 {
 	const char *end = addr + len, *slash, *lun;
 
+	if (memchr(addr, '@', len))
+		return false;
 	slash = memchr(addr, '/', len);
 	if (!slash || slash == addr)
 		return false;

@@ -60,6 +60,10 @@ static void check_hidden(const char *url)
 	tpt_spec_hide_secrets(url, hidden, sizeof(hidden));
 	if (strcmp(hidden, want))
 		abort();
+	/* What logs and show print reads back as the same box. */
+	tpt_spec_hide_secrets(hidden, want, sizeof(want));
+	if (strcmp(hidden, want))
+		abort();
 }
 
 /* What every accepted spec must be. */

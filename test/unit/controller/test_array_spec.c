@@ -146,6 +146,9 @@ static void bad_chap_is_refused_without_showing_secrets(void)
 		  "without user%secret@" },
 		{ CHAP_URL "?header_digest=none", "unknown URL argument 'header_digest'" },
 		{ "iscsi://ctl%" SECRET "@h/iqn.x:a/", "expected iscsi://" },
+		/* A second '@' would make the URL with its secrets hidden
+		 * name another host. */
+		{ "iscsi://ctl%" SECRET "@h@x/iqn.x:a/1", "expected iscsi://" },
 	};
 	size_t i;
 
