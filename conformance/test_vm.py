@@ -6,11 +6,16 @@ booted under qemu (scripts/vm/), run time printed in the closing figures.
   127.0.0.1:PORT), makes an ext4 file system, writes files with known
   checksums, logs out and in again, verifies them and runs fsck -n.
   iscsi_cycle() takes the portal, IQN and LUN, so any target can be put
-  through the same cycle.
+  through the same cycle.  Every login is mutual CHAP, the TPT-RAID arrays
+  are CHAP on every hop (tptlib.cluster.start(chap=True), as tpt-cluster
+  start --chap): the guest gets a host-chap.env (scripts/vm/run --chap, by
+  qemu's fw_cfg) and first checks that a login with a wrong secret, and
+  one facing a target that answers with a wrong one, are refused.
 - iSER over soft-RoCE: rdma_rxe on the guest's eth0, our tgtd (ISCSI_RDMA=1)
   inside the guest with its iSER portal on the rxe address, and the same
-  cycle through an open-iscsi iface with iface.transport_name=iser, i.e. the
-  kernel's ib_iser against the fork's iSER code.
+  cycle (mutual CHAP, a wrong secret refused) through an open-iscsi iface
+  with iface.transport_name=iser, i.e. the kernel's ib_iser against the
+  fork's iSER code.
 - Our datamover (test_dm_rma, tpt-dm-bench) with libfabric's verbs provider
   over that rxe device.
 
@@ -27,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from tptlib import paths
+from tptlib.tgtd import Chap
 
 VM_SCRIPTS = paths.TOP / "scripts" / "vm"
 HOST_FROM_GUEST = "10.0.2.2"    # qemu user networking: the host's loopback
@@ -38,6 +44,18 @@ STEP_RE = re.compile(r"^=== VMTEST (\S+) (OK|FAIL|SKIP) ([0-9.]+)s(?: (.*))?$")
 SUM_RE = re.compile(r"^=== VMTEST (sum|readsum) (\S+) (\S+) ([0-9a-f]{64})$")
 TOTAL_RE = re.compile(r"^=== VMTEST TIME total ([0-9.]+)s$")
 CYCLE = ("discovery", "login", "mkfs", "write", "logout", "relogin", "verify", "fsck", "logout2")
+# The guest's CHAP refusals (scripts/vm/guest-init refused_login): iscsiadm's
+# exit status and what iscsid logged.  A wrong secret: the target refuses
+# (ISCSI_ERR_LOGIN_AUTH_FAILED); a target answering with a wrong one: the
+# kernel initiator's iscsid refuses it (ISCSI_ERR_FATAL_LOGIN).
+CHAP_REFUSALS = {
+    "chap_wrong_secret": re.compile(r"^refused: iscsiadm exit 24 \(.*authorization failure\); "
+                                    r"iscsid: .*login rejected: Initiator failed authentication"),
+    "chap_wrong_answer": re.compile(r"^refused: iscsiadm exit 19 \(.*\); "
+                                    r"iscsid: .*received incorrect CHAP response from target"),
+}
+# What our tgtd logs when it refuses the guest's wrong secret.
+TGTD_REFUSED = "authentication of iqn.2026-11.org.tptraid:vm-guest failed"
 
 # The guest writes these (scripts/vm/guest-init FILES): the line
 # "tpt-raid vmtest NAME" repeated and cut to SIZE bytes, plus 2 MiB of
@@ -99,9 +117,11 @@ class VmRun:
 
 
 def run_vm(test: str, log: Path, portal: str = None, iqn: str = None, lun: int = 1,
-           isolated: bool = False, on_line=None) -> VmRun:
+           isolated: bool = False, on_line=None, chap: Chap = None) -> VmRun:
     """Boot the image with vmtest=TEST (scripts/vm/run) and parse its console.
-    on_line(line), if given, sees each console line as the guest prints it."""
+    on_line(line), if given, sees each console line as the guest prints it.
+    chap: the guest logs in to PORTAL with it (a host-chap.env next to the
+    log, handed over by scripts/vm/run --chap)."""
     cmd = [str(VM_SCRIPTS / "run"), "--build", str(paths.BUILD), "--test", test,
            "--lun", str(lun), "--timeout", str(BOOT_TIMEOUT), "--log", str(log)]
     if portal:
@@ -110,6 +130,8 @@ def run_vm(test: str, log: Path, portal: str = None, iqn: str = None, lun: int =
         cmd += ["--iqn", iqn]
     if isolated:
         cmd.append("--isolated")
+    if chap:
+        cmd += ["--chap", str(chap.write_host_env(log.with_name(log.stem + "-host-chap.env")))]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
@@ -131,9 +153,24 @@ def run_vm(test: str, log: Path, portal: str = None, iqn: str = None, lun: int =
     return run
 
 
-def check_cycle(run: VmRun, label: str, transport: str):
+def check_cycle(run: VmRun, label: str, transport: str, chap: Chap = None,
+                refusals=tuple(CHAP_REFUSALS)):
     """Every step of one discovery/login/mkfs/checksum/fsck cycle passed and
-    the files read back after a fresh login are the ones written."""
+    the files read back after a fresh login are the ones written.  With
+    chap (mutual CHAP as chap.user, the target answering as chap.user_in):
+    before the first login the guest was refused with a wrong secret and
+    refused a target answering with a wrong one (the REFUSALS)."""
+    if chap:
+        assert run.require(f"{label}.chap").detail == (
+            f"mutual CHAP: we log in as {chap.user}, the target must answer as {chap.user_in}")
+        for s in refusals:
+            detail = run.require(f"{label}.{s}").detail
+            said = CHAP_REFUSALS[s]
+            assert said.match(detail), f"{label}.{s}: {detail}"
+        for secret in filter(None, (chap.secret, chap.secret_in)):
+            assert secret not in run.console, "a CHAP secret is on the console"
+    elif f"{label}.chap" in run.steps:
+        pytest.fail(f"{label}: the guest used CHAP where the test gave none", pytrace=False)
     for s in CYCLE:
         run.require(f"{label}.{s}")
     for s in ("login", "relogin"):
@@ -152,15 +189,24 @@ def cycle_figures(run: VmRun, label: str) -> str:
                      for s in ("login", "mkfs", "write", "relogin", "verify", "fsck"))
 
 
-def iscsi_cycle(log: Path, portal: str, iqn: str, lun: int = 1, with_rdma: bool = False) -> VmRun:
+def iscsi_cycle(log: Path, portal: str, iqn: str, lun: int = 1, with_rdma: bool = False,
+                chap: Chap = None) -> VmRun:
     """The whole TCP cycle against any target the guest can reach: PORTAL as
-    the guest sees it (10.0.2.2:PORT for the host's 127.0.0.1:PORT).  With
-    with_rdma the same boot goes on with the soft-RoCE steps (vmtest=all)."""
-    run = run_vm("all" if with_rdma else "iscsi", log, portal=portal, iqn=iqn, lun=lun)
+    the guest sees it (10.0.2.2:PORT for the host's 127.0.0.1:PORT), with
+    mutual CHAP when chap is given.  With with_rdma the same boot goes on
+    with the soft-RoCE steps (vmtest=all)."""
+    run = run_vm("all" if with_rdma else "iscsi", log, portal=portal, iqn=iqn, lun=lun, chap=chap)
     run.require("modules")
     run.require("net")
-    check_cycle(run, "tcp", "tcp")
+    check_cycle(run, "tcp", "tcp", chap)
     return run
+
+
+def chap_figures(run: VmRun, label: str) -> str:
+    return ", ".join(f"{what} refused in {run.steps[f'{label}.{s}'].seconds:.1f}s"
+                     for s, what in (("chap_wrong_secret", "wrong secret"),
+                                     ("chap_wrong_answer", "wrong answer"))
+                     if f"{label}.{s}" in run.steps)
 
 
 def phase_seconds(run: VmRun, *prefixes) -> float:
@@ -192,11 +238,12 @@ _boots = {}
 
 def test_vm_iscsi_tcp_on_plain_lun(vm_image, tgtd_factory, workdir, report):
     t = tgtd_factory()
-    iqn = t.new_target(1, IQN)
+    chap = Chap.new("host", "array")
+    iqn = t.new_target(1, IQN, chap=chap)
     t.new_file_lun(1, 1, 256 << 20)
     log = workdir / "console.log"
     try:
-        run = iscsi_cycle(log, f"{HOST_FROM_GUEST}:{t.port}", iqn, lun=1, with_rdma=True)
+        run = iscsi_cycle(log, f"{HOST_FROM_GUEST}:{t.port}", iqn, lun=1, with_rdma=True, chap=chap)
     finally:
         # The RDMA steps of this boot stand on their own: keep them even
         # when a TCP step failed.
@@ -205,8 +252,9 @@ def test_vm_iscsi_tcp_on_plain_lun(vm_image, tgtd_factory, workdir, report):
     _boots["all"] = run
     report(f"VM boot, iSCSI/TCP + iSER/soft-RoCE + datamover (qemu TCG, 1 vCPU): {run.wall:.1f}s wall, "
            f"guest {run.guest_total}s")
-    report(f"  iSCSI/TCP vs our tgtd (plain 256 MiB LUN): PASS in {phase_seconds(run, 'tcp.'):.1f}s "
-           f"({cycle_figures(run, 'tcp')})")
+    report(f"  iSCSI/TCP vs our tgtd (plain 256 MiB LUN), mutual CHAP: PASS in "
+           f"{phase_seconds(run, 'tcp.'):.1f}s ({cycle_figures(run, 'tcp')}; {chap_figures(run, 'tcp')})")
+    assert TGTD_REFUSED in t.log()
     assert t.alive()
 
 
@@ -226,9 +274,14 @@ def test_vm_iser_over_rxe(rdma_run, report):
     run.require("rdma.rxe")
     run.require("iser.tgtd")
     assert "transport_name=iser" in run.require("iser.iface").detail
-    check_cycle(run, "iser", "iser")
-    report(f"  iSER over soft-RoCE (rxe0, our tgtd in the guest, kernel ib_iser): PASS in "
-           f"{phase_seconds(run, 'rdma.', 'iser.'):.1f}s ({cycle_figures(run, 'iser')})")
+    # The guest's tgtd requires mutual CHAP with secrets the guest made.
+    assert run.steps["iser.tgtd"].detail.endswith(", mutual CHAP")
+    # An iSER login costs the guest 1.5 s: only the refusal that is our
+    # iSER code's; the wrong answer is iscsid's check, as over TCP.
+    check_cycle(run, "iser", "iser", Chap("host", "", "array", ""), refusals=("chap_wrong_secret",))
+    report(f"  iSER over soft-RoCE (rxe0, our tgtd in the guest, kernel ib_iser), mutual CHAP: PASS in "
+           f"{phase_seconds(run, 'rdma.', 'iser.'):.1f}s ({cycle_figures(run, 'iser')}; "
+           f"{chap_figures(run, 'iser')})")
 
 
 def test_vm_datamover_verbs_over_rxe(rdma_run, report):
@@ -248,15 +301,18 @@ def test_vm_datamover_verbs_over_rxe(rdma_run, report):
 @pytest.mark.parametrize("mode", ["tpt"])
 def test_vm_iscsi_tcp_on_tptraid_lun(vm_image, tgtd_factory, workdir, report, mode):
     """The same cycle, with the kernel initiator on a TPT-RAID-5 LUN over
-    five targets: mkfs, files, fsck on the array, then the parity of every
-    stripe checked from the members."""
+    five targets, mutual CHAP on every hop: mkfs, files, fsck on the array,
+    then the parity of every stripe checked from the members."""
     from tptlib import cluster
 
-    c = cluster.start(tgtd_factory, n=5, mode=mode, unit=64 << 10, member_bytes=80 << 20)
+    c = cluster.start(tgtd_factory, n=5, mode=mode, unit=64 << 10, member_bytes=80 << 20,
+                      chap=True)
     run = iscsi_cycle(workdir / "console-tptraid.log",
-                      f"{HOST_FROM_GUEST}:{c.controller.port}", c.iqn, lun=1)
-    report(f"VM iSCSI/TCP vs a TPT-RAID-5 LUN ({mode}, 5 targets): PASS in "
-           f"{phase_seconds(run, 'tcp.'):.1f}s ({cycle_figures(run, 'tcp')}), {run.wall:.1f}s wall")
+                      f"{HOST_FROM_GUEST}:{c.controller.port}", c.iqn, lun=1, chap=c.chap)
+    report(f"VM iSCSI/TCP vs a TPT-RAID-5 LUN ({mode}, 5 targets, mutual CHAP on every hop): PASS in "
+           f"{phase_seconds(run, 'tcp.'):.1f}s ({cycle_figures(run, 'tcp')}; {chap_figures(run, 'tcp')}), "
+           f"{run.wall:.1f}s wall")
+    assert TGTD_REFUSED in c.controller.log()
     cluster.allow_plain_reads(c.targets)
     r = subprocess.run([str(paths.tool("tpt-scrub")), "--unit", str(c.unit), *c.target_urls],
                        capture_output=True, text=True, timeout=300)
@@ -272,7 +328,7 @@ def test_vm_tptraid_target_killed_mid_copy(vm_image, tgtd_factory, workdir, repo
     from tptlib import cluster
 
     c = cluster.start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=80 << 20,
-                      extra_opts=("fail_timeout=3",))
+                      extra_opts=("fail_timeout=3",), chap=True)
     victim = c.targets[2]
 
     def kill_at_copy(line):
@@ -282,13 +338,14 @@ def test_vm_tptraid_target_killed_mid_copy(vm_image, tgtd_factory, workdir, repo
 
     run = run_vm("iscsi", workdir / "console-kill.log",
                  portal=f"{HOST_FROM_GUEST}:{c.controller.port}", iqn=c.iqn, lun=1,
-                 on_line=kill_at_copy)
+                 on_line=kill_at_copy, chap=c.chap)
     run.require("modules")
     run.require("net")
-    check_cycle(run, "tcp", "tcp")
+    check_cycle(run, "tcp", "tcp", c.chap)
     kernel = run.require("tcp.kernel")
     assert not victim.alive(), "the target was never killed"
-    report(f"VM on a TPT-RAID-5 LUN, target 2 killed as the copy began: PASS "
-           f"({cycle_figures(run, 'tcp')}; {kernel.detail}), {run.wall:.1f}s wall")
+    report(f"VM on a TPT-RAID-5 LUN (mutual CHAP on every hop), target 2 killed as the copy began: "
+           f"PASS ({cycle_figures(run, 'tcp')}; {chap_figures(run, 'tcp')}; {kernel.detail}), "
+           f"{run.wall:.1f}s wall")
     show = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
     assert "state degraded" in show, show

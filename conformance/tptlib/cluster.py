@@ -4,6 +4,7 @@ real processes on loopback."""
 from dataclasses import dataclass, field
 
 from . import net
+from .tgtd import Chap
 
 IQN = "iqn.2026-11.org.tptraid"
 # The last MiB of each member holds the array's superblock (controller.md).
@@ -26,28 +27,37 @@ class Cluster:
     unit: int
     iqn: str
     target_urls: list = field(default_factory=list)
+    # With chap: what a host logs in to the array with (mutual), and the
+    # target URLs carry the controller's credentials.
+    chap: Chap = None
 
 
 def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
-          block_size=512, spares=0, host="127.0.0.1", boxes=None, extra_opts=(), name=""):
+          block_size=512, spares=0, host="127.0.0.1", boxes=None, extra_opts=(), name="",
+          chap=False):
     """n members and `spares` spares; boxes maps a target index to a
     tptlib.net.Link that target runs behind (its own namespace and
-    address); everything else listens on host."""
+    address); everything else listens on host.  chap: mutual CHAP on
+    every hop with new random secrets, as scripts/tpt-cluster start --chap
+    sets it up (each target accepts "controller" and answers as tK; the
+    array accepts "host" and answers as "array")."""
     targets, backings, urls = [], [], []
     boxes = boxes or {}
     for i in range(n + spares):
         link = boxes.get(i)
         addr = link.box_addr if link else host
         t = tgtd_factory(name=f"{name}target{i}", host=addr, netns=link.name if link else None)
-        iqn = t.new_target(1, f"{IQN}:{name}target{i}")
+        member_chap = Chap.new("controller", f"t{i}") if chap else None
+        iqn = t.new_target(1, f"{IQN}:{name}target{i}", chap=member_chap)
         backings.append(t.new_file_lun(1, 1, member_bytes,
                                        blocksize=None if block_size == 512 else block_size))
         t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
                  "--lun", 1, "--params", f"tpt_dm={addr}:{net.free_port(host)},tpt=on")
         targets.append(t)
-        urls.append(t.url(iqn, 1))
+        urls.append(member_chap.url(t.url(iqn, 1)) if chap else t.url(iqn, 1))
     c = tgtd_factory(name=f"{name}controller", host=host)
-    ciqn = c.new_target(1, f"{IQN}:{name}array")
+    host_chap = Chap.new("host", "array") if chap else None
+    ciqn = c.new_target(1, f"{IQN}:{name}array", chap=host_chap)
     # Fresh sparse member files hold zeroes: their parity agrees.
     opts = [f"raid=5", f"unit={unit // 1024}k", f"mode={mode}", "assume_clean=yes"]
     if mode == "tpt":
@@ -57,7 +67,7 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     opts += list(extra_opts)
     c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid", bsopts=";".join(opts),
               blocksize=None if block_size == 512 else block_size)
-    return Cluster(targets, c, backings, c.url(ciqn, 1), mode, unit, ciqn, urls)
+    return Cluster(targets, c, backings, c.url(ciqn, 1), mode, unit, ciqn, urls, host_chap)
 
 
 def allow_plain_reads(targets):

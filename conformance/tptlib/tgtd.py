@@ -5,14 +5,58 @@ socket), its own iSCSI portal port and its own control port, so any number
 of them can run side by side and next to a system tgtd."""
 import os
 import re
+import secrets
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import net, paths
 
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
+
+
+def new_chap_secret() -> str:
+    """A CHAP secret as scripts/tpt-cluster makes one: 128 random bits as
+    32 hex digits."""
+    return secrets.token_hex(16)
+
+
+@dataclass
+class Chap:
+    """Mutual CHAP for one target: the initiator logs in as user/secret and
+    the target answers as user_in/secret_in (open-iscsi's username,
+    password, username_in, password_in)."""
+    user: str
+    secret: str
+    user_in: str
+    secret_in: str
+
+    @classmethod
+    def new(cls, user: str, user_in: str) -> "Chap":
+        return cls(user, new_chap_secret(), user_in, new_chap_secret())
+
+    def host_env(self) -> str:
+        """What scripts/tpt-cluster start --chap writes to host-chap.env
+        (the variables libiscsi reads; scripts/vm/run --chap takes it)."""
+        return (f"export LIBISCSI_CHAP_USERNAME={self.user}\n"
+                f"export LIBISCSI_CHAP_PASSWORD={self.secret}\n"
+                f"export LIBISCSI_CHAP_TARGET_USERNAME={self.user_in}\n"
+                f"export LIBISCSI_CHAP_TARGET_PASSWORD={self.secret_in}\n")
+
+    def write_host_env(self, path: Path) -> Path:
+        """host_env() in a file only its owner can read."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.host_env())
+        return Path(path)
+
+    def url(self, url: str) -> str:
+        """An iscsi:// URL with these credentials, as the controller takes
+        a member's (docs/controller.md, "CHAP")."""
+        return (f"iscsi://{self.user}%{self.secret}@{url.removeprefix('iscsi://')}"
+                f"?target_user={self.user_in}&target_password={self.secret_in}")
 
 
 class TgtadmError(RuntimeError):
@@ -139,13 +183,28 @@ class Tgtd:
         r = self.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show", check=False)
         return [int(m) for m in re.findall(r"^Target (\d+):", r.stdout, re.M)]
 
-    def new_target(self, tid: int, iqn: str, bind: str = "ALL"):
+    def new_target(self, tid: int, iqn: str, bind: str = "ALL", chap: Chap = None):
+        """With chap, the target requires it (mutual) before it is bound
+        to any initiator."""
         self.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "new",
                     "--tid", tid, "--targetname", iqn)
+        if chap:
+            self.require_chap(tid, chap)
         if bind:
             self.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "bind",
                         "--tid", tid, "--initiator-address", bind)
         return iqn
+
+    def require_chap(self, tid: int, chap: Chap):
+        """Target tid accepts only chap.user/secret and answers as
+        chap.user_in/secret_in (tgt accounts; the second one --outgoing)."""
+        for user, secret in ((chap.user, chap.secret), (chap.user_in, chap.secret_in)):
+            self.tgtadm("--lld", "iscsi", "--mode", "account", "--op", "new",
+                        "--user", user, "--password", secret)
+        self.tgtadm("--lld", "iscsi", "--mode", "account", "--op", "bind", "--tid", tid,
+                    "--user", chap.user)
+        self.tgtadm("--lld", "iscsi", "--mode", "account", "--op", "bind", "--tid", tid,
+                    "--user", chap.user_in, "--outgoing")
 
     def new_lun(self, tid: int, lun: int, backing_store: str, bstype: str = None,
                 bsopts: str = None, blocksize: int = None):

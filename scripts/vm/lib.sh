@@ -24,3 +24,7 @@ vm_set_build "${TPT_BUILD:-$VM_TOP/build}"
 # The guest's user-mode network, as qemu's slirp lays it out.
 VM_GUEST_ADDR=10.0.2.15
 VM_HOST_ADDR=10.0.2.2
+
+# The fw_cfg item scripts/vm/run --chap puts a host-chap.env in; the guest
+# reads /sys/firmware/qemu_fw_cfg/by_name/$VM_CHAP_FW_CFG/raw.
+VM_CHAP_FW_CFG=opt/org.tptraid/chap
