@@ -223,3 +223,102 @@ def test_a_planted_list_with_a_copied_array_id_gets_no_link_to_the_array(tpt, tg
     want = bytes(a ^ b for a, b in zip(old, host.read()))
     assert t0.read_backing(row * UNIT, UNIT) == want
     assert tpt.cmd(t1, proto.release_cdb(group=0x40)).good
+
+
+def test_a_binding_with_a_copied_array_id_reads_none_of_the_array_s_buffers(tpt):
+    """Scopes (protocol.md 6.4): a stranger binds a free LU of t0's tgtd
+    with the array's id, a key of its own and a list that names its own
+    datamover peer.  That peer gets in, but into the stranger's scope: the
+    array's slot, read with the exact STag the array's nexus got from TPT
+    REPORT SLOTS, gives it nothing and costs it the connection, while the
+    array's own peers and commands carry on.  A stale STag (a slot table
+    replaced) and a guessed one read nothing either."""
+    tpt.start(1)
+    t0 = tpt.targets[0]
+    c = tpt.client
+    hdr, row, group = proto.SLOT_HDR_LEN, 3, 0x51
+    host = tpt.host_buffer("h", os.urandom(UNIT))
+    old = t0.read_backing(row * UNIT, UNIT)
+    parity = bytes(a ^ b for a, b in zip(old, host.read()))
+    r = tpt.cmd(t0, proto.vendor_cdb(proto.XDWRITE_16, row * UBLK, UBLK, group,
+                                     proto.DISABLE_WRITE),
+                out=proto.xfer_list([host.desc(0, UNIT)], result_slot=0))
+    assert r.good, r
+    stag, offset = t0.slots.slots[0]
+    c.buf("loot", hdr + UNIT)
+
+    def connect(name, token):
+        # As the controller: on every list, and allowed to read slots.
+        return c.dm_connect(name, "127.0.0.1", t0.dm_port, token, role="controller",
+                            peer_id=CONTROLLER_ID, array_id=ARRAY_ID)
+
+    def read(name, stag, offset, length=hdr + UNIT):
+        c.buf_write("loot", 0, bytes(hdr + UNIT))
+        return c.dm_get(name, "loot", 0, stag, offset, length, check=False, timeout_ms=10000)
+
+    def refused(r):
+        # tcp drops the connection, verbs reports a remote access error.
+        return not r["ok"] and r.get("errno_name") in ("ECONNRESET", "EACCES")
+
+    # The array's own peer reads the result.
+    connect("array", t0.token)
+    assert read("array", stag, offset)["ok"]
+    slot = proto.parse_slot_header(c.buf_read("loot", 0, hdr))
+    assert (slot["magic"], slot["group"]) == (proto.SLOT_MAGIC, group), slot
+    assert c.buf_read("loot", hdr, UNIT) == parity
+
+    # The stranger's binding, and its peer, admitted by its list.
+    free_iqn = "iqn.2026-11.org.tptraid:free"
+    t0.tgtd.new_target(2, free_iqn)
+    t0.tgtd.new_file_lun(2, 1, 8 << 20)
+    t0.tgtd.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 2,
+                   "--lun", 1, "--params", "tpt=on")
+    c.login("stranger", t0.tgtd.url(free_iqn, 1))
+    c.clear_unit_attentions("stranger")
+    stranger_token = os.urandom(16)
+    evil_peers = [proto.Peer(0, proto.ROLE_TARGET, t0.dm_port, stranger_token),
+                  proto.Peer(CONTROLLER_ID, proto.ROLE_CONTROLLER, tpt.ctrl_port, os.urandom(16))]
+    pl = proto.peer_list(ARRAY_ID, 50, 0, evil_peers, array_key=os.urandom(16))
+    assert tpt.cmd(t0, proto.setup_cdb(proto.SET_PEER_LIST, len(pl)), out=pl,
+                   session="stranger").good
+    connect("stranger", stranger_token)
+
+    # The exact STag of the array's slot, and a guess, read nothing.
+    down, lines = c.stats()["peers_down"], t0.tgtd.log().count("went away")
+    for i, (s, o) in enumerate([(stag, offset), (int.from_bytes(os.urandom(8), "big"), offset)]):
+        if i:
+            connect("stranger", stranger_token)
+        r = read("stranger", s, o)
+        assert refused(r), r
+        assert c.buf_read("loot", 0, hdr + UNIT) == bytes(hdr + UNIT)
+    assert c.stats()["peers_down"] == down + 2
+    # t0 drops each such connection, and says so.
+    assert t0.tgtd.log().count("went away") >= lines + 2, t0.tgtd.log()[-3000:]
+
+    # The array's peer and nexus are unaffected: the slot still reads,
+    # and the write completes.
+    assert read("array", stag, offset)["ok"]
+    assert c.buf_read("loot", hdr, UNIT) == parity
+    assert tpt.cmd(t0, proto.vendor_cdb(proto.WRITE_NEW_DATA, row * UBLK, UBLK, group)).good
+    assert t0.read_backing(row * UNIT, UNIT) == host.read()
+    assert tpt.cmd(t0, proto.release_cdb(group=group)).good
+
+    # A slot table replaced: its STags are stale even to the array's peer,
+    # and so is a guess; the new table serves.
+    stale = t0.slots
+    t0.slots = tpt.report_slots(t0, UNIT, 8)
+    for i, (s, o) in enumerate([stale.slots[0], (int.from_bytes(os.urandom(8), "big"), 0)]):
+        connect(f"array{i}", t0.token)
+        assert refused(read(f"array{i}", s, o))
+    assert read("array", *t0.slots.slots[0], length=hdr)["ok"]
+
+    # The array keeps its service with the new table.
+    row, group = 4, 0x52
+    host2 = tpt.host_buffer("h2", os.urandom(UNIT))
+    assert tpt.cmd(t0, proto.vendor_cdb(proto.XDWRITE_16, row * UBLK, UBLK, group,
+                                        proto.DISABLE_WRITE),
+                   out=proto.xfer_list([host2.desc(0, UNIT)], result_slot=0)).good
+    assert tpt.cmd(t0, proto.vendor_cdb(proto.WRITE_NEW_DATA, row * UBLK, UBLK, group)).good
+    assert t0.read_backing(row * UNIT, UNIT) == host2.read()
+    assert t0.read_backing(3 * UNIT, UNIT) == host.read()
+    assert "superseded" not in t0.tgtd.log() and t0.tgtd.alive()

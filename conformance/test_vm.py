@@ -17,7 +17,8 @@ booted under qemu (scripts/vm/), run time printed in the closing figures.
   with iface.transport_name=iser, i.e. the kernel's ib_iser against the
   fork's iSER code.
 - Our datamover (test_dm_rma, tpt-dm-bench) with libfabric's verbs provider
-  over that rxe device.
+  over that rxe device, and test_dm_scope, since there each datamover scope
+  is a protection domain of its own.
 
 Skipped, with the reason, when qemu is missing or the image cannot be built
 (no Debian archive reachable, not root for apt-get download)."""
@@ -296,6 +297,21 @@ def test_vm_datamover_verbs_over_rxe(rdma_run, report):
     bench = run.require("dm.bench")
     report(f"  datamover over libfabric verbs on rxe0: test_dm_rma PASS in {dm.seconds:.1f}s; "
            f"tpt-dm-bench {bench.detail}")
+
+
+def test_vm_datamover_scopes_over_rxe(rdma_run, report):
+    """test_dm_scope over verbs: each scope its own protection domain, so
+    another scope's exact rkey is a remote access error."""
+    run = rdma_run
+    run.require("rdma.rxe")
+    dm = run.steps.get("dm.scope")
+    assert dm is not None, f"the guest never ran the datamover scope step:\n{run.tail()}"
+    if dm.status == "SKIP":
+        report(f"  datamover scopes over libfabric verbs on rxe0: SKIPPED: {dm.detail}")
+        pytest.skip(dm.detail)
+    assert dm.status == "OK", f"datamover scopes over verbs on rxe0: {dm.detail}\n{run.tail()}"
+    report(f"  datamover scopes over libfabric verbs on rxe0: test_dm_scope PASS in "
+           f"{dm.seconds:.1f}s")
 
 
 @pytest.mark.parametrize("mode", ["tpt"])

@@ -1,11 +1,11 @@
 /* The datamover context: libfabric objects, the one pollable fd, progress.
  *
- * One EQ (connection events) and one CQ (RMA completions of every
- * endpoint) per context, both with FI_WAIT_FD wait objects.  Their fds and
- * an eventfd of our own sit in an epoll set whose fd is what the owner
- * polls: nested epoll fds report readiness level-triggered, so the owner
- * wakes on connection events, on completions and, because the tcp
- * provider puts its sockets in the CQ's wait set, on incoming RMA that
+ * One EQ (connection events) per context and one CQ (RMA completions of
+ * its endpoints) per scope, all with FI_WAIT_FD wait objects.  Their fds
+ * and an eventfd of our own sit in an epoll set whose fd is what the
+ * owner polls: nested epoll fds report readiness level-triggered, so the
+ * owner wakes on connection events, on completions and, because the tcp
+ * provider puts its sockets in their CQ's wait set, on incoming RMA that
  * needs our progress on the passive side. */
 #include "iser/tpt_dm_priv.h"
 #include "iser/tpt_dm_provider.h"
@@ -23,7 +23,7 @@
 #define DM_DEFAULT_CHUNK_BYTES (1u << 20)
 #define DM_DEFAULT_MAX_INFLIGHT 16u
 #define DM_MAX_INFLIGHT_LIMIT 4096u
-/* Rounds of EQ + CQ processing per tpt_dm_progress() call while the CQ
+/* Rounds of EQ + CQ processing per tpt_dm_progress() call while a CQ
  * keeps handing out full batches: enough to drain a busy context, few
  * enough not to starve the owner's other fds.  When work is left we wake
  * ourselves instead of looping on. */
@@ -87,19 +87,15 @@ static int dm_epoll_add(struct tpt_dm *dm, int fd, const char *what)
 	return 0;
 }
 
-/* The one fd the owner polls: the EQ's and CQ's wait fds and our own
- * eventfd in an epoll set. */
+/* The one fd the owner polls: the EQ's wait fd and our own eventfd in an
+ * epoll set, where each scope adds its CQ's. */
 static int dm_open_event_fd(struct tpt_dm *dm)
 {
-	int eq_fd, cq_fd, ret;
+	int eq_fd, ret;
 
 	ret = fi_control(&dm->fab.eq->fid, FI_GETWAIT, &eq_fd);
 	if (ret)
 		return dm_error(dm, tpt_dm_fabric_errno(ret), "EQ wait fd: %s",
-				fi_strerror(-ret));
-	ret = fi_control(&dm->fab.cq->fid, FI_GETWAIT, &cq_fd);
-	if (ret)
-		return dm_error(dm, tpt_dm_fabric_errno(ret), "CQ wait fd: %s",
 				fi_strerror(-ret));
 
 	dm->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -111,8 +107,6 @@ static int dm_open_event_fd(struct tpt_dm *dm)
 		return dm_error(dm, -errno, "eventfd: %s", strerror(errno));
 	ret = dm_epoll_add(dm, eq_fd, "EQ");
 	if (!ret)
-		ret = dm_epoll_add(dm, cq_fd, "CQ");
-	if (!ret)
 		ret = dm_epoll_add(dm, dm->wake_fd, "wake");
 	return ret;
 }
@@ -123,7 +117,7 @@ static void dm_free(struct tpt_dm *dm)
 
 	/* Endpoints first: closing them makes the provider hand back (or
 	 * drop) every context it still holds; then the memory they used,
-	 * the registrations and the queues. */
+	 * the registrations, the scopes' domains and the fabric. */
 	for (pos = dm->peers.next; pos != &dm->peers; pos = pos->next) {
 		struct tpt_dm_peer *peer =
 			dm_container_of(pos, struct tpt_dm_peer, link);
@@ -140,6 +134,7 @@ static void dm_free(struct tpt_dm *dm)
 	dm_bufs_close(dm);
 	dm_ops_close(dm);
 	dm_seen_peers_free(dm);
+	dm_scopes_close(dm);
 	tpt_dm_fabric_close(&dm->fab);
 	if (dm->epoll_fd >= 0)
 		close(dm->epoll_fd);
@@ -164,6 +159,7 @@ int tpt_dm_open(const struct tpt_dm_config *cfg, struct tpt_dm **out)
 	dm->cfg = *cfg;
 	dm->epoll_fd = dm->wake_fd = -1;
 	dm_list_init(&dm->peers);
+	dm_list_init(&dm->scopes);
 	dm_list_init(&dm->user_bufs);
 	dm_list_init(&dm->seen_peers);
 	if (!dm->cfg.pool_bytes)
@@ -225,8 +221,6 @@ int tpt_dm_open(const struct tpt_dm_config *cfg, struct tpt_dm **out)
 	ret = dm_ops_open(dm);
 	if (ret)
 		goto fail;
-	/* fi_trywait on the EQ is not offered by every provider; then the
-	 * EQ's fd alone is trusted, as with any level-triggered fd. */
 	dm->eq_trywait_ok = true;
 	*out = dm;
 	return 0;
@@ -265,34 +259,40 @@ int tpt_dm_event_fd(const struct tpt_dm *dm)
 /* Before the owner sleeps on our fd, libfabric must agree that sleeping is
  * safe (fi_trywait): the tcp provider uses this moment to ask for POLLOUT
  * on sockets with queued data, and it may have buffered input that no fd
- * will announce.  When it says "not yet", the eventfd keeps our fd
- * readable so the owner comes straight back. */
+ * will announce.  When it says "not yet" for any of our queues, the
+ * eventfd keeps our fd readable so the owner comes straight back.  Each
+ * queue is asked on its own: a trywait on several is the same question
+ * asked of each in turn, and this way a refusal names its queue. */
 static void dm_arm_wait(struct tpt_dm *dm)
 {
-	struct fid *fids[2];
+	struct dm_list *pos;
+	struct fid *fid;
 	int ret;
 
-	if (dm->eq_trywait_ok) {
-		fids[0] = &dm->fab.cq->fid;
-		fids[1] = &dm->fab.eq->fid;
-		ret = fi_trywait(dm->fab.fabric, fids, 2);
+	for (pos = dm->scopes.next; pos != &dm->scopes; pos = pos->next) {
+		fid = &dm_container_of(pos, struct dm_scope, link)->dom.cq->fid;
+		ret = fi_trywait(dm->fab.fabric, &fid, 1);
 		if (ret == -FI_EAGAIN) {
 			dm_wake(dm);
 			return;
 		}
-		if (ret == 0)
-			return;
-		dm->eq_trywait_ok = false;
+		if (ret && !dm->trywait_failed) {
+			/* Nothing better to do than trust the fds; say so
+			 * once. */
+			dm->trywait_failed = true;
+			dm_log(dm, "fi_trywait: %s", fi_strerror(-ret));
+		}
 	}
-	fids[0] = &dm->fab.cq->fid;
-	ret = fi_trywait(dm->fab.fabric, fids, 1);
-	if (ret == -FI_EAGAIN) {
+	/* fi_trywait on the EQ is not offered by every provider; then the
+	 * EQ's fd alone is trusted, as with any level-triggered fd. */
+	if (!dm->eq_trywait_ok)
+		return;
+	fid = &dm->fab.eq->fid;
+	ret = fi_trywait(dm->fab.fabric, &fid, 1);
+	if (ret == -FI_EAGAIN)
 		dm_wake(dm);
-	} else if (ret && !dm->trywait_failed) {
-		/* Nothing better to do than trust the fds; say so once. */
-		dm->trywait_failed = true;
-		dm_log(dm, "fi_trywait: %s", fi_strerror(-ret));
-	}
+	else if (ret)
+		dm->eq_trywait_ok = false;
 }
 
 /* Peers whose posting stopped: a provider queue was full (-FI_EAGAIN) or a
@@ -314,6 +314,35 @@ static void dm_retry_peers(struct tpt_dm *dm)
 	}
 }
 
+/* Completions of every scope: *more when any CQ may have entries left. */
+static int dm_scopes_progress(struct tpt_dm *dm, bool *more)
+{
+	struct dm_list *pos;
+	int ret;
+
+	*more = false;
+	/* A callback may open a scope (it goes to the tail, and is polled
+	 * too) but none is closed while we are busy. */
+	for (pos = dm->scopes.next; pos != &dm->scopes; pos = pos->next) {
+		bool left;
+
+		ret = dm_cq_progress(dm, dm_container_of(pos, struct dm_scope,
+							 link), &left);
+		if (ret < 0)
+			return ret;
+		*more |= left;
+	}
+	return 0;
+}
+
+void dm_reap(struct tpt_dm *dm)
+{
+	if (dm->busy)
+		return;
+	dm_peer_reap(dm);
+	dm_scopes_reap(dm);
+}
+
 int tpt_dm_progress(struct tpt_dm *dm)
 {
 	int round, ret;
@@ -327,13 +356,13 @@ int tpt_dm_progress(struct tpt_dm *dm)
 	dm->callbacks_run = 0;
 	dm_wake_drain(dm);
 	/* Events that our own callbacks cause (new posts completing, a
-	 * teardown flushing the CQ) need no extra round here: fi_trywait
+	 * teardown flushing a CQ) need no extra round here: fi_trywait
 	 * sees them and keeps the fd readable. */
 	for (round = 0; round < DM_PROGRESS_ROUNDS; round++) {
 		ret = dm_eq_progress(dm);
 		if (ret < 0)
 			goto out;
-		ret = dm_cq_progress(dm, &more);
+		ret = dm_scopes_progress(dm, &more);
 		if (ret < 0)
 			goto out;
 		dm_retry_peers(dm);
@@ -347,7 +376,7 @@ int tpt_dm_progress(struct tpt_dm *dm)
 	ret = dm->callbacks_run;
 out:
 	dm->busy--;
-	dm_peer_reap(dm);
+	dm_reap(dm);
 	return ret;
 }
 

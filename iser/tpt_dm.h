@@ -12,6 +12,16 @@
  * targets — and calls tpt_dm_progress() when it is readable; callbacks run
  * from inside tpt_dm_progress() only.
  *
+ * Scopes keep the arrays of one process apart.  Every registration and
+ * every peer belongs to one scope, named by a 64-bit id the owner chooses
+ * (0: the default scope, for owners with nothing to keep apart).  Each
+ * scope is a libfabric domain of its own, so a peer reaches only the
+ * registrations of its scope: an STag of another scope, even the exact
+ * one, fails like an unknown one.  Owners name the scope of an array
+ * after its authenticated identity (id and key), never after anything a
+ * stranger can copy.  A scope is opened by the first registration or
+ * peer that names it and closed when the last is gone.
+ *
  * Errors are negative errno values; tpt_dm_strerror() has the detail of the
  * last failure on a context. */
 #ifndef TPT_ISER_DM_H
@@ -70,11 +80,14 @@ bool tpt_dm_hello_proves(const struct tpt_dm_hello *hello,
  * to refuse (the datamover logs the refusal with the source address).
  * src is the address the request came from.  Accepting means naming, in
  * @token, the token this peer must know (tpt_dm_hello_proves tells which
- * of several candidates it used); the datamover checks the proof and the
- * counter itself and refuses the peer when either fails. */
+ * of several candidates it used), and in @scope (0 when left alone) the
+ * scope its connection lives in: that of whatever admitted it, so that
+ * it reaches those registrations only.  The datamover checks the proof
+ * and the counter itself and refuses the peer when either fails. */
 typedef int (*tpt_dm_accept_fn)(void *arg, const struct tpt_dm_hello *hello,
 				const struct sockaddr *src, socklen_t srclen,
-				uint8_t token[TPT_DM_TOKEN_LEN]);
+				uint8_t token[TPT_DM_TOKEN_LEN],
+				uint64_t *scope);
 
 struct tpt_dm_config {
 	const char *provider;	/* NULL: tpt_dm_provider_choose() */
@@ -117,13 +130,14 @@ const char *tpt_dm_strerror(const struct tpt_dm *dm);
 typedef void (*tpt_dm_connect_cb)(struct tpt_dm_peer *peer, int status,
 				  void *arg);
 
-/* addr is a numeric IPv4/IPv6 address: resolving a name could block.  The
+/* A connection in @scope: its Put/Get take local buffers of that scope.
+ * addr is a numeric IPv4/IPv6 address: resolving a name could block.  The
  * handle in *out is the owner's until tpt_dm_disconnect(), whatever
  * becomes of the connection (refused, failed, gone down): a dead peer
  * answers -ENOTCONN to tpt_dm_put/get but must still be disconnected. */
-int tpt_dm_connect(struct tpt_dm *dm, const char *addr, uint16_t port,
-		   const struct tpt_dm_hello *hello, tpt_dm_connect_cb cb,
-		   void *arg, struct tpt_dm_peer **out);
+int tpt_dm_connect(struct tpt_dm *dm, uint64_t scope, const char *addr,
+		   uint16_t port, const struct tpt_dm_hello *hello,
+		   tpt_dm_connect_cb cb, void *arg, struct tpt_dm_peer **out);
 /* Fails the peer's outstanding operations with -ECANCELED (and a pending
  * connect), then frees it.  No peer-down callback follows.  Safe from
  * inside callbacks. */
@@ -144,25 +158,29 @@ void tpt_dm_set_peer_down_cb(struct tpt_dm *dm,
 #define TPT_DM_ACCESS_REMOTE_READ 0x1	/* peers may Get_Data from it */
 #define TPT_DM_ACCESS_REMOTE_WRITE 0x2	/* peers may Put_Data into it */
 
-/* A pool buffer of at least len bytes (len <= pool_buf_bytes), already
- * registered: -EAGAIN when the pool is exhausted (back-pressure: retry
- * after some buffer is returned), -EINVAL when len is too large. */
-int tpt_dm_buf_get(struct tpt_dm *dm, size_t len, unsigned int access,
-		   struct tpt_dm_buf **out);
-/* Register caller memory (e.g. the controller's copy of host data). */
-int tpt_dm_register(struct tpt_dm *dm, void *addr, size_t len,
-		    unsigned int access, struct tpt_dm_buf **out);
+/* A pool buffer with len bytes (1..pool_buf_bytes) registered in @scope,
+ * which is all that its STag reaches and all that transfers may use:
+ * -EAGAIN when the pool is exhausted (back-pressure: retry after some
+ * buffer is returned), -EINVAL when len is 0 or too large. */
+int tpt_dm_buf_get(struct tpt_dm *dm, uint64_t scope, size_t len,
+		   unsigned int access, struct tpt_dm_buf **out);
+/* Register caller memory (e.g. the controller's copy of host data) in
+ * @scope. */
+int tpt_dm_register(struct tpt_dm *dm, uint64_t scope, void *addr,
+		    size_t len, unsigned int access, struct tpt_dm_buf **out);
 /* Deregister; a pool buffer returns to the pool unregistered (the next
- * tpt_dm_buf_get registers it under a new STag).  Any STag handed out for it is stale from here on: peers'
- * accesses to it fail.  With the tcp provider the passive side drops the
- * connection on such an access, so the initiator's operation fails with
- * -ECONNRESET and both sides see peer-down; verbs fails it with a remote
- * access error (-EACCES) and the connection goes the same way.  Not while a
- * transfer of ours uses the buffer as its local side. */
+ * tpt_dm_buf_get registers it under a new STag).  Any STag handed out for
+ * it is stale from here on: peers' accesses to it fail, as those of peers
+ * of another scope always do.  With the tcp provider the passive side
+ * drops the connection on such an access, so the initiator's operation
+ * fails with -ECONNRESET and both sides see peer-down; verbs fails it
+ * with a remote access error (-EACCES) and the connection goes the same
+ * way.  Not while a transfer of ours uses the buffer as its local side. */
 void tpt_dm_buf_release(struct tpt_dm_buf *buf);
 
 void *tpt_dm_buf_addr(const struct tpt_dm_buf *buf);
-/* Usable bytes: the registered length, pool_buf_bytes for pool buffers. */
+/* Usable bytes: the registered length (for a pool buffer, the len that
+ * tpt_dm_buf_get asked for). */
 size_t tpt_dm_buf_len(const struct tpt_dm_buf *buf);
 /* The STag peers use to address this buffer, and the RMA address of its
  * first byte in the provider's addressing (0 for offset-addressed
@@ -188,7 +206,8 @@ typedef void (*tpt_dm_done_cb)(int status, void *arg);
  *
  * Returns 0 (cb will run, never from inside this call), or without
  * running cb: -EINVAL (len 0, range outside local, buffer not this
- * context's), -ENOTCONN (peer not connected or gone down), -EAGAIN (the
+ * context's or in another scope than the peer), -ENOTCONN (peer not
+ * connected or gone down), -EAGAIN (the
  * context's table of outstanding operations is full: back-pressure, retry
  * after completions).  cb may be NULL. */
 int tpt_dm_put(struct tpt_dm_peer *peer, struct tpt_dm_buf *local,

@@ -1,10 +1,14 @@
 /* Register_Buffer / Deregister_Buffer: the pool and caller registrations.
  *
  * The pool's memory is mapped and populated once at open.  A buffer is
- * registered when it is handed out, with exactly the remote access asked
- * for and under a fresh key (tpt_dm_fabric_mr_reg), and deregistered when
- * it comes back: that makes every STag handed out for it stale, and no
- * free buffer is reachable by any peer.  One registration per use, as
+ * registered when it is handed out, in the scope asked for, with exactly
+ * the remote access asked for, over exactly the bytes asked for and
+ * under a fresh key (tpt_dm_fabric_mr_reg), and deregistered when it
+ * comes back: that makes every STag handed out for it stale, and no free
+ * buffer is reachable by any peer.  Only the scope's peers reach it
+ * while it is out (tpt_dm.h), and none reaches past its length: the rest
+ * of the pool buffer holds whatever an earlier request left there, and
+ * no provider needs the length rounded.  One registration per use, as
  * when buffers were registered again on their way back; seed 004's
  * warning is about registering caller memory per I/O, which the pool
  * still avoids. */
@@ -31,14 +35,21 @@ static uint64_t dm_fi_access(unsigned int access)
 	return fi_access;
 }
 
+/* Registers buf->len bytes at buf->addr in scope @scope_id. */
 static int dm_mr_register(struct tpt_dm *dm, struct tpt_dm_buf *buf,
-			  uint64_t fi_access)
+			  uint64_t scope_id, uint64_t fi_access)
 {
-	int ret = tpt_dm_fabric_mr_reg(&dm->fab, buf->addr, buf->len,
-				       fi_access, buf, &buf->mr);
+	int ret = dm_scope_get(dm, scope_id, &buf->scope);
 
 	if (ret)
 		return ret;
+	ret = tpt_dm_fabric_mr_reg(&dm->fab, &buf->scope->dom, buf->addr,
+				   buf->len, fi_access, buf, &buf->mr);
+	if (ret) {
+		dm_scope_put(buf->scope);
+		buf->scope = NULL;
+		return ret;
+	}
 	buf->stag = fi_mr_key(buf->mr);
 	buf->mr_access = fi_access;
 	return 0;
@@ -56,6 +67,9 @@ static void dm_mr_close(struct tpt_dm *dm, struct tpt_dm_buf *buf)
 		       fi_strerror(-ret));
 	buf->mr = NULL;
 	buf->stag = 0;
+	/* After the MR: a scope left empty closes its domain. */
+	dm_scope_put(buf->scope);
+	buf->scope = NULL;
 }
 
 static size_t dm_round_up(size_t n, size_t align)
@@ -89,7 +103,6 @@ int dm_pool_open(struct tpt_dm *dm)
 
 		buf->dm = dm;
 		buf->addr = (char *)dm->pool_mem + i * stride;
-		buf->len = dm->cfg.pool_buf_bytes;
 		buf->from_pool = true;
 		dm_list_init(&buf->link);
 		buf->next_free = dm->pool_free;
@@ -122,8 +135,8 @@ void dm_bufs_close(struct tpt_dm *dm)
 	dm->pool_mem = NULL;
 }
 
-int tpt_dm_buf_get(struct tpt_dm *dm, size_t len, unsigned int access,
-		   struct tpt_dm_buf **out)
+int tpt_dm_buf_get(struct tpt_dm *dm, uint64_t scope, size_t len,
+		   unsigned int access, struct tpt_dm_buf **out)
 {
 	struct tpt_dm_buf *buf;
 	uint64_t fi_access = dm_fi_access(access);
@@ -133,10 +146,10 @@ int tpt_dm_buf_get(struct tpt_dm *dm, size_t len, unsigned int access,
 	if (access & ~DM_ACCESS_MASK)
 		return dm_error(dm, -EINVAL, "buf_get: unknown access bits "
 				"0x%x", access);
-	if (len > dm->cfg.pool_buf_bytes)
+	if (!len || len > dm->cfg.pool_buf_bytes)
 		return dm_error(dm, -EINVAL,
-				"buf_get: %zu bytes exceed the pool's %zu "
-				"byte buffers", len, dm->cfg.pool_buf_bytes);
+				"buf_get: %zu bytes: the pool's buffers hold "
+				"1 to %zu", len, dm->cfg.pool_buf_bytes);
 	buf = dm->pool_free;
 	if (!buf) {
 		dm->stats.pool_exhausted++;
@@ -145,7 +158,8 @@ int tpt_dm_buf_get(struct tpt_dm *dm, size_t len, unsigned int access,
 	}
 	/* Remote access exactly as asked: a buffer lent out for Get_Data
 	 * must not take Put_Data. */
-	ret = dm_mr_register(dm, buf, fi_access);
+	buf->len = len;
+	ret = dm_mr_register(dm, buf, scope, fi_access);
 	if (ret)
 		return ret;
 	dm->pool_free = buf->next_free;
@@ -155,8 +169,8 @@ int tpt_dm_buf_get(struct tpt_dm *dm, size_t len, unsigned int access,
 	return 0;
 }
 
-int tpt_dm_register(struct tpt_dm *dm, void *addr, size_t len,
-		    unsigned int access, struct tpt_dm_buf **out)
+int tpt_dm_register(struct tpt_dm *dm, uint64_t scope, void *addr,
+		    size_t len, unsigned int access, struct tpt_dm_buf **out)
 {
 	struct tpt_dm_buf *buf;
 	int ret;
@@ -174,7 +188,7 @@ int tpt_dm_register(struct tpt_dm *dm, void *addr, size_t len,
 	buf->addr = addr;
 	buf->len = len;
 	buf->in_use = true;
-	ret = dm_mr_register(dm, buf, dm_fi_access(access));
+	ret = dm_mr_register(dm, buf, scope, dm_fi_access(access));
 	if (ret) {
 		free(buf);
 		return ret;

@@ -1,9 +1,10 @@
 /* The datamover's libfabric set-up (tpt_dm_fabric.h).
  *
  * Keys: providers with FI_MR_PROV_KEY choose them; for the others (tcp)
- * we request them, unique per fabric by a counter and, where the key is
- * wide enough, with random upper bits so that a peer cannot predict the
- * next buffer's key from one it has seen. */
+ * we request them, unique per fabric (not only per domain, so a key of
+ * one domain never names a registration of another) by a counter and,
+ * where the key is wide enough, with random upper bits so that a peer
+ * cannot predict the next buffer's key from one it has seen. */
 #include "iser/tpt_dm_fabric.h"
 #include "iser/tpt_dm_provider.h"
 
@@ -129,26 +130,17 @@ static int fab_getinfo(struct tpt_dm_fabric *fab, const char *provider,
 	return 0;
 }
 
-static int fab_open_queues(struct tpt_dm_fabric *fab)
+static int fab_open_eq(struct tpt_dm_fabric *fab)
 {
 	struct fi_eq_attr eq_attr = {
 		.size = DM_EQ_SIZE,
 		.wait_obj = FI_WAIT_FD,
-	};
-	struct fi_cq_attr cq_attr = {
-		.size = DM_CQ_SIZE,
-		.format = FI_CQ_FORMAT_CONTEXT,
-		.wait_obj = FI_WAIT_FD,
-		.wait_cond = FI_CQ_COND_NONE,
 	};
 	int ret;
 
 	ret = fi_eq_open(fab->fabric, &eq_attr, &fab->eq, NULL);
 	if (ret)
 		return fab_fi_error(fab, "fi_eq_open", ret);
-	ret = fi_cq_open(fab->domain, &cq_attr, &fab->cq, NULL);
-	if (ret)
-		return fab_fi_error(fab, "fi_cq_open", ret);
 	return 0;
 }
 
@@ -256,13 +248,40 @@ int tpt_dm_fabric_open(struct tpt_dm_fabric *fab, const char *provider,
 	ret = fi_fabric(fab->info->fabric_attr, &fab->fabric, NULL);
 	if (ret)
 		return fab_fi_error(fab, "fi_fabric", ret);
-	ret = fi_domain(fab->fabric, fab->info, &fab->domain, NULL);
-	if (ret)
-		return fab_fi_error(fab, "fi_domain", ret);
-	ret = fab_open_queues(fab);
+	ret = fab_open_eq(fab);
 	if (ret || !listen_addr)
 		return ret;
 	return fab_listen(fab, listen_addr, listen_port);
+}
+
+int tpt_dm_fabric_domain_open(struct tpt_dm_fabric *fab,
+			      struct tpt_dm_domain *dom)
+{
+	struct fi_cq_attr cq_attr = {
+		.size = DM_CQ_SIZE,
+		.format = FI_CQ_FORMAT_CONTEXT,
+		.wait_obj = FI_WAIT_FD,
+		.wait_cond = FI_CQ_COND_NONE,
+	};
+	int ret;
+
+	ret = fi_domain(fab->fabric, fab->info, &dom->domain, NULL);
+	if (ret)
+		return fab_fi_error(fab, "fi_domain", ret);
+	ret = fi_cq_open(dom->domain, &cq_attr, &dom->cq, NULL);
+	if (ret)
+		return fab_fi_error(fab, "fi_cq_open", ret);
+	return 0;
+}
+
+void tpt_dm_fabric_domain_close(struct tpt_dm_domain *dom)
+{
+	if (dom->cq)
+		fi_close(&dom->cq->fid);
+	if (dom->domain)
+		fi_close(&dom->domain->fid);
+	dom->cq = NULL;
+	dom->domain = NULL;
 }
 
 int tpt_dm_fabric_dest_info(struct tpt_dm_fabric *fab, const char *addr,
@@ -281,19 +300,23 @@ int tpt_dm_fabric_dest_info(struct tpt_dm_fabric *fab, const char *addr,
 	return 0;
 }
 
-int tpt_dm_fabric_ep_open(struct tpt_dm_fabric *fab, struct fi_info *info,
-			  void *context, struct fid_ep **ep)
+int tpt_dm_fabric_ep_open(struct tpt_dm_fabric *fab, struct tpt_dm_domain *dom,
+			  struct fi_info *info, void *context,
+			  struct fid_ep **ep)
 {
 	int ret;
 
-	ret = fi_endpoint(fab->domain, info, ep, context);
+	/* info may be a connection request's, whose domain attributes name
+	 * the device, not one of our domains on it: the endpoint lives in
+	 * dom all the same (fi_endpoint takes the domain to open it in). */
+	ret = fi_endpoint(dom->domain, info, ep, context);
 	if (ret) {
 		*ep = NULL;
 		return fab_fi_error(fab, "fi_endpoint", ret);
 	}
 	ret = fi_ep_bind(*ep, &fab->eq->fid, 0);
 	if (!ret)
-		ret = fi_ep_bind(*ep, &fab->cq->fid, FI_TRANSMIT | FI_RECV);
+		ret = fi_ep_bind(*ep, &dom->cq->fid, FI_TRANSMIT | FI_RECV);
 	if (!ret)
 		ret = fi_enable(*ep);
 	if (ret) {
@@ -319,8 +342,9 @@ static uint64_t fab_requested_key(struct tpt_dm_fabric *fab)
 	return key ? key : fab_requested_key(fab);
 }
 
-int tpt_dm_fabric_mr_reg(struct tpt_dm_fabric *fab, void *addr, size_t len,
-			 uint64_t access, void *context, struct fid_mr **mr)
+int tpt_dm_fabric_mr_reg(struct tpt_dm_fabric *fab, struct tpt_dm_domain *dom,
+			 void *addr, size_t len, uint64_t access,
+			 void *context, struct fid_mr **mr)
 {
 	uint64_t key = 0;
 	int ret, tries = 0;
@@ -328,7 +352,7 @@ int tpt_dm_fabric_mr_reg(struct tpt_dm_fabric *fab, void *addr, size_t len,
 	do {
 		if (!(fab->mr_mode & FI_MR_PROV_KEY))
 			key = fab_requested_key(fab);
-		ret = fi_mr_reg(fab->domain, addr, len, access, 0, key, 0, mr,
+		ret = fi_mr_reg(dom->domain, addr, len, access, 0, key, 0, mr,
 				context);
 	} while (ret == -FI_ENOKEY && ++tries < DM_KEY_RETRIES);
 	if (ret) {
@@ -352,12 +376,8 @@ void tpt_dm_fabric_close(struct tpt_dm_fabric *fab)
 {
 	if (fab->pep)
 		fi_close(&fab->pep->fid);
-	if (fab->cq)
-		fi_close(&fab->cq->fid);
 	if (fab->eq)
 		fi_close(&fab->eq->fid);
-	if (fab->domain)
-		fi_close(&fab->domain->fid);
 	if (fab->fabric)
 		fi_close(&fab->fabric->fid);
 	if (fab->info)

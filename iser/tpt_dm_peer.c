@@ -4,7 +4,9 @@
  * Lifetime: a peer this side connected belongs to its owner until
  * tpt_dm_disconnect(); an accepted peer belongs to the datamover and ends
  * when it goes down.  Either way the memory stays until the provider has
- * returned every chunk context of the peer (dm_peer_reap). */
+ * returned every chunk context of the peer (dm_peer_reap), and so does
+ * the peer's hold on its scope: the endpoint lives in the scope's domain
+ * and its completions arrive on the scope's CQ. */
 #include "iser/tpt_dm_priv.h"
 
 #include <arpa/inet.h>
@@ -206,18 +208,17 @@ static struct tpt_dm_peer *dm_peer_alloc(struct tpt_dm *dm)
 void dm_peer_free(struct tpt_dm_peer *peer)
 {
 	dm_list_del(&peer->link);
+	if (peer->scope)
+		dm_scope_put(peer->scope);
 	free(peer->chunks);
 	free(peer);
 }
 
-/* Frees peers nobody needs any more.  Only safe outside callbacks and
- * provider walks, hence the busy count. */
+/* Frees peers nobody needs any more (from dm_reap, never while busy). */
 void dm_peer_reap(struct tpt_dm *dm)
 {
 	struct dm_list *pos, *next;
 
-	if (dm->busy)
-		return;
 	for (pos = dm->peers.next; pos != &dm->peers; pos = next) {
 		struct tpt_dm_peer *peer =
 			dm_container_of(pos, struct tpt_dm_peer, link);
@@ -245,9 +246,9 @@ static void dm_format_addr(const struct sockaddr *sa, socklen_t len,
 		snprintf(buf, size, "%s:%s", host, port);
 }
 
-int tpt_dm_connect(struct tpt_dm *dm, const char *addr, uint16_t port,
-		   const struct tpt_dm_hello *hello, tpt_dm_connect_cb cb,
-		   void *arg, struct tpt_dm_peer **out)
+int tpt_dm_connect(struct tpt_dm *dm, uint64_t scope, const char *addr,
+		   uint16_t port, const struct tpt_dm_hello *hello,
+		   tpt_dm_connect_cb cb, void *arg, struct tpt_dm_peer **out)
 {
 	uint8_t wire[DM_HELLO_WIRE_LEN];
 	struct tpt_dm_peer *peer;
@@ -269,6 +270,9 @@ int tpt_dm_connect(struct tpt_dm *dm, const char *addr, uint16_t port,
 		fi_freeinfo(info);
 		return dm_error(dm, -ENOMEM, "out of memory");
 	}
+	ret = dm_scope_get(dm, scope, &peer->scope);
+	if (ret)
+		goto fail;
 	peer->hello = *hello;
 	if (!peer->hello.counter)
 		peer->hello.counter = dm_next_counter(dm);
@@ -276,7 +280,8 @@ int tpt_dm_connect(struct tpt_dm *dm, const char *addr, uint16_t port,
 	peer->connect_arg = arg;
 	dm_format_addr(info->dest_addr, (socklen_t)info->dest_addrlen,
 		       peer->addr_str, sizeof(peer->addr_str));
-	ret = tpt_dm_fabric_ep_open(&dm->fab, info, peer, &peer->ep);
+	ret = tpt_dm_fabric_ep_open(&dm->fab, &peer->scope->dom, info, peer,
+				    &peer->ep);
 	if (ret)
 		goto fail;
 	dm_hello_encode(&peer->hello, wire);
@@ -295,8 +300,7 @@ int tpt_dm_connect(struct tpt_dm *dm, const char *addr, uint16_t port,
 
 fail:
 	fi_freeinfo(info);
-	free(peer->chunks);
-	free(peer);
+	dm_peer_free(peer);
 	return ret;
 }
 
@@ -312,7 +316,7 @@ void tpt_dm_disconnect(struct tpt_dm_peer *peer)
 	if (peer->state != DM_PEER_DOWN)
 		dm_peer_teardown(peer, -ECANCELED, false);
 	dm->busy--;
-	dm_peer_reap(dm);
+	dm_reap(dm);
 }
 
 const struct tpt_dm_hello *tpt_dm_peer_hello(const struct tpt_dm_peer *peer)
@@ -388,6 +392,7 @@ static void dm_on_connreq(struct tpt_dm *dm, struct fi_eq_cm_entry *entry,
 	uint8_t token[TPT_DM_TOKEN_LEN], answer[DM_HELLO_ANSWER_LEN];
 	struct tpt_dm_hello hello;
 	struct tpt_dm_peer *peer;
+	uint64_t scope = 0;
 	char from[64];
 	int ret;
 
@@ -412,7 +417,8 @@ static void dm_on_connreq(struct tpt_dm *dm, struct fi_eq_cm_entry *entry,
 		goto out;
 	}
 	dm->callbacks_run++;
-	ret = dm->cfg.accept(dm->cfg.accept_arg, &hello, src, srclen, token);
+	ret = dm->cfg.accept(dm->cfg.accept_arg, &hello, src, srclen, token,
+			     &scope);
 	if (ret) {
 		dm_refuse(dm, info, &hello, from,
 			  strerror(ret < 0 ? -ret : ret));
@@ -439,18 +445,20 @@ static void dm_on_connreq(struct tpt_dm *dm, struct fi_eq_cm_entry *entry,
 	peer->accepted = true;
 	peer->hello = hello;
 	snprintf(peer->addr_str, sizeof(peer->addr_str), "%s", from);
-	if (tpt_dm_fabric_ep_open(&dm->fab, info, peer, &peer->ep)) {
+	/* The connection lives in the scope the owner named: its endpoint
+	 * reaches that scope's registrations and no others. */
+	if (dm_scope_get(dm, scope, &peer->scope) ||
+	    tpt_dm_fabric_ep_open(&dm->fab, &peer->scope->dom, info, peer,
+				  &peer->ep)) {
 		dm_refuse(dm, info, &hello, from, dm->fab.errbuf);
-		free(peer->chunks);
-		free(peer);
+		dm_peer_free(peer);
 		goto out;
 	}
 	ret = fi_accept(peer->ep, answer, sizeof(answer));
 	if (ret) {
 		dm_log(dm, "fi_accept %s: %s", from, fi_strerror(-ret));
 		fi_close(&peer->ep->fid);
-		free(peer->chunks);
-		free(peer);
+		dm_peer_free(peer);
 		goto out;
 	}
 	peer->state = DM_PEER_ACCEPTING;

@@ -1,16 +1,18 @@
 /* Internals of the datamover (tpt_dm.h), shared by its source files:
  *
  *   tpt_dm.c       context: open/close, the event fd, progress, errors
+ *   tpt_dm_scope.c scopes: a libfabric domain and its CQ per scope id
  *   tpt_dm_peer.c  hello codec, connect/accept, EQ events, peer teardown
- *   tpt_dm_buf.c   pre-registered pool, caller registrations
+ *   tpt_dm_buf.c   pool, registrations (in their scope)
  *   tpt_dm_rma.c   Put_Data/Get_Data: chunking, posting, CQ completions
  *
  * and the libfabric set-up they stand on, which tools/tpt-fi-rma-bench
- * shares: tpt_dm_fabric.h (fabric, domain, queues, endpoints, MR keys).
+ * shares: tpt_dm_fabric.h (fabric, domains, queues, endpoints, MR keys).
  *
  * Everything runs on the owner's thread: no locks.  Memory the provider
  * may still reference (chunk contexts, peers owning them) is only freed
- * once the provider has handed it back, see dm_peer_reap(). */
+ * once the provider has handed it back, and a scope's domain only closed
+ * once nothing lives in it, see dm_reap(). */
 #ifndef TPT_ISER_DM_PRIV_H
 #define TPT_ISER_DM_PRIV_H
 
@@ -109,12 +111,28 @@ struct dm_seen_peer {
 	uint64_t counter;
 };
 
+/* --- scopes --- */
+
+/* One scope (tpt_dm.h): a domain of the context's fabric and its CQ,
+ * open while a registration or a peer is in it.  Its peers' endpoints
+ * reach only its registrations. */
+struct dm_scope {
+	struct dm_list link;	/* dm->scopes */
+	struct tpt_dm *dm;
+	uint64_t id;
+	struct tpt_dm_domain dom;
+	int cq_fd;		/* the CQ's wait fd, in dm->epoll_fd */
+	unsigned int refs;	/* registrations and peers in it */
+};
+
 /* --- buffers --- */
 
 struct tpt_dm_buf {
 	struct tpt_dm *dm;
 	void *addr;
-	size_t len;
+	size_t len;		/* registered bytes (a pool buffer's: what
+				 * tpt_dm_buf_get asked for) */
+	struct dm_scope *scope;	/* NULL: not registered right now */
 	struct fid_mr *mr;	/* NULL: not registered right now */
 	uint64_t stag;
 	uint64_t mr_access;	/* FI_* access the MR was registered with */
@@ -166,6 +184,7 @@ enum dm_peer_state {
 struct tpt_dm_peer {
 	struct dm_list link;	/* dm->peers */
 	struct tpt_dm *dm;
+	struct dm_scope *scope;	/* held until the peer is freed */
 	struct fid_ep *ep;	/* NULL once closed */
 	enum dm_peer_state state;
 	bool accepted;		/* incoming: the datamover owns the handle */
@@ -190,14 +209,16 @@ struct tpt_dm {
 	struct tpt_dm_config cfg;	/* defaults filled in */
 	char *provider;
 	bool provider_is_verbs;	/* its CQ errors need decoding */
-	/* libfabric objects, MR keys, put flags, the last error's words */
+	/* libfabric's fabric, EQ and listener, MR keys, put flags, the last
+	 * error's words */
 	struct tpt_dm_fabric fab;
+	struct dm_list scopes;	/* struct dm_scope */
 
 	int epoll_fd;		/* tpt_dm_event_fd */
 	int wake_fd;		/* eventfd: "call tpt_dm_progress again" */
 	bool wake_pending;	/* wake_fd holds a count */
 	bool eq_trywait_ok;	/* fi_trywait accepts the EQ */
-	bool trywait_failed;	/* ... and not even the CQ: logged once */
+	bool trywait_failed;	/* ... but not a CQ: logged once */
 
 	/* fi_writemsg flags of a put's chunks before its last (the last
 	 * takes fab.write_flags) */
@@ -228,7 +249,8 @@ struct tpt_dm {
 	unsigned int inject_post_eagain;
 
 	int busy;		/* >0: inside progress/disconnect/close,
-				 * peers are reaped when it drops to 0 */
+				 * peers and scopes are reaped when it drops
+				 * to 0 */
 	int callbacks_run;
 	bool closing;
 	struct tpt_dm_stats stats;
@@ -240,6 +262,20 @@ int dm_error(struct tpt_dm *dm, int err, const char *fmt, ...)
 void dm_log(struct tpt_dm *dm, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void dm_wake(struct tpt_dm *dm);
+/* Frees the peers nobody needs any more, then closes the scopes nothing
+ * lives in.  Does nothing while busy: only safe outside callbacks and
+ * provider walks. */
+void dm_reap(struct tpt_dm *dm);
+
+/* tpt_dm_scope.c */
+/* The scope with @id, opened if need be, with one more reference. */
+int dm_scope_get(struct tpt_dm *dm, uint64_t id, struct dm_scope **out);
+/* Drops a reference; a scope left empty closes now, or in dm_reap()
+ * while the context is busy. */
+void dm_scope_put(struct dm_scope *scope);
+void dm_scopes_reap(struct tpt_dm *dm);
+/* At close: every scope, whatever still refers to it. */
+void dm_scopes_close(struct tpt_dm *dm);
 
 /* tpt_dm_peer.c */
 int dm_eq_progress(struct tpt_dm *dm);
@@ -249,6 +285,7 @@ int dm_eq_progress(struct tpt_dm *dm);
  * connecting, peer-down callback for one that was up and notify_down. */
 void dm_peer_teardown(struct tpt_dm_peer *peer, int status, bool notify_down);
 void dm_peer_reap(struct tpt_dm *dm);
+/* Frees the peer and drops its scope. */
 void dm_peer_free(struct tpt_dm_peer *peer);
 void dm_seen_peers_free(struct tpt_dm *dm);
 
@@ -259,9 +296,9 @@ void dm_bufs_close(struct tpt_dm *dm);
 /* tpt_dm_rma.c */
 int dm_ops_open(struct tpt_dm *dm);
 void dm_ops_close(struct tpt_dm *dm);
-/* Handles completions until the CQ is empty or a batch limit: *more then
- * says that entries may be left. */
-int dm_cq_progress(struct tpt_dm *dm, bool *more);
+/* Handles completions of @scope until its CQ is empty or a batch limit:
+ * *more then says that entries may be left. */
+int dm_cq_progress(struct tpt_dm *dm, struct dm_scope *scope, bool *more);
 /* Posts queued chunks of peer while slots and the provider allow. */
 void dm_peer_kick(struct tpt_dm_peer *peer);
 /* Takes every op off the peer's lists, orphans its chunks and runs the

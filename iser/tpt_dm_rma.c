@@ -197,6 +197,11 @@ static int dm_rma_start(struct tpt_dm_peer *peer, bool is_put,
 	if (local->dm != dm || !local->in_use || !local->mr)
 		return dm_error(dm, -EINVAL, "%s: local buffer not registered "
 				"with this context", what);
+	/* An endpoint reaches only its own domain's registrations (verbs
+	 * would fail the local side too): the scopes must be the same. */
+	if (local->scope != peer->scope)
+		return dm_error(dm, -EINVAL, "%s: local buffer is in another "
+				"scope than peer %s", what, peer->addr_str);
 	if (!len || local_off > local->len || len > local->len - local_off)
 		return dm_error(dm, -EINVAL, "%s: %zu bytes at offset %zu do "
 				"not fit a %zu byte buffer", what, len,
@@ -306,7 +311,7 @@ static void dm_chunk_done(struct tpt_dm *dm, struct dm_chunk *chunk,
 		       op->is_put ? "write" : "read", chunk->len,
 		       peer->addr_str, fi_strerror(err->err),
 		       err->prov_errno ? " (" : "",
-		       err->prov_errno ? fi_cq_strerror(dm->fab.cq,
+		       err->prov_errno ? fi_cq_strerror(peer->scope->dom.cq,
 							err->prov_errno,
 							err->err_data,
 							NULL, 0) : "",
@@ -325,8 +330,9 @@ static void dm_chunk_done(struct tpt_dm *dm, struct dm_chunk *chunk,
 	dm_peer_kick(peer);
 }
 
-int dm_cq_progress(struct tpt_dm *dm, bool *more)
+int dm_cq_progress(struct tpt_dm *dm, struct dm_scope *scope, bool *more)
 {
+	struct fid_cq *cq = scope->dom.cq;
 	struct fi_cq_entry entries[DM_CQ_BATCH];
 	struct fi_cq_err_entry err;
 	int batch, handled = 0;
@@ -334,14 +340,14 @@ int dm_cq_progress(struct tpt_dm *dm, bool *more)
 
 	*more = true;
 	for (batch = 0; batch < DM_CQ_MAX_BATCHES; batch++) {
-		ret = fi_cq_read(dm->fab.cq, entries, DM_CQ_BATCH);
+		ret = fi_cq_read(cq, entries, DM_CQ_BATCH);
 		if (ret == -FI_EAGAIN) {
 			*more = false;
 			break;
 		}
 		if (ret == -FI_EAVAIL) {
 			memset(&err, 0, sizeof(err));
-			ret = fi_cq_readerr(dm->fab.cq, &err, 0);
+			ret = fi_cq_readerr(cq, &err, 0);
 			if (ret == -FI_EAGAIN)
 				continue;
 			if (ret < 0)

@@ -106,15 +106,17 @@ static int parse_args(int argc, char **argv, struct dm_opts *o)
 static const uint8_t bench_token[TPT_DM_TOKEN_LEN] = "tpt-dm-bench-key";
 
 /* The one peer, the active child, knows the bench's token; the datamover
- * checks its proof. */
+ * checks its proof.  Everything here is in the default scope: there is
+ * only the one pair to keep apart from nobody. */
 static int bench_accept(void *arg, const struct tpt_dm_hello *hello,
 			const struct sockaddr *src, socklen_t srclen,
-			uint8_t token[TPT_DM_TOKEN_LEN])
+			uint8_t token[TPT_DM_TOKEN_LEN], uint64_t *scope)
 {
 	(void)arg;
 	(void)hello;
 	(void)src;
 	(void)srclen;
+	(void)scope;
 	memcpy(token, bench_token, TPT_DM_TOKEN_LEN);
 	return 0;
 }
@@ -151,7 +153,7 @@ static int serve(void *ctx, int to_parent, int from_parent)
 		return 1;
 	}
 	memset(region, 0, lent.len);
-	ret = tpt_dm_register(dm, region, lent.len,
+	ret = tpt_dm_register(dm, 0, region, lent.len,
 			      TPT_DM_ACCESS_REMOTE_READ |
 			      TPT_DM_ACCESS_REMOTE_WRITE, &region_buf);
 	if (ret) {
@@ -350,7 +352,7 @@ static int drive(void *ctx, const void *lent_arg, int done_fd)
 	for (i = 0; i < o->inflight; i++) {
 		b.slots[i].b = &b;
 		b.slots[i].index = i;
-		ret = tpt_dm_buf_get(b.dm, bench_max_size(o), 0,
+		ret = tpt_dm_buf_get(b.dm, 0, bench_max_size(o), 0,
 				     &b.slots[i].buf);
 		if (ret) {
 			fprintf(stderr, PROG ": buffer: %s\n",
@@ -360,7 +362,7 @@ static int drive(void *ctx, const void *lent_arg, int done_fd)
 		memset(tpt_dm_buf_addr(b.slots[i].buf), (int)i,
 		       bench_max_size(o));
 	}
-	ret = tpt_dm_connect(b.dm, o->addr, (uint16_t)lent->port, &hello,
+	ret = tpt_dm_connect(b.dm, 0, o->addr, (uint16_t)lent->port, &hello,
 			     on_connect, &b, &b.peer);
 	if (ret) {
 		fprintf(stderr, PROG ": connect: %s\n", tpt_dm_strerror(b.dm));

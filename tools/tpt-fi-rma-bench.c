@@ -42,9 +42,11 @@ struct lent_region {
 	uint64_t len;
 };
 
-/* The libfabric objects of one side. */
+/* The libfabric objects of one side: one domain, like a datamover with
+ * one scope. */
 struct fabric_side {
 	struct tpt_dm_fabric fab;
+	struct tpt_dm_domain dom;
 	struct fid_ep *ep;
 	struct fid_mr *mr;
 	void *region;
@@ -130,8 +132,8 @@ static int register_region(struct fabric_side *f, size_t len, uint64_t access,
 		return -1;
 	}
 	memset(f->region, 0, len);
-	if (tpt_dm_fabric_mr_reg(&f->fab, f->region, len, access, NULL,
-				 &f->mr))
+	if (tpt_dm_fabric_mr_reg(&f->fab, &f->dom, f->region, len, access,
+				 NULL, &f->mr))
 		return fab_fail(f, side);
 	return 0;
 }
@@ -161,12 +163,22 @@ static int wait_cm_event(struct fabric_side *f, uint32_t want,
 	return 0;
 }
 
+/* The fabric (listening on addr, when given) and the side's domain. */
+static int open_side(struct fabric_side *f, const char *provider,
+		     const char *addr)
+{
+	if (tpt_dm_fabric_open(&f->fab, provider, addr, 0))
+		return -1;
+	return tpt_dm_fabric_domain_open(&f->fab, &f->dom);
+}
+
 static void close_side(struct fabric_side *f)
 {
 	if (f->ep)
 		fi_close(&f->ep->fid);
 	if (f->mr)
 		fi_close(&f->mr->fid);
+	tpt_dm_fabric_domain_close(&f->dom);
 	tpt_dm_fabric_close(&f->fab);
 	free(f->region);
 }
@@ -192,7 +204,7 @@ static int serve(void *ctx, int to_parent, int from_parent)
 	unsigned long spins = 0;
 	int ret, rc = 1;
 
-	if (tpt_dm_fabric_open(&f.fab, o->b.provider, o->b.addr, 0)) {
+	if (open_side(&f, o->b.provider, o->b.addr)) {
 		fab_fail(&f, side);
 		goto out;
 	}
@@ -208,7 +220,7 @@ static int serve(void *ctx, int to_parent, int from_parent)
 
 	if (wait_cm_event(&f, FI_CONNREQ, &entry, side))
 		goto out;
-	ret = tpt_dm_fabric_ep_open(&f.fab, entry.info, NULL, &f.ep);
+	ret = tpt_dm_fabric_ep_open(&f.fab, &f.dom, entry.info, NULL, &f.ep);
 	if (ret) {
 		fab_fail(&f, side);
 	} else {
@@ -224,11 +236,11 @@ static int serve(void *ctx, int to_parent, int from_parent)
 	 * reads the CQ: keep reading it until the parent is done. */
 	for (;;) {
 		if (o->busy_poll) {
-			ret = (int)fi_cq_read(f.fab.cq, comp, 16);
+			ret = (int)fi_cq_read(f.dom.cq, comp, 16);
 			if (++spins % 4096 == 0 && parent_done(from_parent))
 				break;
 		} else {
-			ret = (int)fi_cq_sread(f.fab.cq, comp, 16, NULL,
+			ret = (int)fi_cq_sread(f.dom.cq, comp, 16, NULL,
 					       PASSIVE_WAIT_MS);
 			if (parent_done(from_parent))
 				break;
@@ -323,13 +335,13 @@ static int run_phase(void *ctx, bool put, size_t size, double end,
 			return -1;
 	while (r->outstanding || r->unposted) {
 		if (r->o->busy_poll || !r->outstanding)
-			ret = fi_cq_read(r->f.fab.cq, comp, 64);
+			ret = fi_cq_read(r->f.dom.cq, comp, 64);
 		else
-			ret = fi_cq_sread(r->f.fab.cq, comp, 64, NULL,
+			ret = fi_cq_sread(r->f.dom.cq, comp, 64, NULL,
 					  BENCH_STALL_MS);
 		if (ret == -FI_EAVAIL) {
 			memset(&err, 0, sizeof(err));
-			fi_cq_readerr(r->f.fab.cq, &err, 0);
+			fi_cq_readerr(r->f.dom.cq, &err, 0);
 			return fi_fail("active side", "completion", err.err);
 		}
 		if (ret == -FI_EAGAIN && !r->o->busy_poll && r->outstanding) {
@@ -370,10 +382,10 @@ static int drive(void *ctx, const void *lent_arg, int done_fd)
 	struct fi_eq_cm_entry entry;
 	int ret, rc = 1;
 
-	if (tpt_dm_fabric_open(&r.f.fab, o->provider, NULL, 0) ||
+	if (open_side(&r.f, o->provider, NULL) ||
 	    tpt_dm_fabric_dest_info(&r.f.fab, o->addr, (uint16_t)lent->port,
 				    &dest) ||
-	    tpt_dm_fabric_ep_open(&r.f.fab, dest, NULL, &r.f.ep)) {
+	    tpt_dm_fabric_ep_open(&r.f.fab, &r.f.dom, dest, NULL, &r.f.ep)) {
 		fab_fail(&r.f, side);
 		goto out;
 	}

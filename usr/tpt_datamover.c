@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include <nettle/sha2.h>
+
 #include "list.h"
 #include "tgtd.h"
 #include "log.h"
@@ -35,6 +37,32 @@ void tpt_datamover_register(struct tpt_datamover_user *u)
 		if (o == u)
 			return;
 	list_add_tail(&u->link, &dm_users);
+}
+
+/*
+ * A hash of the id and the key, so that two arrays that share an id but
+ * not a key (a stranger's copy) never share a scope.  The value stays in
+ * this process; a stranger who does not know the key cannot aim at it.
+ */
+uint64_t tpt_datamover_scope(uint64_t array_id,
+			     const uint8_t key[TPT_ARRAY_KEY_LEN])
+{
+	static const char label[] = "TPT-RAID datamover scope";
+	uint8_t id[8], digest[SHA256_DIGEST_SIZE];
+	struct sha256_ctx ctx;
+	uint64_t scope = 0;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(id); i++)
+		id[i] = (uint8_t)(array_id >> (56 - 8 * i));
+	sha256_init(&ctx);
+	sha256_update(&ctx, sizeof(label), (const uint8_t *)label);
+	sha256_update(&ctx, sizeof(id), id);
+	sha256_update(&ctx, TPT_ARRAY_KEY_LEN, key);
+	sha256_digest(&ctx, sizeof(digest), digest);
+	for (i = 0; i < sizeof(scope); i++)
+		scope = scope << 8 | digest[i];
+	return scope ? scope : 1;
 }
 
 struct tpt_dm *tpt_datamover(void)
@@ -143,13 +171,13 @@ static void dm_event(int fd, int events, void *data)
 
 static int dm_accept(void *arg, const struct tpt_dm_hello *hello,
 		     const struct sockaddr *src, socklen_t srclen,
-		     uint8_t token[TPT_DM_TOKEN_LEN])
+		     uint8_t token[TPT_DM_TOKEN_LEN], uint64_t *scope)
 {
 	struct tpt_datamover_user *u;
 
 	(void)arg;
 	list_for_each_entry(u, &dm_users, link)
-		if (u->accept && !u->accept(hello, src, srclen, token))
+		if (u->accept && !u->accept(hello, src, srclen, token, scope))
 			return 0;
 	return -EPERM;
 }

@@ -9,6 +9,11 @@
  * offered to every user until one admits them, and a peer going away is
  * told to every user.  Opening the datamover starts nothing else: the
  * target's disk workers and timers are the target's business.
+ *
+ * Both users keep each array in a datamover scope of its own
+ * (iser/tpt_dm.h), named by tpt_datamover_scope(): an array's slots,
+ * buffers and host data are reachable only through connections admitted
+ * for that array, whoever else this process serves.
  */
 #ifndef __TPT_DATAMOVER_H__
 #define __TPT_DATAMOVER_H__
@@ -27,11 +32,12 @@
 struct tpt_datamover_user {
 	const char *name;		/* "target", "controller": for logs */
 	/* 0 when this user admits the peer, with the token its hello
-	 * proved (tpt_dm_hello_proves) in @token; a negative errno
-	 * otherwise (the datamover logs a refusal nobody admitted). */
+	 * proved (tpt_dm_hello_proves) in @token and the scope of the
+	 * array it was admitted for in @scope; a negative errno otherwise
+	 * (the datamover logs a refusal nobody admitted). */
 	int (*accept)(const struct tpt_dm_hello *hello,
 		      const struct sockaddr *src, socklen_t srclen,
-		      uint8_t token[TPT_DM_TOKEN_LEN]);
+		      uint8_t token[TPT_DM_TOKEN_LEN], uint64_t *scope);
 	/* An accepted or connected peer went away (tpt_dm.h). */
 	void (*peer_down)(struct tpt_dm_peer *peer);
 	struct list_head link;
@@ -39,6 +45,15 @@ struct tpt_datamover_user {
 
 /* Idempotent; users stay registered for the life of the process. */
 void tpt_datamover_register(struct tpt_datamover_user *u);
+
+/*
+ * The datamover scope of the array with @array_id and @key: its
+ * authenticated identity, not its id alone, which travels in clear and a
+ * stranger's list may copy.  Never 0 (the default scope), and the same
+ * for the target and the controller sides of one process.
+ */
+uint64_t tpt_datamover_scope(uint64_t array_id,
+			     const uint8_t key[TPT_ARRAY_KEY_LEN]);
 
 /*
  * Where the datamover listens, "ADDR:PORT" (port 0: any free one).  Before

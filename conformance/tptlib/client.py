@@ -21,7 +21,7 @@ from pathlib import Path
 from . import paths
 
 # Fields that are u64 on the wire and travel as decimal strings.
-_U64_FIELDS = {"array_id", "stag", "rma_addr", "rma_base"}
+_U64_FIELDS = {"array_id", "stag", "rma_addr", "rma_base", "scope"}
 _STATS_FIELDS = {"puts", "gets", "rma_ops", "bytes_put", "bytes_got", "refused_peers",
                  "pool_exhausted", "accepted_peers", "refused_by_allow_list", "peers_down"}
 
@@ -311,17 +311,21 @@ class TptClient:
         return self.request("dm_open", role=role, listen=listen, port=port, peer_id=peer_id,
                             array_id=array_id, provider=provider, pool_bytes=pool_bytes)
 
-    def dm_allow(self, peer_id: int, token: bytes, array_id: int = None, role: str = None) -> dict:
+    # scope: the datamover scope (iser/tpt_dm.h) a peer is admitted into, or
+    # a link or buffer lives in; None is the default scope.  A transfer
+    # needs its link and its buffer in the same scope.
+    def dm_allow(self, peer_id: int, token: bytes, array_id: int = None, role: str = None,
+                 scope: int = None) -> dict:
         return self.request("dm_allow", peer_id=peer_id, token=bytes(token),
-                            array_id=array_id, role=role)
+                            array_id=array_id, role=role, scope=scope)
 
     def dm_connect(self, name: str, addr: str, port: int, token: bytes, role: str = None,
                    peer_id: int = None, array_id: int = None, timeout_ms: int = None,
-                   counter: int = None, check: bool = True) -> dict:
+                   counter: int = None, scope: int = None, check: bool = True) -> dict:
         """counter: send the hello with this counter (a replay) instead of a fresh one."""
         return self.request("dm_connect", name=name, addr=addr, port=port, role=role,
                             peer_id=peer_id, array_id=array_id, token=bytes(token),
-                            counter=counter, timeout_ms=timeout_ms, check=check)
+                            counter=counter, scope=scope, timeout_ms=timeout_ms, check=check)
 
     def dm_disconnect(self, name: str) -> dict:
         return self.request("dm_disconnect", name=name)
@@ -338,9 +342,9 @@ class TptClient:
         return self.request("dm_get", peer=peer, buf=buf, offset=offset, stag=stag,
                             rma_addr=rma_addr, len=length, timeout_ms=timeout_ms, check=check)
 
-    def buf(self, name: str, size: int, access: str = "rw") -> dict:
+    def buf(self, name: str, size: int, access: str = "rw", scope: int = None) -> dict:
         """Register a buffer: {"stag": int, "rma_base": int, "size": int}."""
-        r = self.request("buf", name=name, size=size, access=access)
+        r = self.request("buf", name=name, size=size, access=access, scope=scope)
         r["stag"] = int(r["stag"])
         r["rma_base"] = int(r["rma_base"])
         return r

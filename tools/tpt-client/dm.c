@@ -25,6 +25,7 @@ struct allowed_peer {
 	bool match_array;
 	uint64_t array_id;
 	uint8_t role;		/* 0: any */
+	uint64_t scope;		/* what it is admitted into */
 };
 
 enum link_state {
@@ -114,10 +115,11 @@ static void format_addr(const struct sockaddr *sa, socklen_t len, char *out,
 
 /* The anti-spoofing check of paper III-B, as a host or controller does
  * it: only peers announced with dm_allow get in, and only with their
- * token (and array and role, when dm_allow named them). */
+ * token (and array and role, when dm_allow named them), into the scope
+ * dm_allow named. */
 static int dm_accept(void *arg, const struct tpt_dm_hello *hello,
 		     const struct sockaddr *src, socklen_t srclen,
-		     uint8_t token[TPT_DM_TOKEN_LEN])
+		     uint8_t token[TPT_DM_TOKEN_LEN], uint64_t *scope)
 {
 	struct client *c = arg;
 	char from[NI_MAXHOST + NI_MAXSERV + 2];
@@ -132,6 +134,7 @@ static int dm_accept(void *arg, const struct tpt_dm_hello *hello,
 		if (a->role && a->role != hello->role)
 			continue;
 		memcpy(token, a->token, TPT_DM_TOKEN_LEN);
+		*scope = a->scope;
 		c->accepted_peers++;
 		fprintf(stderr, "tpt-client: dm: accepted %s peer %u from %s\n",
 			word_text(roles, hello->role), hello->peer_id, from);
@@ -261,13 +264,14 @@ int op_dm_allow(struct client *c, struct request *rq)
 	long long peer_id;
 	uint8_t token[TPT_DM_TOKEN_LEN];
 	const char *role_text = NULL;
-	uint64_t array_id = 0;
+	uint64_t array_id = 0, scope = 0;
 	int role = 0, has_array = 1;
 
 	if (get_int(rq, "peer_id", true, 0, 65535, &peer_id) ||
 	    get_token(rq, token) ||
 	    (has_array = get_u64(rq, "array_id", false, &array_id)) < 0 ||
-	    get_str(rq, "role", false, &role_text) < 0)
+	    get_str(rq, "role", false, &role_text) < 0 ||
+	    get_u64(rq, "scope", false, &scope) < 0)
 		return -1;
 	if (role_text && word_value(rq, "role", role_text, roles, &role))
 		return -1;
@@ -279,6 +283,7 @@ int op_dm_allow(struct client *c, struct request *rq)
 	a->match_array = has_array == 0;
 	a->array_id = array_id;
 	a->role = (uint8_t)role;
+	a->scope = scope;
 	return reply_ok(rq);
 }
 
@@ -295,6 +300,7 @@ int op_dm_connect(struct client *c, struct request *rq)
 	long long port, peer_id;
 	struct tpt_dm_hello hello;
 	struct dm_link *link;
+	uint64_t scope = 0;
 	long long deadline;
 	int role, rc;
 
@@ -313,6 +319,7 @@ int op_dm_connect(struct client *c, struct request *rq)
 	if (get_int(rq, "peer_id", false, 0, 65535, &peer_id) < 0 ||
 	    get_u64(rq, "array_id", false, &hello.array_id) < 0 ||
 	    get_u64(rq, "counter", false, &hello.counter) < 0 ||
+	    get_u64(rq, "scope", false, &scope) < 0 ||
 	    get_token(rq, hello.token))
 		return -1;
 	hello.role = (uint8_t)role;
@@ -329,8 +336,8 @@ int op_dm_connect(struct client *c, struct request *rq)
 	if (!link)
 		return fail(rq, "out of memory");
 	link->state = LINK_CONNECTING;
-	rc = tpt_dm_connect(c->dm, addr, (uint16_t)port, &hello, dm_connected,
-			    link, &link->peer);
+	rc = tpt_dm_connect(c->dm, scope, addr, (uint16_t)port, &hello,
+			    dm_connected, link, &link->peer);
 	if (rc < 0) {
 		fail_errno(rq, rc, "tpt_dm_connect: %s", tpt_dm_strerror(c->dm));
 		link->peer = NULL;
@@ -404,12 +411,14 @@ int op_buf(struct client *c, struct request *rq)
 	const char *name, *access_text;
 	struct dm_buffer *b;
 	struct reply r;
+	uint64_t scope = 0;
 	size_t size;
 	int access, rc;
 
 	if (need_dm(c, rq) || get_name(rq, "name", &name) ||
 	    get_size(rq, "size", true, MAX_BUF_BYTES, &size) ||
-	    get_str(rq, "access", true, &access_text))
+	    get_str(rq, "access", true, &access_text) ||
+	    get_u64(rq, "scope", false, &scope) < 0)
 		return -1;
 	if (!size)
 		return fail(rq, "a buffer needs at least one byte");
@@ -429,7 +438,7 @@ int op_buf(struct client *c, struct request *rq)
 		return fail(rq, "out of memory for %zu bytes", size);
 	}
 	memset(b->mem, 0, size);
-	rc = tpt_dm_register(c->dm, b->mem, size, (unsigned int)access,
+	rc = tpt_dm_register(c->dm, scope, b->mem, size, (unsigned int)access,
 			     &b->buf);
 	if (rc < 0) {
 		fail_errno(rq, rc, "tpt_dm_register: %s",

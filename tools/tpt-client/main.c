@@ -19,12 +19,16 @@
  *   abort     name tag [timeout_ms]   ABORT TASK -> "response"
  *   dm_open   role [listen] [port] [peer_id] [array_id] [provider]
  *             [pool_bytes]            -> "port", "provider"
- *   dm_allow  peer_id token [array_id] [role]
+ *   dm_allow  peer_id token [array_id] [role] [scope]
  *   dm_connect name addr port token [role] [peer_id] [array_id] [counter]
- *              [timeout_ms]   (counter: the hello's, to replay one)
+ *              [scope] [timeout_ms]   (counter: the hello's, to replay one)
  *   dm_disconnect name
  *   dm_put / dm_get  peer buf offset stag rma_addr len [timeout_ms]
- *   buf       name size access=r|w|rw -> "stag", "rma_base", "size"
+ *   buf       name size access=r|w|rw [scope] -> "stag", "rma_base", "size"
+ *
+ * scope: the datamover scope (iser/tpt_dm.h) a peer is admitted into, a
+ * link or a buffer lives in; 0, the default, when not given.  Transfers
+ * need the link and the buffer in the same scope.
  *   buf_write name offset data;  buf_read name offset len -> "data"
  *   buf_release name;  stats;  quit
  *
@@ -183,10 +187,11 @@ static const struct op ops[] = {
 	{ "dm_open", op_dm_open,
 	  { "role", "listen", "port", "peer_id", "array_id", "provider",
 	    "pool_bytes" } },
-	{ "dm_allow", op_dm_allow, { "peer_id", "token", "array_id", "role" } },
+	{ "dm_allow", op_dm_allow,
+	  { "peer_id", "token", "array_id", "role", "scope" } },
 	{ "dm_connect", op_dm_connect,
 	  { "name", "addr", "port", "role", "peer_id", "array_id", "token",
-	    "counter", "timeout_ms" } },
+	    "counter", "scope", "timeout_ms" } },
 	{ "dm_disconnect", op_dm_disconnect, { "name" } },
 	{ "dm_put", op_dm_put,
 	  { "peer", "buf", "offset", "stag", "rma_addr", "len",
@@ -194,7 +199,7 @@ static const struct op ops[] = {
 	{ "dm_get", op_dm_get,
 	  { "peer", "buf", "offset", "stag", "rma_addr", "len",
 	    "timeout_ms" } },
-	{ "buf", op_buf, { "name", "size", "access" } },
+	{ "buf", op_buf, { "name", "size", "access", "scope" } },
 	{ "buf_write", op_buf_write, { "name", "offset", "data" } },
 	{ "buf_read", op_buf_read, { "name", "offset", "len" } },
 	{ "buf_release", op_buf_release, { "name" } },
@@ -356,14 +361,16 @@ static void usage(FILE *out)
 		"  wait tags [timeout_ms]        one line per tag, then done\n"
 		"  abort name tag [timeout_ms]\n"
 		"  dm_open role [listen] [port] [peer_id] [array_id] [provider]\n"
-		"  dm_allow peer_id token [array_id] [role]\n"
+		"  dm_allow peer_id token [array_id] [role] [scope]\n"
 		"  dm_connect name addr port token [role] [peer_id] [array_id]\n"
-		"             [counter]         counter: send this one (replay)\n"
+		"             [counter] [scope] counter: send this one (replay)\n"
 		"  dm_disconnect name\n"
 		"  dm_put|dm_get peer buf offset stag rma_addr len [timeout_ms]\n"
-		"  buf name size access=r|w|rw   buf_write name offset data\n"
+		"  buf name size access=r|w|rw [scope]\n"
+		"  buf_write name offset data\n"
 		"  buf_read name offset len      buf_release name\n"
 		"  stats                         quit\n"
+		"  scope: the datamover scope of a peer, link or buffer (0)\n"
 		"\n"
 		"  --iscsi-debug LEVEL   libiscsi log level (to stderr)\n"
 		"  --max-line BYTES      longest request line (default 128 MiB)\n"

@@ -99,11 +99,18 @@ struct tp_array_entry {
 	struct tpt_array *array;
 };
 
+/* The datamover scope of @a's host data and of the connections of its
+ * targets: its own, apart from every other array this tgtd serves. */
+static uint64_t tp_scope(const struct tpt_array *a)
+{
+	return tpt_datamover_scope(a->array_id, a->array_key);
+}
+
 /* Targets of one of our arrays reading or writing the host data we
- * proxy, or the data a degraded read sends us. */
+ * proxy, or the data a degraded read sends us, in that array's scope. */
 static int tp_accept_peer(const struct tpt_dm_hello *hello,
 			  const struct sockaddr *src, socklen_t srclen,
-			  uint8_t token[TPT_DM_TOKEN_LEN])
+			  uint8_t token[TPT_DM_TOKEN_LEN], uint64_t *scope)
 {
 	struct tp_array_entry *e;
 
@@ -117,6 +124,7 @@ static int tp_accept_peer(const struct tpt_dm_hello *hello,
 		    hello->peer_id < a->nr_boxes &&
 		    tpt_dm_hello_proves(hello, tp_of(a)->token)) {
 			memcpy(token, tp_of(a)->token, TPT_DM_TOKEN_LEN);
+			*scope = tp_scope(a);
 			return 0;
 		}
 	}
@@ -911,8 +919,8 @@ static int tp_start(struct tpt_span *s)
 		return -EAGAIN;
 	}
 	if (!err && s->kind != TPT_SPAN_REBUILD)
-		err = tpt_dm_register(tpt_datamover(), s->buf, bytes,
-				      s->kind == TPT_SPAN_WRITE ?
+		err = tpt_dm_register(tpt_datamover(), tp_scope(a), s->buf,
+				      bytes, s->kind == TPT_SPAN_WRITE ?
 				      TPT_DM_ACCESS_REMOTE_READ :
 				      TPT_DM_ACCESS_REMOTE_WRITE,
 				      &run->host_mr);

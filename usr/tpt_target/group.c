@@ -354,7 +354,9 @@ int tpt_piece_get(struct tpt_range *r, unsigned int i)
 		return 0;
 	if (s->pool_bufs >= tpt_bound_session_pool_bufs())
 		return -EDQUOT;
-	err = tpt_dm_buf_get(tpt_datamover(), p->len, 0, &p->dmb);
+	/* Local only, but the local side of Get/Put on the array's links,
+	 * which take buffers of their own scope (verbs: their domain). */
+	err = tpt_dm_buf_get(tpt_datamover(), s->scope, p->len, 0, &p->dmb);
 	if (err)
 		return err;
 	s->pool_bufs++;

@@ -119,6 +119,7 @@ enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
 		s->peers = malloc(sizeof(*s->peers));
 		if (!s->peers)
 			return TPT_SENSE_POOL_EXHAUSTED;
+		s->scope = tpt_datamover_scope(pl->array_id, pl->array_key);
 	}
 	*s->peers = *pl;
 	if (!tlu->bound) {
@@ -157,6 +158,13 @@ void tpt_session_log_unbound(struct tpt_session *s, const struct tpt_lu *tlu)
  * TPT_SLOT_BYTES_MAX, so a controller cannot make tgtd pin unbounded
  * memory, and one session's under its bound (bounds.c), so one nexus
  * cannot take them all.
+ *
+ * They are registered in the scope of the nexus's array: only peers that
+ * a list of that array (same id and key) admitted can read them, not the
+ * peers of another binding in this tgtd, even with the exact STag.  A
+ * slot table needs the list first (TPT REPORT SLOTS answers PEER LIST
+ * MISSING before it), and the list's array never changes, so the table
+ * never has to move to another scope.
  */
 static size_t tpt_slot_bytes(uint32_t payload)
 {
@@ -172,7 +180,8 @@ static void tpt_slot_free(struct tpt_slot *slot, uint32_t payload)
 	tpt_bound_use.slot_bytes -= tpt_slot_bytes(payload);
 }
 
-static int tpt_slot_alloc(struct tpt_slot *slot, uint32_t payload)
+static int tpt_slot_alloc(struct tpt_slot *slot, uint64_t scope,
+			  uint32_t payload)
 {
 	size_t bytes = tpt_slot_bytes(payload);
 	void *mem;
@@ -185,7 +194,7 @@ static int tpt_slot_alloc(struct tpt_slot *slot, uint32_t payload)
 		return -EAGAIN;
 	/* A fresh slot reads as free to anyone who looks. */
 	memset(mem, 0, TPT_SLOT_HDR_LEN);
-	err = tpt_dm_register(tpt_datamover(), mem, bytes,
+	err = tpt_dm_register(tpt_datamover(), scope, mem, bytes,
 			      TPT_DM_ACCESS_REMOTE_READ, &slot->dmb);
 	if (err) {
 		free(mem);
@@ -230,7 +239,7 @@ enum tpt_sense_reason tpt_session_reserve_slots(struct tpt_session *s,
 	if (!slots)
 		return TPT_SENSE_POOL_EXHAUSTED;
 	for (i = 0; i < count; i++) {
-		int err = tpt_slot_alloc(&slots[i], payload);
+		int err = tpt_slot_alloc(&slots[i], s->scope, payload);
 
 		if (err) {
 			while (i--)

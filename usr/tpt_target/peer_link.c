@@ -7,6 +7,12 @@
  * delivered, and only admits incoming connections that present an
  * entry's id, the array id and this target's own token from an address
  * the entry names.
+ *
+ * Both live in the datamover scope of the array whose list named the peer
+ * (tpt_datamover_scope: its id and key): a connection admitted by one
+ * binding's list reaches that array's slots and nothing of another array
+ * this tgtd serves, and a link moves data between the array's buffers
+ * only.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,10 +37,13 @@ struct tpt_link_waiter {
  * A link is keyed by everything that authenticates the peer, not only by
  * its id: a list that names the same id with another token or address
  * (a later generation, or a stranger's list with a copied array id) gets
- * a link of its own and never one built for somebody else's entry.
+ * a link of its own and never one built for somebody else's entry.  The
+ * scope is part of the key too: a stranger's list may copy an entry
+ * whole, but not the array key, and a link serves one scope's buffers.
  */
 struct tpt_link {
 	struct list_head link;
+	uint64_t scope;
 	uint64_t array_id;
 	uint16_t peer_id;
 	uint8_t token[TPT_AUTH_TOKEN_LEN];
@@ -46,22 +55,24 @@ struct tpt_link {
 
 static LIST_HEAD(tpt_links);
 
-static bool tpt_link_is_for(const struct tpt_link *l, uint64_t array_id,
+static bool tpt_link_is_for(const struct tpt_link *l,
+			    const struct tpt_session *s,
 			    const struct tpt_peer *entry)
 {
-	return l->array_id == array_id && l->peer_id == entry->id &&
+	return l->scope == s->scope && l->array_id == s->peers->array_id &&
+	       l->peer_id == entry->id &&
 	       !memcmp(l->token, entry->token, sizeof(l->token)) &&
 	       l->ep.family == entry->ep.family && l->ep.port == entry->ep.port &&
 	       !memcmp(l->ep.addr, entry->ep.addr, sizeof(l->ep.addr));
 }
 
-static struct tpt_link *tpt_link_find(uint64_t array_id,
+static struct tpt_link *tpt_link_find(const struct tpt_session *s,
 				      const struct tpt_peer *entry)
 {
 	struct tpt_link *l;
 
 	list_for_each_entry(l, &tpt_links, link)
-		if (tpt_link_is_for(l, array_id, entry))
+		if (tpt_link_is_for(l, s, entry))
 			return l;
 	return NULL;
 }
@@ -137,7 +148,7 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 		cb(NULL, -ENOENT, arg);
 		return;
 	}
-	l = tpt_link_find(s->peers->array_id, entry);
+	l = tpt_link_find(s, entry);
 	if (l && l->connected) {
 		cb(l->peer, 0, arg);
 		return;
@@ -160,6 +171,7 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 		cb(NULL, err ? err : -ENOMEM, arg);
 		return;
 	}
+	l->scope = s->scope;
 	l->array_id = s->peers->array_id;
 	l->peer_id = peer_id;
 	memcpy(l->token, entry->token, sizeof(l->token));
@@ -173,8 +185,8 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 	hello.peer_id = s->peers->self_id;
 	hello.array_id = s->peers->array_id;
 	memcpy(hello.token, entry->token, sizeof(hello.token));
-	err = tpt_dm_connect(tpt_datamover(), addr, entry->ep.port, &hello,
-			     tpt_link_connected, l, &l->peer);
+	err = tpt_dm_connect(tpt_datamover(), l->scope, addr, entry->ep.port,
+			     &hello, tpt_link_connected, l, &l->peer);
 	if (err) {
 		l->peer = NULL;
 		tpt_link_finish(l, err);
@@ -192,7 +204,7 @@ static bool tpt_link_listed(const struct tpt_link *l)
 		if (!s->peers || s->superseded)
 			continue;
 		entry = tpt_peer_list_find(s->peers, l->peer_id);
-		if (entry && tpt_link_is_for(l, s->peers->array_id, entry))
+		if (entry && tpt_link_is_for(l, s, entry))
 			return true;
 	}
 	return false;
@@ -229,10 +241,18 @@ static bool tpt_addr_matches(const struct tpt_endpoint *ep,
 	return false;
 }
 
+/*
+ * A peer is admitted by the list that names it, into that list's array's
+ * scope.  Lists with the same array id but different keys could both
+ * name it only if one copied the other's entries, tokens included: then
+ * nobody can tell which array the peer is for, and it is refused rather
+ * than let into the wrong one.
+ */
 static int tpt_accept_peer(const struct tpt_dm_hello *hello,
 			   const struct sockaddr *src, socklen_t srclen,
-			   uint8_t token[TPT_DM_TOKEN_LEN])
+			   uint8_t token[TPT_DM_TOKEN_LEN], uint64_t *scope)
 {
+	const struct tpt_session *admitted = NULL;
 	struct tpt_session *s;
 
 	for (s = tpt_session_first(); s; s = tpt_session_next(s)) {
@@ -248,10 +268,21 @@ static int tpt_accept_peer(const struct tpt_dm_hello *hello,
 			continue;
 		if (!tpt_addr_matches(&them->ep, src, srclen))
 			continue;
-		memcpy(token, self->token, TPT_DM_TOKEN_LEN);
-		return 0;
+		if (admitted && admitted->scope != s->scope) {
+			eprintf("tpt: datamover peer %u of array %" PRIx64
+				" is named alike by the lists of nexuses %"
+				PRIu64 " and %" PRIu64 ", which have different "
+				"array keys: refused\n", hello->peer_id,
+				hello->array_id, admitted->itn_id, s->itn_id);
+			return -EPERM;
+		}
+		if (!admitted) {
+			memcpy(token, self->token, TPT_DM_TOKEN_LEN);
+			*scope = s->scope;
+			admitted = s;
+		}
 	}
-	return -EPERM;
+	return admitted ? 0 : -EPERM;
 }
 
 struct tpt_datamover_user tpt_target_dm_user = {

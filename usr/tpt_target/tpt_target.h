@@ -110,6 +110,11 @@ struct tpt_session {
 	uint64_t itn_id;
 	struct list_head link;
 	struct tpt_peer_list *peers;	/* NULL until TPT SET PEER LIST */
+	/* The datamover scope of its array (tpt_datamover_scope), set with
+	 * the first list and never changed: a nexus serves one array.
+	 * Slots, pool buffers and links of the nexus live in it; 0 (the
+	 * default scope, which no peer reaches) before the list. */
+	uint64_t scope;
 	/* Another nexus delivered a list of the same array: this one's
 	 * controller was given up on, and so is every command it sends. */
 	bool superseded;

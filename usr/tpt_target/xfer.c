@@ -254,7 +254,8 @@ void tpt_xfer_pieces(struct tpt_cmd *tc, struct tpt_range *r,
 			continue;
 		x->headers = aligned_alloc(64, (size_t)xl->count * TPT_SLOT_HDR_LEN);
 		if (!x->headers ||
-		    tpt_dm_register(tpt_datamover(), x->headers,
+		    tpt_dm_register(tpt_datamover(), tc->session->scope,
+				    x->headers,
 				    (size_t)xl->count * TPT_SLOT_HDR_LEN, 0,
 				    &x->headers_mr)) {
 			free(x->headers);

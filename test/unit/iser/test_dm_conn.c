@@ -138,7 +138,7 @@ static void refused_peer(void)
 	if (peer) {
 		struct tpt_dm_buf *buf;
 
-		CHECK_EQ(tpt_dm_buf_get(active, 4096, 0, &buf), 0);
+		CHECK_EQ(tpt_dm_buf_get(active, 0, 4096, 0, &buf), 0);
 		CHECK_EQ(tpt_dm_put(peer, buf, 0, 1, 0, 4096, NULL, NULL),
 			 -ENOTCONN);
 		tpt_dm_buf_release(buf);
@@ -164,7 +164,7 @@ static void wrong_token_refused(void)
 	struct tpt_dm_peer *peer = NULL;
 
 	hello.token[3] ^= 0x80;
-	CHECK_EQ(tpt_dm_connect(active, "127.0.0.1",
+	CHECK_EQ(tpt_dm_connect(active, 0, "127.0.0.1",
 				tpt_dm_listen_port(passive), &hello,
 				dm_test_connect_cb, &c, &peer), 0);
 	CHECK(dm_test_pump2(active, passive, &c.done));
@@ -196,7 +196,7 @@ static void replayed_hello_refused(void)
 		struct tpt_dm_peer *peer = NULL;
 
 		hello.counter = counters[i];
-		CHECK_EQ(tpt_dm_connect(active, "127.0.0.1", port, &hello,
+		CHECK_EQ(tpt_dm_connect(active, 0, "127.0.0.1", port, &hello,
 					dm_test_connect_cb, &c, &peer), 0);
 		CHECK(dm_test_pump2(active, passive, &c.done));
 		CHECK_EQ(c.status, expect[i]);
@@ -214,7 +214,7 @@ static void replayed_hello_refused(void)
 		struct dm_test_connect c = { 0 };
 		struct tpt_dm_peer *peer = NULL;
 
-		CHECK_EQ(tpt_dm_connect(active, "127.0.0.1", port, &hello,
+		CHECK_EQ(tpt_dm_connect(active, 0, "127.0.0.1", port, &hello,
 					dm_test_connect_cb, &c, &peer), 0);
 		CHECK(dm_test_pump2(active, passive, &c.done));
 		CHECK_EQ(c.status, 0);
@@ -262,14 +262,14 @@ static void connect_to_closed_port(void)
 
 	/* Nobody listens there any more. */
 	tpt_dm_close(passive);
-	CHECK_EQ(tpt_dm_connect(active, "127.0.0.1", port, &hello,
+	CHECK_EQ(tpt_dm_connect(active, 0, "127.0.0.1", port, &hello,
 				dm_test_connect_cb, &c, &peer), 0);
 	CHECK(dm_test_pump2(active, NULL, &c.done));
 	CHECK(c.status < 0);
 	tpt_dm_disconnect(peer);
 
 	/* Names would need a blocking lookup: refused up front. */
-	CHECK(tpt_dm_connect(active, "localhost.invalid", port, &hello,
+	CHECK(tpt_dm_connect(active, 0, "localhost.invalid", port, &hello,
 			     dm_test_connect_cb, &c, &peer) < 0);
 	tpt_dm_close(active);
 }
@@ -284,9 +284,9 @@ static void cancel_pending_connects(void)
 	struct tpt_dm_peer *p1, *p2;
 	uint16_t port = tpt_dm_listen_port(passive);
 
-	CHECK_EQ(tpt_dm_connect(active, "127.0.0.1", port, &hello,
+	CHECK_EQ(tpt_dm_connect(active, 0, "127.0.0.1", port, &hello,
 				dm_test_connect_cb, &by_disconnect, &p1), 0);
-	CHECK_EQ(tpt_dm_connect(active, "127.0.0.1", port, &hello,
+	CHECK_EQ(tpt_dm_connect(active, 0, "127.0.0.1", port, &hello,
 				dm_test_connect_cb, &by_close, &p2), 0);
 	tpt_dm_disconnect(p1);
 	CHECK(by_disconnect.done);

@@ -32,8 +32,9 @@ static bool pair_open(struct pair *p)
 	p->peer = dm_test_connect(p->active, p->passive, DM_TEST_PEER_ID,
 				  &status);
 	CHECK_EQ(status, 0);
-	CHECK_EQ(tpt_dm_buf_get(p->active, DM_TEST_POOL_BUF, 0, &p->local), 0);
-	CHECK_EQ(tpt_dm_buf_get(p->passive, DM_TEST_POOL_BUF,
+	CHECK_EQ(tpt_dm_buf_get(p->active, 0, DM_TEST_POOL_BUF, 0, &p->local),
+		 0);
+	CHECK_EQ(tpt_dm_buf_get(p->passive, 0, DM_TEST_POOL_BUF,
 				TPT_DM_ACCESS_REMOTE_READ |
 				TPT_DM_ACCESS_REMOTE_WRITE, &p->remote), 0);
 	return p->peer && !status && p->local && p->remote;
@@ -127,7 +128,7 @@ static void passive_process_dies(void)
 		struct tpt_dm_buf *buf;
 		struct pollfd pfd[2];
 
-		if (tpt_dm_buf_get(passive, DM_TEST_POOL_BUF,
+		if (tpt_dm_buf_get(passive, 0, DM_TEST_POOL_BUF,
 				   TPT_DM_ACCESS_REMOTE_READ |
 				   TPT_DM_ACCESS_REMOTE_WRITE, &buf))
 			_exit(2);
@@ -150,12 +151,12 @@ static void passive_process_dies(void)
 	CHECK_EQ(read(to_parent[0], lent, sizeof(lent)), sizeof(lent));
 	active = dm_test_open(false, &policy);
 	tpt_dm_set_peer_down_cb(active, dm_test_down_cb, &down);
-	CHECK_EQ(tpt_dm_connect(active, "127.0.0.1", (uint16_t)lent[0], &hello,
-				dm_test_connect_cb, &c, &peer), 0);
+	CHECK_EQ(tpt_dm_connect(active, 0, "127.0.0.1", (uint16_t)lent[0],
+				&hello, dm_test_connect_cb, &c, &peer), 0);
 	CHECK(dm_test_pump2(active, NULL, &c.done));
 	CHECK_EQ(c.status, 0);
 	CHECK_EQ(write(to_child[1], "x", 1), 1);
-	CHECK_EQ(tpt_dm_buf_get(active, DM_TEST_POOL_BUF, 0, &local), 0);
+	CHECK_EQ(tpt_dm_buf_get(active, 0, DM_TEST_POOL_BUF, 0, &local), 0);
 	group.left = 4;
 	for (i = 0; i < 4; i++)
 		CHECK_EQ(tpt_dm_get(peer, local, 0, lent[1], lent[2], BIG,

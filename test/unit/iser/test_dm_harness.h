@@ -37,8 +37,10 @@ static inline void dm_test_require_provider(void)
 	}
 }
 
-/* The accepting side's view of who knocked. */
+/* The accepting side's view of who knocked, and the scope it admits
+ * peers into (0 unless a test sets it). */
 struct dm_test_policy {
+	uint64_t scope;
 	int calls;
 	struct tpt_dm_hello last;
 	char last_src[INET6_ADDRSTRLEN];
@@ -55,7 +57,8 @@ static const uint8_t dm_test_token[TPT_DM_TOKEN_LEN] = {
  * turned away whatever it knows. */
 static inline int dm_test_accept(void *arg, const struct tpt_dm_hello *hello,
 				 const struct sockaddr *src, socklen_t srclen,
-				 uint8_t token[TPT_DM_TOKEN_LEN])
+				 uint8_t token[TPT_DM_TOKEN_LEN],
+				 uint64_t *scope)
 {
 	struct dm_test_policy *policy = arg;
 
@@ -69,6 +72,7 @@ static inline int dm_test_accept(void *arg, const struct tpt_dm_hello *hello,
 	if (hello->peer_id == DM_TEST_REFUSED_ID)
 		return -EPERM;
 	memcpy(token, dm_test_token, TPT_DM_TOKEN_LEN);
+	*scope = policy->scope;
 	return 0;
 }
 
@@ -250,19 +254,22 @@ static inline void dm_test_down_cb(struct tpt_dm_peer *peer, void *arg)
 	d->peer_id = tpt_dm_peer_hello(peer)->peer_id;
 }
 
-/* Connects active to passive and runs both until the connect finished. */
-static inline struct tpt_dm_peer *dm_test_connect(struct tpt_dm *active,
-						  struct tpt_dm *passive,
-						  uint16_t peer_id,
-						  int *status)
+/* Connects active (in @scope) to passive and runs both until the connect
+ * finished; the passive side admits it into policy->scope. */
+static inline struct tpt_dm_peer *dm_test_connect_in(struct tpt_dm *active,
+						     uint64_t scope,
+						     struct tpt_dm *passive,
+						     uint16_t peer_id,
+						     int *status)
 {
 	struct tpt_dm_hello hello = dm_test_hello(peer_id);
 	struct dm_test_connect c = { 0 };
 	struct tpt_dm_peer *peer = NULL;
 	int ret;
 
-	ret = tpt_dm_connect(active, dm_test_addr(), tpt_dm_listen_port(passive),
-			     &hello, dm_test_connect_cb, &c, &peer);
+	ret = tpt_dm_connect(active, scope, dm_test_addr(),
+			     tpt_dm_listen_port(passive), &hello,
+			     dm_test_connect_cb, &c, &peer);
 	if (ret) {
 		fprintf(stderr, "tpt_dm_connect: %d (%s)\n", ret,
 			tpt_dm_strerror(active));
@@ -275,6 +282,15 @@ static inline struct tpt_dm_peer *dm_test_connect(struct tpt_dm *active,
 	}
 	*status = c.status;
 	return peer;
+}
+
+/* The same in the default scope. */
+static inline struct tpt_dm_peer *dm_test_connect(struct tpt_dm *active,
+						  struct tpt_dm *passive,
+						  uint16_t peer_id,
+						  int *status)
+{
+	return dm_test_connect_in(active, 0, passive, peer_id, status);
 }
 
 static inline void dm_test_fill(void *buf, size_t len, uint32_t seed)

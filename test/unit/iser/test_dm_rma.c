@@ -1,6 +1,7 @@
 /* Put_Data / Get_Data between two datamover contexts on loopback: byte
  * exact transfers at and around the chunk size, many ops queued behind
- * the in-flight limit, pool back-pressure, access rights and stale STags
+ * the in-flight limit, pool back-pressure, pool buffers that expose only
+ * the length asked for, access rights and stale STags
  * (paper III-G: Register_Buffer / Deregister_Buffer / Put_Data /
  * Get_Data). */
 #include "iser/tpt_dm_priv.h"
@@ -77,8 +78,8 @@ static void put_and_get_sizes(void)
 	if (!pair_open(&p))
 		goto out;
 	expect = malloc(DM_TEST_POOL_BUF);
-	CHECK_EQ(tpt_dm_buf_get(p.active, DM_TEST_POOL_BUF, 0, &local), 0);
-	CHECK_EQ(tpt_dm_buf_get(p.passive, DM_TEST_POOL_BUF,
+	CHECK_EQ(tpt_dm_buf_get(p.active, 0, DM_TEST_POOL_BUF, 0, &local), 0);
+	CHECK_EQ(tpt_dm_buf_get(p.passive, 0, DM_TEST_POOL_BUF,
 				TPT_DM_ACCESS_REMOTE_READ |
 				TPT_DM_ACCESS_REMOTE_WRITE, &remote), 0);
 	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -138,8 +139,8 @@ static void many_ops_in_flight(void)
 
 	if (!pair_open(&p))
 		goto out;
-	CHECK_EQ(tpt_dm_buf_get(p.active, DM_TEST_POOL_BUF, 0, &local), 0);
-	CHECK_EQ(tpt_dm_buf_get(p.passive, DM_TEST_POOL_BUF,
+	CHECK_EQ(tpt_dm_buf_get(p.active, 0, DM_TEST_POOL_BUF, 0, &local), 0);
+	CHECK_EQ(tpt_dm_buf_get(p.passive, 0, DM_TEST_POOL_BUF,
 				TPT_DM_ACCESS_REMOTE_WRITE, &remote), 0);
 	dm_test_fill(tpt_dm_buf_addr(local), DM_TEST_POOL_BUF, 42);
 	memset(tpt_dm_buf_addr(remote), 0, DM_TEST_POOL_BUF);
@@ -177,8 +178,8 @@ static void provider_queue_full(void)
 
 	if (!pair_open(&p))
 		goto out;
-	CHECK_EQ(tpt_dm_buf_get(p.active, DM_TEST_POOL_BUF, 0, &local), 0);
-	CHECK_EQ(tpt_dm_buf_get(p.passive, DM_TEST_POOL_BUF,
+	CHECK_EQ(tpt_dm_buf_get(p.active, 0, DM_TEST_POOL_BUF, 0, &local), 0);
+	CHECK_EQ(tpt_dm_buf_get(p.passive, 0, DM_TEST_POOL_BUF,
 				TPT_DM_ACCESS_REMOTE_WRITE |
 				TPT_DM_ACCESS_REMOTE_READ, &remote), 0);
 	dm_test_fill(tpt_dm_buf_addr(local), DM_TEST_POOL_BUF, 5);
@@ -223,18 +224,19 @@ static void pool_back_pressure(void)
 	uint64_t old_stag;
 	unsigned int i;
 
-	CHECK_EQ(tpt_dm_buf_get(dm, DM_TEST_POOL_BUF + 1, 0, &extra), -EINVAL);
-	CHECK_EQ(tpt_dm_buf_get(dm, 1, 0x80, &extra), -EINVAL);
+	CHECK_EQ(tpt_dm_buf_get(dm, 0, DM_TEST_POOL_BUF + 1, 0, &extra),
+		 -EINVAL);
+	CHECK_EQ(tpt_dm_buf_get(dm, 0, 1, 0x80, &extra), -EINVAL);
 	for (i = 0; i < DM_TEST_POOL_BUFS; i++) {
-		int ret = tpt_dm_buf_get(dm, 1 + i * 1000,
+		int ret = tpt_dm_buf_get(dm, 0, 1 + i * 1000,
 					 TPT_DM_ACCESS_REMOTE_READ, &bufs[i]);
 
 		CHECK_EQ(ret, 0);
 		CHECK(tpt_dm_buf_len(bufs[i]) >= 1 + i * 1000);
 	}
-	CHECK_EQ(tpt_dm_buf_get(dm, 4096, 0, &extra), -EAGAIN);
+	CHECK_EQ(tpt_dm_buf_get(dm, 0, 4096, 0, &extra), -EAGAIN);
 	CHECK(extra == NULL);
-	CHECK_EQ(tpt_dm_buf_get(dm, 4096, 0, &extra), -EAGAIN);
+	CHECK_EQ(tpt_dm_buf_get(dm, 0, 4096, 0, &extra), -EAGAIN);
 	tpt_dm_get_stats(dm, &st);
 	CHECK_EQ(st.pool_exhausted, 2);
 	/* Distinct buffers, distinct STags. */
@@ -244,8 +246,8 @@ static void pool_back_pressure(void)
 	}
 	old_stag = tpt_dm_buf_stag(bufs[2]);
 	tpt_dm_buf_release(bufs[2]);
-	CHECK_EQ(tpt_dm_buf_get(dm, 4096, TPT_DM_ACCESS_REMOTE_WRITE, &extra),
-		 0);
+	CHECK_EQ(tpt_dm_buf_get(dm, 0, 4096, TPT_DM_ACCESS_REMOTE_WRITE,
+				&extra), 0);
 	CHECK(extra != NULL);
 	/* Recycled memory, but never under the old STag. */
 	if (extra)
@@ -255,6 +257,51 @@ static void pool_back_pressure(void)
 		if (i != 2)
 			tpt_dm_buf_release(bufs[i]);
 	tpt_dm_close(dm);
+}
+
+/* A pool buffer handed out for N bytes is registered for N bytes: the
+ * rest of the pool buffer, whatever an earlier request left in it, is out
+ * of reach of peers and of our own transfers alike. */
+static void pool_buffer_exposes_only_its_length(void)
+{
+	enum { ASKED = 10000 };
+	struct tpt_dm_buf *local, *remote;
+	uint8_t *rest;
+	struct pair p;
+	int status;
+
+	if (!pair_open(&p))
+		goto out;
+	CHECK_EQ(tpt_dm_buf_get(p.active, 0, ASKED, 0, &local), 0);
+	CHECK_EQ(tpt_dm_buf_get(p.passive, 0, ASKED,
+				TPT_DM_ACCESS_REMOTE_READ, &remote), 0);
+	CHECK_EQ(tpt_dm_buf_len(local), ASKED);
+	CHECK_EQ(tpt_dm_buf_len(remote), ASKED);
+	/* Bytes an earlier user of the pool buffer left past ASKED. */
+	rest = (uint8_t *)tpt_dm_buf_addr(remote) + ASKED;
+	memset(rest, 0xee, 4096);
+	dm_test_fill(tpt_dm_buf_addr(remote), ASKED, 11);
+	CHECK_EQ(transfer(&p, false, local, 0, remote, 0, ASKED), 0);
+	CHECK_MEM(tpt_dm_buf_addr(local), tpt_dm_buf_addr(remote), ASKED);
+	/* Locally nothing past ASKED, before anything is posted. */
+	CHECK_EQ(tpt_dm_get(p.peer, local, 1, tpt_dm_buf_stag(remote),
+			    tpt_dm_buf_rma_base(remote), ASKED, NULL, NULL),
+		 -EINVAL);
+	CHECK_EQ(tpt_dm_get(p.peer, local, ASKED, tpt_dm_buf_stag(remote),
+			    tpt_dm_buf_rma_base(remote), 1, NULL, NULL),
+		 -EINVAL);
+	/* Remotely the registration ends at ASKED: reading one byte past
+	 * it fails like a wrong STag. */
+	tpt_dm_buf_release(local);
+	CHECK_EQ(tpt_dm_buf_get(p.active, 0, DM_TEST_POOL_BUF, 0, &local), 0);
+	memset(tpt_dm_buf_addr(local), 0, 2 * ASKED);
+	status = transfer(&p, false, local, 0, remote, ASKED, 16);
+	CHECK(status == -ECONNRESET || status == -EACCES);
+	CHECK_EQ(((uint8_t *)tpt_dm_buf_addr(local))[0], 0);
+	tpt_dm_buf_release(local);
+	tpt_dm_buf_release(remote);
+out:
+	pair_close(&p);
 }
 
 static void caller_memory(void)
@@ -267,10 +314,10 @@ static void caller_memory(void)
 	if (!pair_open(&p))
 		goto out;
 	/* The controller's or a host's own memory, registered in place. */
-	CHECK_EQ(tpt_dm_register(p.passive, host_mem, LEN,
+	CHECK_EQ(tpt_dm_register(p.passive, 0, host_mem, LEN,
 				 TPT_DM_ACCESS_REMOTE_WRITE |
 				 TPT_DM_ACCESS_REMOTE_READ, &remote), 0);
-	CHECK_EQ(tpt_dm_register(p.active, data, LEN, 0, &local), 0);
+	CHECK_EQ(tpt_dm_register(p.active, 0, data, LEN, 0, &local), 0);
 	CHECK(tpt_dm_buf_addr(remote) == host_mem);
 	CHECK_EQ(tpt_dm_buf_len(remote), LEN);
 	dm_test_fill(data, LEN, 7);
@@ -302,8 +349,8 @@ static void access_is_enforced(void)
 
 	if (!pair_open(&p))
 		goto out;
-	CHECK_EQ(tpt_dm_buf_get(p.active, 64 * KIB, 0, &local), 0);
-	CHECK_EQ(tpt_dm_buf_get(p.passive, 64 * KIB,
+	CHECK_EQ(tpt_dm_buf_get(p.active, 0, 64 * KIB, 0, &local), 0);
+	CHECK_EQ(tpt_dm_buf_get(p.passive, 0, 64 * KIB,
 				TPT_DM_ACCESS_REMOTE_READ, &read_only), 0);
 	CHECK_EQ(transfer(&p, false, local, 0, read_only, 0, 64 * KIB), 0);
 	memset(tpt_dm_buf_addr(read_only), 0x77, 64 * KIB);
@@ -337,8 +384,8 @@ static void stale_stag_after_release(void)
 			pair_close(&p);
 			continue;
 		}
-		CHECK_EQ(tpt_dm_buf_get(p.active, 64 * KIB, 0, &local), 0);
-		CHECK_EQ(tpt_dm_buf_get(p.passive, 64 * KIB,
+		CHECK_EQ(tpt_dm_buf_get(p.active, 0, 64 * KIB, 0, &local), 0);
+		CHECK_EQ(tpt_dm_buf_get(p.passive, 0, 64 * KIB,
 					TPT_DM_ACCESS_REMOTE_READ |
 					TPT_DM_ACCESS_REMOTE_WRITE, &remote),
 			 0);
@@ -348,7 +395,7 @@ static void stale_stag_after_release(void)
 		stale_addr = tpt_dm_buf_rma_base(remote);
 		tpt_dm_buf_release(remote);
 		/* The pool hands the same memory out again at once. */
-		CHECK_EQ(tpt_dm_buf_get(p.passive, 64 * KIB,
+		CHECK_EQ(tpt_dm_buf_get(p.passive, 0, 64 * KIB,
 					TPT_DM_ACCESS_REMOTE_READ |
 					TPT_DM_ACCESS_REMOTE_WRITE, &reused),
 			 0);
@@ -391,6 +438,7 @@ int main(void)
 	RUN(many_ops_in_flight);
 	RUN(provider_queue_full);
 	RUN(pool_back_pressure);
+	RUN(pool_buffer_exposes_only_its_length);
 	RUN(caller_memory);
 	RUN(access_is_enforced);
 	RUN(stale_stag_after_release);
