@@ -26,17 +26,23 @@ def write_new_data(tpt, t, row, group, session=None):
                    session=session)
 
 
-def test_a_member_serves_tpt_commands_only_to_nexuses_with_the_array_key(tpt):
+def start_with_rogue(tpt):
+    """One bound target, and a stranger's nexus to it: (target, rogue(cdb,
+    out=, inlen=)) sends a command on the stranger's nexus."""
     tpt.start(1)
     t0 = tpt.targets[0]
-    host = tpt.host_buffer("h", os.urandom(UNIT))
-    before = t0.read_backing(0, 4 * UNIT)
-    c = tpt.client
-    c.login("rogue", t0.tgtd.url(t0.iqn, 1), initiator="iqn.2026-11.org.example:rogue")
-    c.clear_unit_attentions("rogue")
+    tpt.client.login("rogue", t0.tgtd.url(t0.iqn, 1), initiator="iqn.2026-11.org.example:rogue")
+    tpt.client.clear_unit_attentions("rogue")
 
     def rogue(cdb, out=None, inlen=None):
         return tpt.cmd(t0, cdb, out, inlen, session="rogue")
+    return t0, rogue
+
+
+def test_a_member_serves_tpt_commands_only_to_nexuses_with_the_array_key(tpt):
+    t0, rogue = start_with_rogue(tpt)
+    host = tpt.host_buffer("h", os.urandom(UNIT))
+    before = t0.read_backing(0, 4 * UNIT)
 
     # Nothing of the array's without its key: data-moving commands,
     # slots, releases.
@@ -89,15 +95,8 @@ def test_a_member_refuses_plain_sbc_to_nexuses_without_the_array_key(tpt):
     a stranger gets ACCESS DENIED for each (a reservation would not do,
     its key is public), while what an initiator needs to see the LU stays
     open; the operator may open reads (tpt-scrub) or everything."""
-    tpt.start(1)
-    t0 = tpt.targets[0]
+    t0, rogue = start_with_rogue(tpt)
     before = t0.read_backing(0, 4 * UNIT)
-    c = tpt.client
-    c.login("rogue", t0.tgtd.url(t0.iqn, 1), initiator="iqn.2026-11.org.example:rogue")
-    c.clear_unit_attentions("rogue")
-
-    def rogue(cdb, out=None, inlen=None):
-        return tpt.cmd(t0, cdb, out, inlen, session="rogue")
 
     evil = b"\xee" * BS
     read16 = plain_cdb(0x88, 0, 1)

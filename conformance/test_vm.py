@@ -285,15 +285,22 @@ def test_vm_iser_over_rxe(rdma_run, report):
            f"{chap_figures(run, 'iser')})")
 
 
+def rxe_step(run, report, step, what):
+    """The guest's @step over rxe0: skipped where the guest could not run
+    it, else it must have passed."""
+    run.require("rdma.rxe")
+    dm = run.steps.get(step)
+    assert dm is not None, f"the guest never ran the {what} step:\n{run.tail()}"
+    if dm.status == "SKIP":
+        report(f"  {what} over libfabric verbs on rxe0: SKIPPED: {dm.detail}")
+        pytest.skip(dm.detail)
+    assert dm.status == "OK", f"{what} over verbs on rxe0: {dm.detail}\n{run.tail()}"
+    return dm
+
+
 def test_vm_datamover_verbs_over_rxe(rdma_run, report):
     run = rdma_run
-    run.require("rdma.rxe")
-    dm = run.steps.get("dm.verbs")
-    assert dm is not None, f"the guest never ran the datamover step:\n{run.tail()}"
-    if dm.status == "SKIP":
-        report(f"  datamover over libfabric verbs on rxe0: SKIPPED: {dm.detail}")
-        pytest.skip(dm.detail)
-    assert dm.status == "OK", f"datamover over verbs on rxe0: {dm.detail}\n{run.tail()}"
+    dm = rxe_step(run, report, "dm.verbs", "datamover")
     bench = run.require("dm.bench")
     report(f"  datamover over libfabric verbs on rxe0: test_dm_rma PASS in {dm.seconds:.1f}s; "
            f"tpt-dm-bench {bench.detail}")
@@ -302,14 +309,7 @@ def test_vm_datamover_verbs_over_rxe(rdma_run, report):
 def test_vm_datamover_scopes_over_rxe(rdma_run, report):
     """test_dm_scope over verbs: each scope its own protection domain, so
     another scope's exact rkey is a remote access error."""
-    run = rdma_run
-    run.require("rdma.rxe")
-    dm = run.steps.get("dm.scope")
-    assert dm is not None, f"the guest never ran the datamover scope step:\n{run.tail()}"
-    if dm.status == "SKIP":
-        report(f"  datamover scopes over libfabric verbs on rxe0: SKIPPED: {dm.detail}")
-        pytest.skip(dm.detail)
-    assert dm.status == "OK", f"datamover scopes over verbs on rxe0: {dm.detail}\n{run.tail()}"
+    dm = rxe_step(rdma_run, report, "dm.scope", "datamover scopes")
     report(f"  datamover scopes over libfabric verbs on rxe0: test_dm_scope PASS in "
            f"{dm.seconds:.1f}s")
 
