@@ -247,6 +247,43 @@ def access_denied(r):
     return r["status"] == 2 and proto.parse_sense(r["sense"]).code == proto.SENSE["ACCESS_DENIED"]
 
 
+def test_tuning_set_with_tgtadm_survives_a_restart(tgtd_factory, client):
+    """fail_timeout and rebuild_rate set on a running array are kept in its
+    state file and win over the definition when the controller comes back
+    from that file alone; a bad value is refused and changes nothing."""
+    c = cluster.start(tgtd_factory, n=3, mode="tpt", unit=64 << 10, member_bytes=16 << 20)
+    ctl = c.controller
+
+    def tune(params, check=True):
+        return ctl.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                          "--tid", 1, "--lun", 1, "--params", params, check=check)
+
+    def tuning():
+        show = ctl.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+        m = re.search(r"TPT-RAID tuning: (.*)", show)
+        assert m, show
+        return m.group(1)
+
+    assert "(set)" not in tuning()
+    tune("fail_timeout=7")
+    tune("rebuild_rate=55")
+    assert tune("fail_timeout=0", check=False).returncode != 0
+    assert tuning() == "fail_timeout 7 s (set) rebuild_rate 55 MB/s (set)"
+    state = ctl.dir / "array.state"
+    text = state.read_text()
+    assert "\nfail_timeout 7\n" in text and "\nrebuild_rate 55\n" in text, text
+    ctl.stop()
+    ctl.start(port=ctl.port)
+    ctl.new_target(1, c.iqn)
+    ctl.new_lun(1, 1, str(state), bstype="tptraid")
+    assert tuning() == "fail_timeout 7 s (set) rebuild_rate 55 MB/s (set)"
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    data = os.urandom(64 << 10)
+    assert client.command("a", write16(0, len(data) // BS), data=data)["status"] == GOOD
+    assert client.command("a", read16(0, len(data) // BS), inlen=len(data))["data"] == data
+
+
 def test_member_credentials_come_from_the_array_definition_only(tgtd_factory, monkeypatch):
     """libiscsi fills a URL without credentials from LIBISCSI_CHAP_* in the
     environment; a controller's environment is the shell of whoever

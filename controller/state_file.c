@@ -74,7 +74,7 @@ static int parse_key(const char *s, uint8_t key[TPT_STATE_KEY_LEN])
 
 /* One line, without its newline: KEY and the rest. */
 static int parse_line(char *l, unsigned int n, struct tpt_state *st,
-		      bool seen[4], char *err, size_t errlen)
+		      bool seen[6], char *err, size_t errlen)
 {
 	char *rest = strchr(l, ' '), *arg2;
 	uint64_t a, b;
@@ -120,10 +120,24 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		seen[2] = true;
 		return 0;
 	}
+	if (!strcmp(l, "rebuild_rate") || !strcmp(l, "fail_timeout")) {
+		bool rate = !strcmp(l, "rebuild_rate");
+
+		if (seen[rate ? 4 : 5])
+			return state_error(err, errlen, n, "%s: at most once",
+					   l);
+		if ((rate ? tpt_spec_rebuild_rate : tpt_spec_fail_timeout)
+		    (rest, rate ? &st->rebuild_rate : &st->fail_timeout,
+		     check, sizeof(check)))
+			return state_error(err, errlen, n, "%s", check);
+		*(rate ? &st->has_rebuild_rate : &st->has_fail_timeout) = true;
+		seen[rate ? 4 : 5] = true;
+		return 0;
+	}
 	if (strcmp(l, "box") && strcmp(l, "position"))
 		return state_error(err, errlen, n, "%s: unknown key (expected "
 				   "tptraid-state, array, key, spec, box, "
-				   "position)",
+				   "position, rebuild_rate, fail_timeout)",
 				   l);
 	arg2 = strchr(rest, ' ');
 	if (!arg2)
@@ -166,7 +180,7 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 int tpt_state_parse(const char *text, size_t len, struct tpt_state *out,
 		    char *err, size_t errlen)
 {
-	bool seen[4] = { false }, used[TPT_STATE_MAX_BOXES] = { false };
+	bool seen[6] = { false }, used[TPT_STATE_MAX_BOXES] = { false };
 	unsigned int line = 0, p;
 	char buf[TPT_STATE_SPEC_MAX + 64];
 	size_t at = 0;
@@ -257,6 +271,20 @@ int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 	for (i = 0; i < st->nr_positions; i++) {
 		n = snprintf(buf + at, len - at, "position %u %d\n", i,
 			     st->position[i]);
+		if (n < 0 || (size_t)n >= len - at)
+			return -ENOSPC;
+		at += (size_t)n;
+	}
+	if (st->has_rebuild_rate) {
+		n = snprintf(buf + at, len - at, "rebuild_rate %u\n",
+			     st->rebuild_rate);
+		if (n < 0 || (size_t)n >= len - at)
+			return -ENOSPC;
+		at += (size_t)n;
+	}
+	if (st->has_fail_timeout) {
+		n = snprintf(buf + at, len - at, "fail_timeout %u\n",
+			     st->fail_timeout);
 		if (n < 0 || (size_t)n >= len - at)
 			return -ENOSPC;
 		at += (size_t)n;

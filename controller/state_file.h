@@ -11,6 +11,8 @@
  *   box 5 iscsi://10.0.0.16:3260/iqn...:spare1/1
  *   position 0 0
  *   position 1 5
+ *   rebuild_rate 200
+ *   fail_timeout 10
  *
  * "spec" is the definition as --bsopts gave it, so that the LU can be
  * created again from the file alone; "box" lines are every member and
@@ -20,12 +22,15 @@
  * over.  "key" is the array's secret (docs/protocol.md 5.5): targets serve
  * the array only to nexuses that deliver it, so the file is the
  * controller's alone (mode 0600); a file without one (written before keys
- * existed) gets a new key.  Parsing is strict: a damaged file is refused with the line and
+ * existed) gets a new key.  "rebuild_rate" and "fail_timeout", each at most
+ * once, are what the operator set with tgtadm after creation: they win over
+ * the definition's values, so a restart keeps them.  Parsing is strict: a damaged file is refused with the line and
  * what is wrong, never half used.  Pure: no I/O.
  */
 #ifndef TPT_CONTROLLER_STATE_FILE_H
 #define TPT_CONTROLLER_STATE_FILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +50,9 @@ struct tpt_state {
 	char box[TPT_STATE_MAX_BOXES][TPT_SPEC_URL_MAX];	/* by id */
 	unsigned int nr_positions;
 	int position[TPT_SPEC_MAX_MEMBERS];	/* box id, or -1: none */
+	/* Set with tgtadm since creation (has_*), over the spec's. */
+	bool has_rebuild_rate, has_fail_timeout;
+	unsigned int rebuild_rate, fail_timeout;
 };
 
 /*

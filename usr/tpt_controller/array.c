@@ -943,6 +943,14 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 	a->fail_timeout = spec->fail_timeout ? spec->fail_timeout :
 			  TPT_SPEC_FAIL_TIMEOUT_DEFAULT;
 	a->rebuild_rate = spec->rebuild_rate;
+	if (state && state->has_fail_timeout) {
+		a->fail_timeout = state->fail_timeout;
+		a->fail_timeout_tuned = true;
+	}
+	if (state && state->has_rebuild_rate) {
+		a->rebuild_rate = state->rebuild_rate;
+		a->rebuild_rate_tuned = true;
+	}
 	pthread_mutex_init(&a->submit_lock, NULL);
 	pthread_mutex_init(&a->counters_lock, NULL);
 	INIT_LIST_HEAD(&a->submitted);
@@ -1112,12 +1120,15 @@ int tpt_array_param(struct tpt_array *a, const char *key, const char *value)
 
 	if (!strcmp(key, "spare"))
 		return array_add_spare(a, value);
+	/* Kept in the state file: a restarted controller keeps them. */
 	if (!strcmp(key, "rebuild_rate")) {
 		if (tpt_spec_rebuild_rate(value, &a->rebuild_rate, err,
 					  sizeof(err))) {
 			eprintf("tptraid: %s\n", err);
 			return TGTADM_INVALID_REQUEST;
 		}
+		a->rebuild_rate_tuned = true;
+		array_save_state(a);
 		return TGTADM_SUCCESS;
 	}
 	if (!strcmp(key, "fail_timeout")) {
@@ -1126,6 +1137,8 @@ int tpt_array_param(struct tpt_array *a, const char *key, const char *value)
 			eprintf("tptraid: %s\n", err);
 			return TGTADM_INVALID_REQUEST;
 		}
+		a->fail_timeout_tuned = true;
+		array_save_state(a);
 		return TGTADM_SUCCESS;
 	}
 	return TGTADM_UNKNOWN_PARAM;

@@ -408,6 +408,10 @@ void array_save_state(struct tpt_array *a)
 	st->nr_positions = a->nr_members;
 	for (i = 0; i < a->nr_members; i++)
 		st->position[i] = a->pos[i].member;
+	st->has_rebuild_rate = a->rebuild_rate_tuned;
+	st->rebuild_rate = a->rebuild_rate;
+	st->has_fail_timeout = a->fail_timeout_tuned;
+	st->fail_timeout = a->fail_timeout;
 	n = tpt_state_format(st, text, 1 << 16);
 	free(st);
 	if (n < 0) {

@@ -51,6 +51,10 @@ void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)
 		      "\n", a->level->name, a->mode->name, a->spec.unit_bytes,
 		      a->nr_members, a->array_id,
 		      tpt_array_state_name(tpt_array_state(a)), a->event);
+	concat_printf(b, TPT_SHOW_INDENT "TPT-RAID tuning: fail_timeout %u s%s "
+		      "rebuild_rate %u MB/s%s\n", a->fail_timeout,
+		      a->fail_timeout_tuned ? " (set)" : "", a->rebuild_rate,
+		      a->rebuild_rate_tuned ? " (set)" : "");
 	recovery_progress(a, progress, sizeof(progress));
 	if (!rc->active)
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: none\n");

@@ -411,6 +411,9 @@ struct tpt_array {
 	uint64_t nr_stripes, nr_regions;
 	unsigned int fail_timeout;	/* seconds without an answer */
 	unsigned int rebuild_rate;	/* MB/s, 0: unthrottled */
+	/* Set with tgtadm since creation: kept in the state file, where
+	 * they win over the definition's values at the next assembly. */
+	bool fail_timeout_tuned, rebuild_rate_tuned;
 	bool known;			/* array_id and array_key decided */
 	bool identified;		/* ... and the event */
 	bool assembled;			/* geometry known, serving I/O */

@@ -142,7 +142,9 @@ static const char good_state[] =
 	"box 3 iscsi://h:3264/iqn.x:d/1\n"
 	"position 0 0\n"
 	"position 1 3\n"
-	"position 2 -1\n";
+	"position 2 -1\n"
+	"rebuild_rate 0\n"
+	"fail_timeout 12\n";
 
 static void expect_refused(const char *text, const char *why)
 {
@@ -174,6 +176,8 @@ static void state_file(void)
 	CHECK(!strcmp(st->box[3], "iscsi://h:3264/iqn.x:d/1"));
 	CHECK_EQ(st->key[0], 0x00);
 	CHECK_EQ(st->key[15], 0xff);
+	CHECK(st->has_rebuild_rate && st->rebuild_rate == 0);
+	CHECK(st->has_fail_timeout && st->fail_timeout == 12);
 	n = tpt_state_format(st, buf, 1 << 16);
 	CHECK(n > 0);
 	CHECK(strstr(buf, "\nkey 00112233445566778899aabbccddeeff\n") != NULL);
@@ -216,6 +220,25 @@ static void state_file(void)
 	}
 	expect_refused("tptraid-state 1\narray 0000000000000001\n",
 		       "spec lines are required");
+	expect_refused("tptraid-state 1\nfail_timeout 0\n",
+		       "line 2: fail_timeout=0: expected 1..");
+	expect_refused("tptraid-state 1\nrebuild_rate -1\n",
+		       "line 2: rebuild_rate=-1: expected 0");
+	expect_refused("tptraid-state 1\nrebuild_rate 5\nrebuild_rate 5\n",
+		       "line 3: rebuild_rate: at most once");
+	/* Untuned: no lines, and none written. */
+	{
+		static const char plain[] = "tptraid-state 1\n"
+			"array 0000000000000001\nspec x\n"
+			"box 0 iscsi://h/iqn.x:a/1\nposition 0 0\n";
+
+		CHECK_EQ(tpt_state_parse(plain, strlen(plain), st, err,
+					 sizeof(err)), 0);
+		CHECK(!st->has_rebuild_rate && !st->has_fail_timeout);
+		n = tpt_state_format(st, buf, 1 << 16);
+		CHECK(n > 0 && !strstr(buf, "rebuild_rate") &&
+		      !strstr(buf, "fail_timeout"));
+	}
 	free(st);
 	free(back);
 	free(buf);
