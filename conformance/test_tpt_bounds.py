@@ -135,6 +135,35 @@ def test_pool_share_per_nexus(tpt):
     assert_nothing_in_use(t)
 
 
+def test_pool_exhaustion_is_logged_once_per_nexus(tpt):
+    """With its share opened to the whole pool, one nexus can take every
+    pool buffer: the next command is told to retry (POOL EXHAUSTED), the
+    target says why in one line, and the controller's own commands work
+    again once the buffers are back."""
+    tpt.start(1)
+    t = tpt.targets[0]
+    set_param(t.tgtd, tpt_session_pool_mb=65536)
+    attacker(tpt, t)
+    host = tpt.host_buffer("evil", size=MIB)
+    held = 0
+    for i in range(200):
+        xl = proto.xfer_list([host.desc(0, MIB)])
+        r = evil(tpt, t, proto.vendor_cdb(proto.PREP_WRITE, (i % 32) * MBLK, MBLK, 0x100 + i),
+                 out=xl)
+        if not r.good:
+            assert_sense(r, "POOL_EXHAUSTED")
+            break
+        held += 1
+    assert 0 < held < 200
+    r = evil(tpt, t, proto.vendor_cdb(proto.PREP_WRITE, 0, MBLK, 0x100 + held + 1),
+             out=proto.xfer_list([host.desc(0, MIB)]))
+    assert_sense(r, "POOL_EXHAUSTED")
+    assert t.tgtd.log().count("datamover pool (tpt_pool_mb=") == 1, t.tgtd.log()[-2000:]
+    tpt.client.logout(EVIL)
+    assert_nothing_in_use(t)
+    controller_writes(tpt, t)
+
+
 def test_buffered_bytes_per_group(tpt):
     """Non-FINAL PREP READs of one group are records the target keeps:
     at most tpt_group_mb of them per group."""

@@ -357,6 +357,14 @@ int tpt_piece_get(struct tpt_range *r, unsigned int i)
 	/* Local only, but the local side of Get/Put on the array's links,
 	 * which take buffers of their own scope (verbs: their domain). */
 	err = tpt_dm_buf_get(tpt_datamover(), s->scope, p->len, 0, &p->dmb);
+	if (err == -EAGAIN && !s->pool_logged) {
+		/* The controller retries (protocol.md 8.4), maybe for long:
+		 * one line per nexus says why it waits. */
+		s->pool_logged = true;
+		eprintf("tpt: the datamover pool (tpt_pool_mb=%u) is exhausted: "
+			"nexus %" PRIu64 " is asked to retry (logged once per "
+			"nexus)\n", tpt_datamover_pool_mb(), s->itn_id);
+	}
 	if (err)
 		return err;
 	s->pool_bufs++;

@@ -121,6 +121,7 @@ struct tpt_session {
 	/* Refused for want of a LU's array key: logged once per nexus. */
 	bool refused_unbound;
 	bool refused_plain;		/* the same for plain SBC commands */
+	bool pool_logged;		/* datamover pool exhaustion: once */
 	struct tpt_slot *slots;
 	uint16_t nr_slots;
 	uint32_t slot_payload;
