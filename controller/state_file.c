@@ -224,70 +224,65 @@ int tpt_state_parse(const char *text, size_t len, struct tpt_state *out,
 	return 0;
 }
 
+/* Appends to @buf (@len bytes, @at used): false when it does not fit. */
+__attribute__((format(printf, 4, 5)))
+static bool state_append(char *buf, size_t len, size_t *at, const char *fmt,
+			 ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *at, len - *at, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= len - *at)
+		return false;
+	*at += (size_t)n;
+	return true;
+}
+
 int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 {
 	size_t at = 0;
 	unsigned int i;
-	int n;
 
 	if (!st->array_id || !st->nr_boxes || !st->nr_positions ||
 	    st->nr_boxes > TPT_STATE_MAX_BOXES ||
 	    st->nr_positions > TPT_SPEC_MAX_MEMBERS ||
 	    strchr(st->spec, '\n'))
 		return -EINVAL;
-	n = snprintf(buf, len, "# TPT-RAID array state, written by the "
-		     "controller (docs/controller.md)\ntptraid-state %d\n"
-		     "array %016" PRIx64 "\nspec %s\n", TPT_STATE_VERSION,
-		     st->array_id, st->spec);
-	if (n < 0 || (size_t)n >= len)
+	for (i = 0; i < st->nr_boxes; i++)
+		if (strchr(st->box[i], '\n') || strchr(st->box[i], ' '))
+			return -EINVAL;
+	if (!len || !state_append(buf, len, &at, "# TPT-RAID array state, "
+				  "written by the controller "
+				  "(docs/controller.md)\ntptraid-state %d\n"
+				  "array %016" PRIx64 "\nspec %s\n",
+				  TPT_STATE_VERSION, st->array_id, st->spec))
 		return -ENOSPC;
-	at = (size_t)n;
 	for (i = 0; i < TPT_STATE_KEY_LEN && !st->key[i]; i++)
 		;
 	if (i < TPT_STATE_KEY_LEN) {
-		n = snprintf(buf + at, len - at, "key ");
-		if (n < 0 || (size_t)n >= len - at)
+		if (!state_append(buf, len, &at, "key "))
 			return -ENOSPC;
-		at += (size_t)n;
-		for (i = 0; i < TPT_STATE_KEY_LEN; i++) {
-			n = snprintf(buf + at, len - at, "%02x", st->key[i]);
-			if (n < 0 || (size_t)n >= len - at)
+		for (i = 0; i < TPT_STATE_KEY_LEN; i++)
+			if (!state_append(buf, len, &at, "%02x", st->key[i]))
 				return -ENOSPC;
-			at += (size_t)n;
-		}
-		if (at + 1 >= len)
+		if (!state_append(buf, len, &at, "\n"))
 			return -ENOSPC;
-		buf[at++] = '\n';
-		buf[at] = '\0';
 	}
-	for (i = 0; i < st->nr_boxes; i++) {
-		if (strchr(st->box[i], '\n') || strchr(st->box[i], ' '))
-			return -EINVAL;
-		n = snprintf(buf + at, len - at, "box %u %s\n", i, st->box[i]);
-		if (n < 0 || (size_t)n >= len - at)
+	for (i = 0; i < st->nr_boxes; i++)
+		if (!state_append(buf, len, &at, "box %u %s\n", i, st->box[i]))
 			return -ENOSPC;
-		at += (size_t)n;
-	}
-	for (i = 0; i < st->nr_positions; i++) {
-		n = snprintf(buf + at, len - at, "position %u %d\n", i,
-			     st->position[i]);
-		if (n < 0 || (size_t)n >= len - at)
+	for (i = 0; i < st->nr_positions; i++)
+		if (!state_append(buf, len, &at, "position %u %d\n", i,
+				  st->position[i]))
 			return -ENOSPC;
-		at += (size_t)n;
-	}
-	if (st->has_rebuild_rate) {
-		n = snprintf(buf + at, len - at, "rebuild_rate %u\n",
-			     st->rebuild_rate);
-		if (n < 0 || (size_t)n >= len - at)
-			return -ENOSPC;
-		at += (size_t)n;
-	}
-	if (st->has_fail_timeout) {
-		n = snprintf(buf + at, len - at, "fail_timeout %u\n",
-			     st->fail_timeout);
-		if (n < 0 || (size_t)n >= len - at)
-			return -ENOSPC;
-		at += (size_t)n;
-	}
+	if (st->has_rebuild_rate &&
+	    !state_append(buf, len, &at, "rebuild_rate %u\n", st->rebuild_rate))
+		return -ENOSPC;
+	if (st->has_fail_timeout &&
+	    !state_append(buf, len, &at, "fail_timeout %u\n", st->fail_timeout))
+		return -ENOSPC;
 	return (int)at;
 }
