@@ -285,7 +285,7 @@ static void member_take(struct tpt_array *a, struct tpt_member *m)
 	member_fence(m, a->array_id, member_fenced);
 }
 
-static void sb_read(struct tpt_array *a, struct tpt_member *m);
+static void sb_read(struct tpt_member *m);
 
 static void member_claimed(struct tpt_member *m, int err)
 {
@@ -299,7 +299,7 @@ static void member_claimed(struct tpt_member *m, int err)
 	}
 	m->claimed = true;
 	if (!m->sb_read)
-		sb_read(a, m);
+		sb_read(m);
 	else if (a->identified)
 		member_take(a, m);
 }
@@ -317,8 +317,6 @@ static void member_claim(struct tpt_array *a, struct tpt_member *m)
 		member_claimed(m, 0);
 }
 
-/* Whether CHECK CONDITION @task is ACCESS DENIED (SPC): a TPT target
- * whose LU is bound to an array we have not named (plain_io.c). */
 void array_member_advance(struct tpt_array *a, struct tpt_member *m)
 {
 	if (m->claimed)
@@ -327,6 +325,8 @@ void array_member_advance(struct tpt_array *a, struct tpt_member *m)
 		member_claim(a, m);
 }
 
+/* Whether CHECK CONDITION @task is ACCESS DENIED (SPC): a TPT target
+ * whose LU is bound to an array we have not named (plain_io.c). */
 static bool sense_access_denied(const struct scsi_task *task, int status)
 {
 	return status == SCSI_STATUS_CHECK_CONDITION && task &&
@@ -358,13 +358,12 @@ static void sb_read_done(struct tpt_member *m, struct scsi_task *task,
 		array_member_advance(a, m);
 }
 
-static void sb_read(struct tpt_array *a, struct tpt_member *m)
+static void sb_read(struct tpt_member *m)
 {
 	uint64_t lba = tpt_member_sb_lba(m->nr_blocks, m->block_size);
 	uint8_t cdb[16] = { 0x88 };	/* READ(16) */
 	uint8_t *buf = malloc(TPT_SB_LEN);
 
-	(void)a;
 	tpt_put_be(&cdb[2], lba, 8);
 	tpt_put_be(&cdb[10], TPT_SB_LEN / m->block_size, 4);
 	if (!buf || member_send_cdb(m, cdb, SCSI_XFER_READ, buf, TPT_SB_LEN,
@@ -405,7 +404,7 @@ void array_member_online(struct tpt_array *a, struct tpt_member *m)
 	if (a->known)
 		member_claim(a, m);
 	else
-		sb_read(a, m);
+		sb_read(m);
 }
 
 bool array_settling(const struct tpt_array *a)

@@ -78,6 +78,7 @@ struct tp_array {
 	struct tpt_plan_ctx plan_ctx;
 	uint32_t next_group;
 	uint32_t generation;			/* of the peer list */
+	uint64_t scope;				/* tp_scope(), 0 until known */
 };
 
 static struct tp_array *tp_of(const struct tpt_array *a)
@@ -100,10 +101,18 @@ struct tp_array_entry {
 };
 
 /* The datamover scope of @a's host data and of the connections of its
- * targets: its own, apart from every other array this tgtd serves. */
+ * targets: its own, apart from every other array this tgtd serves.  A
+ * hash, taken once: the id and key never change once the id is known,
+ * and every span registers its host data in the scope. */
 static uint64_t tp_scope(const struct tpt_array *a)
 {
-	return tpt_datamover_scope(a->array_id, a->array_key);
+	struct tp_array *tp = tp_of(a);
+
+	if (!a->array_id)
+		return tpt_datamover_scope(a->array_id, a->array_key);
+	if (!tp->scope)
+		tp->scope = tpt_datamover_scope(a->array_id, a->array_key);
+	return tp->scope;
 }
 
 /* Targets of one of our arrays reading or writing the host data we
