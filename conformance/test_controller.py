@@ -36,11 +36,11 @@ def array_stats(c):
 
 
 def write16(lba, blocks):
-    return struct.pack(">BBQIBB", 0x8A, 0, lba, blocks, 0, 0)
+    return proto.sbc16_cdb(0x8A, lba, blocks)
 
 
 def read16(lba, blocks):
-    return struct.pack(">BBQIBB", 0x88, 0, lba, blocks, 0, 0)
+    return proto.sbc16_cdb(0x88, lba, blocks)
 
 
 def extent(rnd, nblocks, max_bytes=4 << 20):

@@ -80,11 +80,6 @@ def test_a_member_serves_tpt_commands_only_to_nexuses_with_the_array_key(tpt):
     assert_sense(staged_write(tpt, t0, 1, 0x22, host), "PEER_LIST_CONFLICT")
 
 
-def plain_cdb(opcode, lba=0, blocks=1):
-    """A 16-byte SBC CDB (READ/WRITE/VERIFY(16) and the like)."""
-    return bytes([opcode, 0]) + lba.to_bytes(8, "big") + blocks.to_bytes(4, "big") + bytes(2)
-
-
 def pr_out_cdb(action, plen=24):
     """PERSISTENT RESERVE OUT, LU scope, type WRITE EXCLUSIVE."""
     return bytes([0x5F, action, 0x01, 0, 0]) + plen.to_bytes(4, "big") + bytes(1)
@@ -99,16 +94,16 @@ def test_a_member_refuses_plain_sbc_to_nexuses_without_the_array_key(tpt):
     before = t0.read_backing(0, 4 * UNIT)
 
     evil = b"\xee" * BS
-    read16 = plain_cdb(0x88, 0, 1)
-    write16 = plain_cdb(0x8A, 0, 1)
+    read16 = proto.sbc16_cdb(0x88, 0, 1)
+    write16 = proto.sbc16_cdb(0x8A, 0, 1)
     register_and_ignore = bytes(8) + (0xBAD).to_bytes(8, "big") + bytes(8)
     preempt = (0xBAD).to_bytes(8, "big") + ARRAY_ID.to_bytes(8, "big") + bytes(8)
     refused = [
         (read16, None, BS),
         (write16, evil, None),
-        (plain_cdb(0x8F, 0, 1), None, None),            # VERIFY(16)
-        (plain_cdb(0x93, 0, 1), evil, None),            # WRITE SAME(16)
-        (plain_cdb(0x89, 0, 1), evil * 2, None),        # COMPARE AND WRITE
+        (proto.sbc16_cdb(0x8F, 0, 1), None, None),            # VERIFY(16)
+        (proto.sbc16_cdb(0x93, 0, 1), evil, None),            # WRITE SAME(16)
+        (proto.sbc16_cdb(0x89, 0, 1), evil * 2, None),        # COMPARE AND WRITE
         (pr_out_cdb(0x06), register_and_ignore, None),  # PR OUT REGISTER AND IGNORE
         (pr_out_cdb(0x04), preempt, None),              # PR OUT PREEMPT
         (bytes([0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0]), None, BS),  # READ(10)

@@ -108,6 +108,16 @@ def tgtds_on_ports(ports):
     return found
 
 
+def stop_leaving_nothing(cluster_dir, ports):
+    """tpt-cluster stop, then no tgtd may be left on the cluster's ports
+    (any that is, is killed before the assertion fails)."""
+    run("stop", "--dir", cluster_dir, check=False)
+    leftovers = tgtds_on_ports(ports) if ports else []
+    for pid in leftovers:
+        os.kill(pid, 9)
+    assert leftovers == [], f"tgtd left running after stop: {leftovers}"
+
+
 def status_lines(out):
     """{daemon: 'alive'|'DEAD'} from `tpt-cluster status`."""
     return {m.group(1): m.group(2) for m in re.finditer(r"^\s+(controller|t\d+)\s+.*?\s(alive|DEAD)\s+pid",
@@ -207,11 +217,7 @@ def test_start_status_io_kill_restart_stop(cluster_dir):
         assert st.returncode == 3
         assert set(status_lines(st.stdout).values()) == {"DEAD"}
     finally:
-        run("stop", "--dir", cluster_dir, check=False)
-        leftovers = tgtds_on_ports(ports) if ports else []
-        for pid in leftovers:
-            os.kill(pid, 9)
-        assert leftovers == [], f"tgtd left running after stop: {leftovers}"
+        stop_leaving_nothing(cluster_dir, ports)
         for log in cluster_dir.glob("*/tgtd.log"):
             text = log.read_text(errors="replace")
             assert not any(m in text for m in SANITIZER_MARKERS), f"{log}:\n{text[-6000:]}"
@@ -376,8 +382,4 @@ def test_chap_on_every_hop(cluster_dir, report):
         st = run("status", "--dir", cluster_dir)
         assert "CHAP: mutual" in st.stdout and str(host_file) in st.stdout, st.stdout
     finally:
-        run("stop", "--dir", cluster_dir, check=False)
-        leftovers = tgtds_on_ports(ports) if ports else []
-        for pid in leftovers:
-            os.kill(pid, 9)
-        assert leftovers == [], f"tgtd left running after stop: {leftovers}"
+        stop_leaving_nothing(cluster_dir, ports)

@@ -53,6 +53,12 @@ def vendor_cdb(opcode, lba=0, blocks=0, group=0, flags=0, control=0):
             + group.to_bytes(4, "big") + bytes([control]))
 
 
+def sbc16_cdb(opcode, lba=0, blocks=1):
+    """A 16-byte SBC CDB with a 64-bit LBA and a 32-bit transfer length:
+    READ(16), WRITE(16), VERIFY(16), WRITE SAME(16) and the like."""
+    return struct.pack(">BBQIBB", opcode, 0, lba, blocks, 0, 0)
+
+
 def setup_cdb(opcode, param_len):
     """TPT SET PEER LIST / TPT HOST KEY: PARAMETER LIST LENGTH in 10-13."""
     return bytes([opcode]) + bytes(9) + param_len.to_bytes(4, "big") + bytes(2)
