@@ -50,6 +50,13 @@ LIBTPTCTL := $(LIBDIR)/libtptctl.a
 # Link order: the controller uses the datamover, which uses the codec.
 TPT_LIBS := $(LIBTPTCTL) $(LIBTPTISER) $(LIBTPTSCSI)
 TPT_EXT_LIBS := -lfabric -lisal -lnettle
+# The extended host's library (below, with its rules).
+INIT_SRCS := $(wildcard initiator/*.c)
+PIC_OBJ := $(BUILD)/obj-pic
+INIT_PIC_OBJS := $(patsubst %.c,$(PIC_OBJ)/%.o,$(INIT_SRCS) $(ISER_SRCS) $(SCSI_SRCS))
+LIBTPTINIT := $(LIBDIR)/libtptinitiator.a
+INIT_EXT_LIBS := -liscsi $(TPT_EXT_LIBS)
+NBDKIT_PLUGIN := $(LIBDIR)/nbdkit-tptraid-plugin.so
 
 UNIT_SRCS := $(wildcard test/unit/*/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:%.c=$(BUILD)/%)
@@ -70,9 +77,12 @@ TOOL_SRCS := $(wildcard tools/*.c)
 TOOL_DIRS := $(sort $(dir $(wildcard tools/*/*.c)))
 TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BINDIR)/%) $(TOOL_DIRS:tools/%/=$(BINDIR)/%)
 TOOL_LDLIBS_tpt-client := -ljansson
+# Tools on the extended host's library (it carries its own datamover).
+INIT_TOOLS := tpt-dd tpt-direct-verify
+$(foreach t,$(INIT_TOOLS),$(eval TOOL_LDLIBS_$(t) := $$(LIBTPTINIT) $$(INIT_EXT_LIBS)))
 
 .PHONY: all
-all: tgt libs tools unit-bins
+all: tgt libs initiator tools unit-bins
 
 .PHONY: tools
 tools: $(TOOL_BINS)
@@ -83,6 +93,8 @@ tools: $(TOOL_BINS)
 $(BINDIR)/%: $$(wildcard tools/$$*.c tools/$$*/*.c tools/$$*/*.h) $(wildcard tools/*.h) $(TPT_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(OUR_CFLAGS) $(filter %.c,$^) -o $@ $(OUR_LDFLAGS) $(TPT_LIBS) -liscsi $(TOOL_LDLIBS_$*) $(TPT_EXT_LIBS)
+
+$(INIT_TOOLS:%=$(BINDIR)/%): $(LIBTPTINIT)
 
 .PHONY: libs
 libs: $(TPT_LIBS)
@@ -104,6 +116,32 @@ $(LIBTPTCTL): $(CTL_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 -include $(SCSI_OBJS:.o=.d) $(ISER_OBJS:.o=.d) $(CTL_OBJS:.o=.d)
+
+# ---------------------------------------------------------------------------
+# libtptinitiator (initiator/): the extended host, docs/initiator.md.
+# Position-independent and self-contained, so that a shared object (the
+# nbdkit plugin) can link it: the archive carries PIC builds of the codec
+# and the datamover, compiled apart in obj-pic/.  Programs link it with
+# $(INIT_EXT_LIBS).
+
+.PHONY: initiator
+initiator: $(LIBTPTINIT) $(NBDKIT_PLUGIN)
+
+$(PIC_OBJ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(OUR_CFLAGS) -fPIC -MMD -MP -c $< -o $@
+
+$(LIBTPTINIT): $(INIT_PIC_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# nbdkit's own symbols (nbdkit_error, ...) come from the nbdkit process.
+$(NBDKIT_PLUGIN): $(wildcard initiator/nbdkit/*.c initiator/nbdkit/*.h) $(LIBTPTINIT)
+	@mkdir -p $(dir $@)
+	$(CC) $(OUR_CFLAGS) -fPIC -shared $(filter %.c,$^) -o $@ $(OUR_LDFLAGS) \
+		$(LIBTPTINIT) $(INIT_EXT_LIBS) -lpthread
+
+-include $(INIT_PIC_OBJS:.o=.d)
 
 # ---------------------------------------------------------------------------
 # Upstream tgt: fetch, patch, overlay, build, stage.

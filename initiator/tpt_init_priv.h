@@ -1,0 +1,122 @@
+/* libtptinitiator internals shared by its files: the context, one SCSI
+ * command, one user request.  Not installed. */
+#ifndef TPT_INIT_PRIV_H
+#define TPT_INIT_PRIV_H
+
+#include <stdarg.h>
+
+#include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
+
+#include "initiator/tpt_initiator.h"
+#include "iser/tpt_dm.h"
+#include "scsi/tpt_cdb.h"
+
+/* Until scsi/tpt_cdb.h has them (the controller side's codec commit):
+ * the one place these literals live.  docs/protocol.md 4.19, 5.1. */
+#define INIT_OP_HOST_READ	0xd0
+#define INIT_OP_HOST_WRITE	0xd1
+#define INIT_PEER_ID_INITIATOR	0xfffe
+
+/* UNIT ATTENTIONs one command may absorb (a new nexus sees a few). */
+#define INIT_UA_RETRIES 8
+
+enum init_state {
+	INIT_NEW,		/* nothing sent yet */
+	INIT_CONNECTING,	/* login, capacity, host key */
+	INIT_READY,
+	INIT_DEAD,		/* connect failed or session lost */
+	INIT_CLOSING,
+};
+
+enum cmd_kind { CMD_READ, CMD_WRITE, CMD_FLUSH };
+
+struct init_req;
+
+/* One SCSI command: a piece of at most max_io bytes of a request. */
+struct init_cmd {
+	struct init_req *req;
+	enum cmd_kind kind;
+	uint64_t lba;
+	uint32_t blocks;
+	uint8_t *data;			/* the caller's bytes for this piece */
+	bool fua;
+	bool direct;			/* sent as TPT HOST READ/WRITE */
+	unsigned int ua_retries;
+	struct tpt_dm_buf *buf;		/* direct: the pool buffer, this send */
+	struct scsi_task *task;
+	uint8_t list[TPT_XFER_LIST_LEN(1)];	/* direct: the data-out */
+	struct init_cmd *next;		/* in the wait queue */
+};
+
+/* What the caller asked for: done when every command is. */
+struct init_req {
+	struct tpt_init *ctx;
+	tpt_init_cb cb;
+	void *arg;
+	unsigned int left;		/* commands not yet finished */
+	int status;			/* the first failure */
+	struct init_req *next_done;	/* in the completion list */
+	unsigned int ncmds;
+	struct init_cmd cmd[];
+};
+
+struct tpt_init {
+	struct tpt_init_config cfg;	/* strings point into our copies */
+	char *strings[8];		/* what cfg's strings point to */
+	struct iscsi_context *iscsi;
+	char portal[256];
+	char target[256];
+	int lun;
+	enum init_state state;
+
+	/* Connect. */
+	tpt_init_cb connect_cb;
+	void *connect_arg;
+	double deadline;		/* monotonic seconds: connect, logout */
+	unsigned int ua_retries;
+
+	/* Geometry. */
+	uint32_t block_size;
+	uint64_t nr_blocks;
+	size_t max_io;
+
+	/* Host-direct. */
+	struct tpt_dm *dm;
+	bool direct;
+	uint8_t key[TPT_AUTH_TOKEN_LEN];
+	uint8_t key_list[TPT_HOST_KEY_LEN];
+	char dm_endpoint[80];
+
+	/* Commands. */
+	unsigned int inflight;
+	struct init_cmd *wait_head, *wait_tail;
+	struct init_req *done_head, *done_tail;
+	unsigned int outstanding;	/* requests not yet completed */
+
+	struct tpt_init_stats stats;
+	char err[512];
+};
+
+/* tpt_initiator.c */
+void init_log(struct tpt_init *ctx, enum tpt_init_log_level level,
+	      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void init_seterr(struct tpt_init *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+double init_now(void);
+/* Sense or libiscsi's reason for a bad status, into ctx->err; returns
+ * the errno the caller sees. */
+int init_status_error(struct tpt_init *ctx, const char *what, int status,
+		      const struct scsi_task *task);
+
+/* tpt_init_io.c */
+void init_io_pump(struct tpt_init *ctx);
+/* Fails every command not yet sent with @status (the session is gone). */
+void init_io_fail_waiting(struct tpt_init *ctx, int status);
+/* Runs the callbacks of completed requests. */
+void init_io_run_done(struct tpt_init *ctx);
+/* Encodes the TPT HOST READ/WRITE CDB (docs/protocol.md 4.19). */
+void init_host_cdb(uint8_t cdb[16], bool write, bool fua, uint64_t lba,
+		   uint32_t blocks);
+
+#endif
