@@ -56,6 +56,15 @@ static const struct cdb_layout io16_layout = {
 	.group_at = 11, .group_bytes = 4, .group_max = UINT32_MAX,
 };
 
+/* TPT HOST READ/WRITE: the vendor data layout; the controller numbers
+ * the groups, so the host's GROUP NUMBER bytes are reserved. */
+static const struct cdb_layout host16_layout = {
+	.length = 16,
+	.lba_at = 2, .lba_bytes = 6,
+	.len_at = 8, .len_bytes = 3,
+	.reserved = { [11] = 0xff, [12] = 0xff, [13] = 0xff, [14] = 0xff },
+};
+
 /* TPT RELEASE: the vendor data layout with no LBA and no length. */
 static const struct cdb_layout release16_layout = {
 	.length = 16,
@@ -105,6 +114,8 @@ struct cdb_format {
 	 * naming where the result goes and how long it is.
 	 */
 	bool header_only;
+	/* A host's request to the controller: one piece, the host's. */
+	bool from_host;
 	/*
 	 * PARAMETER LIST LENGTH = param_base + param_unit * n, 1 <= n <= max.
 	 * With param_unit 0 the field is an ALLOCATION LENGTH, which SPC
@@ -217,6 +228,17 @@ static const struct cdb_format formats[256] = {
 		.info = XFER_OUT("SEND RESULT"),
 		.layout = &io16_layout,
 		.writes_passive = true,
+	},
+	[TPT_OP_HOST_READ] = {
+		.info = XFER_OUT("TPT HOST READ"),
+		.layout = &host16_layout,
+		.from_host = true,
+	},
+	[TPT_OP_HOST_WRITE] = {
+		.info = XFER_OUT("TPT HOST WRITE"),
+		.layout = &host16_layout,
+		.flags = TPT_CDB_FUA,
+		.from_host = true,
 	},
 };
 
@@ -503,7 +525,8 @@ static enum tpt_sense_reason check_desc(const struct tpt_xfer_desc *d,
 	uint64_t span = d->flags & TPT_XFER_SLOT ?
 			(uint64_t)TPT_SLOT_HDR_LEN + d->length : d->length;
 
-	if (d->peer > TPT_PEER_ID_MAX && d->peer != TPT_PEER_ID_CONTROLLER)
+	if (d->peer > TPT_PEER_ID_MAX && d->peer != TPT_PEER_ID_CONTROLLER &&
+	    d->peer != TPT_PEER_ID_INITIATOR)
 		return bad_param(where, base + XD_PEER, NO_BIT);
 	if (d->flags & ~XD_FLAGS_DEFINED)
 		return bad_param(where, base + XD_FLAGS,
@@ -658,6 +681,28 @@ int tpt_xfer_list_encode(const struct tpt_xfer_list *list, uint8_t *buf,
 	return (int)list_len;
 }
 
+/* TPT HOST READ/WRITE: the host's own buffer, in one piece (4.19). */
+static enum tpt_sense_reason check_host_list(const struct tpt_xfer_list *list,
+					     const struct tpt_cdb *cdb,
+					     uint32_t block_size,
+					     struct tpt_field_ptr *where)
+{
+	const struct tpt_xfer_desc *d = &list->desc[0];
+	size_t base = TPT_XFER_HDR_LEN;
+
+	if (list->count != 1)
+		return bad_param(where, XH_COUNT, NO_BIT);
+	if (list->result_slot != TPT_SLOT_NONE)
+		return bad_param(where, XH_RESULT_SLOT, NO_BIT);
+	if (d->peer != TPT_PEER_ID_INITIATOR)
+		return bad_param(where, base + XD_PEER, NO_BIT);
+	if (d->flags & TPT_XFER_SLOT)
+		return bad_param(where, base + XD_FLAGS, top_bit(TPT_XFER_SLOT));
+	if (list->total_length != (uint64_t)cdb->transfer_length * block_size)
+		return bad_param(where, XH_TOTAL, NO_BIT);
+	return TPT_SENSE_NONE;
+}
+
 enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 					  const struct tpt_cdb *cdb,
 					  uint32_t block_size,
@@ -670,6 +715,8 @@ enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 	clear_where(where);
 	if (!f || f->info.param != TPT_PARAM_XFER_LIST)
 		return bad_cdb(where, 0, NO_BIT);
+	if (f->from_host)
+		return check_host_list(list, cdb, block_size, where);
 	if (f->header_only ? list->count != 0 : list->count == 0)
 		return bad_param(where, XH_COUNT, NO_BIT);
 	if (list->total_length != (uint64_t)cdb->transfer_length * block_size)
@@ -678,7 +725,8 @@ enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 		const struct tpt_xfer_desc *d = &list->desc[i];
 		size_t base = TPT_XFER_LIST_LEN(i);
 
-		if (d->peer == TPT_PEER_ID_CONTROLLER && !f->inline_ok)
+		if ((d->peer == TPT_PEER_ID_CONTROLLER && !f->inline_ok) ||
+		    d->peer == TPT_PEER_ID_INITIATOR)
 			return bad_param(where, base + XD_PEER, NO_BIT);
 		/*
 		 * A slot header carries the LBA of its first block, which

@@ -36,6 +36,9 @@ enum tpt_opcode {
 	TPT_OP_REPORT_ENDPOINT = 0xcd,
 	TPT_OP_READ_MEDIUM = 0xce,
 	TPT_OP_SEND_RESULT = 0xcf,
+	/* From an extended host to the controller (protocol.md 4.19). */
+	TPT_OP_HOST_READ = 0xd0,
+	TPT_OP_HOST_WRITE = 0xd1,
 };
 
 #define TPT_CDB_MAX_LEN 16
@@ -51,7 +54,8 @@ enum tpt_opcode {
 #define TPT_CDB_IMMED		0x02	/* PRE-FETCH(16) */
 #define TPT_CDB_FUA_NV		0x02	/* XDWRITE(10) */
 #define TPT_CDB_DISABLE_WRITE	0x04	/* XDWRITE(10/16): must be set */
-#define TPT_CDB_FUA		0x08	/* XDWRITE(10/16), WRITE NEW DATA */
+#define TPT_CDB_FUA		0x08	/* XDWRITE(10/16), WRITE NEW DATA,
+					 * TPT HOST WRITE */
 #define TPT_CDB_DPO		0x10	/* XDWRITE(10) */
 
 /* PARITY MODE, byte 1 bits 5-4 of READ PARITY PART TMP/BLOCK. */
@@ -148,8 +152,11 @@ enum tpt_sense_reason tpt_cdb_check_capacity(const struct tpt_cdb *cdb,
 #define TPT_XFER_LIST_LEN(n) \
 	(TPT_XFER_HDR_LEN + TPT_XFER_DESC_LEN * (size_t)(n))
 
-/* Peer ids: 0-ffefh name peer-list entries; fff0h-fffeh are reserved. */
+/* Peer ids: 0-ffefh name peer-list entries; fff0h-fffdh are reserved. */
 #define TPT_PEER_ID_MAX		0xffef
+/* The command's initiator: a host's own buffer, in TPT HOST READ and
+ * WRITE only (protocol.md 4.19). */
+#define TPT_PEER_ID_INITIATOR	0xfffe
 /* The controller itself: the data travels inline in this data-out. */
 #define TPT_PEER_ID_CONTROLLER	0xffff
 
@@ -199,7 +206,10 @@ int tpt_xfer_list_encode(const struct tpt_xfer_list *list, uint8_t *buf,
 uint64_t tpt_xfer_list_inline_len(const struct tpt_xfer_list *list);
 
 /*
- * Check a decoded list against its decoded CDB: READ MEDIUM's must have no
+ * Check a decoded list against its decoded CDB.  TPT HOST READ and WRITE
+ * must name exactly one piece, the initiator's buffer (PASSIVE PEER ID
+ * TPT_PEER_ID_INITIATOR, no slot, no result), which no other command may
+ * name.  Otherwise: READ MEDIUM's must have no
  * descriptors and every other command's at least one, TOTAL LENGTH must
  * equal TRANSFER LENGTH blocks of @block_size bytes, inline data is only
  * allowed where the controller can be the data source, and slots only

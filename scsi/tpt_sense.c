@@ -104,6 +104,9 @@ static const struct tpt_sense_code sense_table[] = {
 	[TPT_SENSE_INTERNAL_FAILURE] = ROW(
 		"INTERNAL TARGET FAILURE",
 		TPT_SK_HARDWARE_ERROR, 0x44, 0x00, TPT_FAULT_LOCAL),
+	[TPT_SENSE_HOST_KEY_MISSING] = ROW(
+		"TPT HOST KEY NOT REGISTERED",
+		TPT_SK_NOT_READY, 0x80, 0x03, TPT_FAULT_STATE),
 };
 
 _Static_assert(sizeof(sense_table) / sizeof(sense_table[0]) == TPT_SENSE_OTHER,

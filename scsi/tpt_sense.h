@@ -71,6 +71,9 @@ enum tpt_sense_reason {
 	TPT_SENSE_READ_ERROR,
 	TPT_SENSE_WRITE_ERROR,
 	TPT_SENSE_INTERNAL_FAILURE,
+	/* From the controller to a host: TPT HOST READ/WRITE before TPT HOST
+	 * KEY on this I_T nexus (vendor ASC 80h). */
+	TPT_SENSE_HOST_KEY_MISSING,
 	TPT_SENSE_OTHER,
 };
 

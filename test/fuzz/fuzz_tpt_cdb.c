@@ -53,6 +53,16 @@ static bool names_slot(const struct tpt_xfer_list *list)
 	return list->result_slot != TPT_SLOT_NONE;
 }
 
+static bool names_initiator(const struct tpt_xfer_list *list)
+{
+	uint16_t i;
+
+	for (i = 0; i < list->count; i++)
+		if (list->desc[i].peer == TPT_PEER_ID_INITIATOR)
+			return true;
+	return false;
+}
+
 static void fuzz_xfer_list(const uint8_t *data, size_t size,
 			   const struct tpt_cdb *cdb)
 {
@@ -85,6 +95,17 @@ static void fuzz_xfer_list(const uint8_t *data, size_t size,
 		if ((cdb->opcode == TPT_OP_PREP_READ ||
 		     cdb->opcode == TPT_OP_SEND_RESULT) &&
 		    names_slot(&xfer_list))
+			abort();
+		/* The initiator's buffer is a host command's one piece, and
+		 * only a host command's. */
+		if ((cdb->opcode == TPT_OP_HOST_READ ||
+		     cdb->opcode == TPT_OP_HOST_WRITE) !=
+		    (xfer_list.count == 1 &&
+		     xfer_list.desc[0].peer == TPT_PEER_ID_INITIATOR))
+			abort();
+		if (names_initiator(&xfer_list) &&
+		    cdb->opcode != TPT_OP_HOST_READ &&
+		    cdb->opcode != TPT_OP_HOST_WRITE)
 			abort();
 	}
 }

@@ -168,7 +168,7 @@ static bool spec_xfer_list_ok(const uint8_t *b, size_t len)
 		uint64_t offset = tpt_get_be(&d[16], 8);
 		uint8_t flags = d[2];
 
-		if (d[3] || (peer > 0xffef && peer != 0xffff) ||
+		if (d[3] || (peer > 0xffef && peer != 0xffff && peer != 0xfffe) ||
 		    (flags & 0xfc) || !length)
 			return false;
 		if (peer == 0xffff) {

@@ -99,8 +99,10 @@ static void test_info(void)
 		{ 0xcd, TPT_DATA_IN, TPT_PARAM_NONE },
 		{ 0xce, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
 		{ 0xcf, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0xd0, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
+		{ 0xd1, TPT_DATA_OUT, TPT_PARAM_XFER_LIST },
 	};
-	static const uint8_t not_ours[] = { 0x00, 0x28, 0x53, 0x8a, 0xd0,
+	static const uint8_t not_ours[] = { 0x00, 0x28, 0x53, 0x8a, 0xd2,
 					    0xff };
 	size_t i, known = 0;
 
@@ -357,12 +359,52 @@ static void test_degraded_cdbs(void)
 	cdb_rejected(read_medium, 15, TPT_SENSE_INVALID_CDB_FIELD, 0, NO_BIT);
 }
 
+/* TPT HOST READ/WRITE: the vendor layout with the group bytes reserved. */
+static void test_host_cdbs(void)
+{
+	static const uint8_t host_write[16] = {
+		0xd1, 0x08,				/* FUA */
+		0x00, 0x00, 0x00, 0x00, 0x01, 0x00,	/* LBA 256 */
+		0x00, 0x20, 0x00,			/* TRANSFER LENGTH 8192 */
+		0x00, 0x00, 0x00, 0x00,			/* reserved */
+		0x00,
+	};
+	const struct tpt_cdb want = {
+		.opcode = TPT_OP_HOST_WRITE, .flags = TPT_CDB_FUA, .lba = 256,
+		.transfer_length = 8192,
+	};
+	struct tpt_cdb with_group = want;
+	uint8_t b[16], enc[16];
+	int bit, at;
+
+	cdb_both_ways(host_write, 16, &want);
+	/* READ has no flag at all, WRITE only FUA. */
+	for (bit = 0; bit < 8; bit++) {
+		copy_with(b, host_write, 16, 1, (uint8_t)(1u << bit));
+		b[0] = 0xd0;
+		cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, bit);
+		if (bit == 3)
+			continue;
+		b[0] = 0xd1;
+		cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 1, bit);
+	}
+	/* The controller numbers groups; a host's number is refused. */
+	for (at = 11; at <= 14; at++) {
+		copy_with(b, host_write, 16, (size_t)at, 0x01);
+		cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, at, 0);
+	}
+	with_group.group = 1;
+	CHECK_EQ(tpt_cdb_encode(&with_group, enc, sizeof(enc)), -EINVAL);
+	copy_with(b, host_write, 16, 9, 0x00);
+	cdb_rejected(b, 16, TPT_SENSE_INVALID_CDB_FIELD, 8, NO_BIT);
+}
+
 /* ---------------------------------------------------------------------- */
 /* CDB validation */
 
 static void test_cdb_opcode_and_length(void)
 {
-	static const uint8_t unknown[16] = { 0xd0 };
+	static const uint8_t unknown[16] = { 0xd2 };
 	static const uint8_t read16[16] = { 0x88 };
 	uint8_t x10[10];
 
@@ -1277,6 +1319,7 @@ int main(void)
 	RUN(test_setup);
 	RUN(test_report_slots);
 	RUN(test_degraded_cdbs);
+	RUN(test_host_cdbs);
 	RUN(test_cdb_opcode_and_length);
 	RUN(test_cdb_reserved_bits);
 	RUN(test_cdb_control);

@@ -39,6 +39,7 @@ static const struct {
 	{ TPT_SENSE_READ_ERROR, 0x3, 0x11, 0x00, TPT_FAULT_LOCAL },
 	{ TPT_SENSE_WRITE_ERROR, 0x3, 0x0c, 0x00, TPT_FAULT_LOCAL },
 	{ TPT_SENSE_INTERNAL_FAILURE, 0x4, 0x44, 0x00, TPT_FAULT_LOCAL },
+	{ TPT_SENSE_HOST_KEY_MISSING, 0x2, 0x80, 0x03, TPT_FAULT_STATE },
 };
 
 #define NR_DOCUMENTED (sizeof(documented) / sizeof(documented[0]))

@@ -1,6 +1,7 @@
 /*
  * Unit tests for the transfer list of scsi/tpt_cdb (docs/protocol.md 5.1,
- * 5.2, and the lists of READ MEDIUM and SEND RESULT in 4.17 and 4.18):
+ * 5.2, and the lists of READ MEDIUM, SEND RESULT and TPT HOST READ/WRITE
+ * in 4.17-4.19):
  * lists written out byte by byte from the tables, decoded and encoded
  * back, every rule of the validation table broken once, in the order the
  * table gives, with its field pointer.
@@ -171,10 +172,12 @@ static void test_xfer_list_fields(void)
 		xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, cases[i].byte,
 			      cases[i].bit);
 	}
-	/* PEER IDs fff0h-fffeh are reserved. */
+	/* PEER IDs fff0h-fffdh are reserved. */
 	n = build_xfer_bytes(buf);
 	buf[16] = 0xff;
 	buf[17] = 0xf0;
+	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 16, NO_BIT);
+	buf[17] = 0xfd;
 	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 16, NO_BIT);
 	buf[17] = 0xef;
 	CHECK_EQ(tpt_xfer_list_decode(buf, n, &xfer, NULL), TPT_SENSE_NONE);
@@ -200,7 +203,7 @@ static void test_xfer_list_encode_refuses(void)
 	l->total_length++;
 	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
 	l->total_length--;
-	l->desc[0].peer = 0xfffe;
+	l->desc[0].peer = 0xfffd;
 	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
 	l->desc[0].peer = 3;
 	/* No descriptors: the header alone, TOTAL LENGTH not a sum. */
@@ -449,8 +452,8 @@ static void test_header_only_elsewhere(void)
 		seen++;
 	}
 	/* XDWRITE(10) and (16), PREP READ/WRITE, READ NEW BLOCK, the four
-	 * READ PARITY commands and SEND RESULT. */
-	CHECK_EQ(seen, 10);
+	 * READ PARITY commands, SEND RESULT and TPT HOST READ/WRITE. */
+	CHECK_EQ(seen, 12);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -487,6 +490,66 @@ static void test_send_result_list(void)
 	check_rejected(&cdb, 512, 0, NO_BIT);
 }
 
+/* TPT HOST READ/WRITE name the host's own buffer, in one piece (4.19). */
+static void test_host_list(void)
+{
+	static const uint8_t host_list[16 + 24] = {
+		0x00, 0x01,				/* DESCRIPTOR COUNT */
+		0xff, 0xff,				/* RESULT SLOT: none */
+		0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0x10, 0x00,		/* TOTAL LENGTH 4096 */
+		0xff, 0xfe,				/* the initiator */
+		0x00,					/* FLAGS */
+		0x00,
+		0x00, 0x00, 0x10, 0x00,			/* LENGTH */
+		0, 0, 0, 0, 0x9a, 0xbc, 0xde, 0xf0,	/* STAG */
+		0, 0, 0, 0, 0, 0, 0, 0,			/* OFFSET */
+	};
+	struct tpt_cdb cdb = { .opcode = TPT_OP_HOST_READ, .lba = 8,
+			       .transfer_length = 8 };
+	struct tpt_cdb prep = { .opcode = TPT_OP_PREP_READ, .lba = 8,
+				.transfer_length = 8, .group = 1 };
+	uint8_t enc[sizeof(host_list)];
+
+	memcpy(buf, host_list, sizeof(host_list));
+	CHECK_EQ(tpt_xfer_list_decode(buf, sizeof(host_list), &xfer, NULL),
+		 TPT_SENSE_NONE);
+	CHECK_EQ(xfer.desc[0].peer, TPT_PEER_ID_INITIATOR);
+	CHECK_EQ(xfer.desc[0].stag, 0x9abcdef0);
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, NULL), TPT_SENSE_NONE);
+	cdb.opcode = TPT_OP_HOST_WRITE;
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, NULL), TPT_SENSE_NONE);
+	CHECK_EQ(tpt_xfer_list_encode(&xfer, enc, sizeof(enc)),
+		 (int)sizeof(host_list));
+	CHECK(!memcmp(enc, host_list, sizeof(host_list)));
+	/* No other command may name the initiator: it has no peer entry. */
+	check_rejected(&prep, 512, 16, NO_BIT);
+	/* In the table's order: the count, the result, the peer, a slot,
+	 * the total. */
+	xfer.count = 2;
+	xfer.desc[1] = xfer.desc[0];
+	check_rejected(&cdb, 512, 0, NO_BIT);
+	xfer.count = 1;
+	xfer.result_slot = 0;
+	check_rejected(&cdb, 512, 2, NO_BIT);
+	xfer.result_slot = TPT_SLOT_NONE;
+	xfer.desc[0].peer = 3;
+	check_rejected(&cdb, 512, 16, NO_BIT);
+	xfer.desc[0].peer = TPT_PEER_ID_CONTROLLER;
+	check_rejected(&cdb, 512, 16, NO_BIT);
+	xfer.desc[0].peer = TPT_PEER_ID_INITIATOR;
+	xfer.desc[0].flags = TPT_XFER_SLOT;
+	check_rejected(&cdb, 512, 18, 1);
+	xfer.desc[0].flags = TPT_XFER_VIRT_ADDR;
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, NULL), TPT_SENSE_NONE);
+	cdb.transfer_length = 16;
+	check_rejected(&cdb, 512, 8, NO_BIT);
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 256, NULL), TPT_SENSE_NONE);
+	/* The header alone is not a buffer. */
+	xfer.count = 0;
+	check_rejected(&cdb, 256, 0, NO_BIT);
+}
+
 int main(void)
 {
 	RUN(test_xfer_list_layout);
@@ -500,5 +563,6 @@ int main(void)
 	RUN(test_read_medium_list);
 	RUN(test_header_only_elsewhere);
 	RUN(test_send_result_list);
+	RUN(test_host_list);
 	UNIT_EXIT();
 }
