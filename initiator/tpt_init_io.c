@@ -13,20 +13,6 @@
 
 #include "initiator/tpt_init_priv.h"
 
-void init_host_cdb(uint8_t cdb[16], bool write, bool fua, uint64_t lba,
-		   uint32_t blocks)
-{
-	int i;
-
-	memset(cdb, 0, 16);
-	cdb[0] = write ? INIT_OP_HOST_WRITE : INIT_OP_HOST_READ;
-	cdb[1] = write && fua ? TPT_CDB_FUA : 0;
-	for (i = 0; i < 6; i++)
-		cdb[2 + i] = (uint8_t)(lba >> (8 * (5 - i)));
-	for (i = 0; i < 3; i++)
-		cdb[8 + i] = (uint8_t)(blocks >> (8 * (2 - i)));
-}
-
 static void req_finish_cmd(struct tpt_init *ctx, struct init_cmd *cmd,
 			   int status)
 {
@@ -164,10 +150,8 @@ static void cmd_cb(struct iscsi_context *iscsi, int status,
 		 * command: go on through the controller rather than fail,
 		 * unless the caller insisted on direct. */
 		if (cmd->direct && ctx->cfg.direct == TPT_INIT_DIRECT_AUTO &&
-		    ((task->sense.key == SCSI_SENSE_NOT_READY &&
-		      task->sense.ascq == 0x8003) ||
-		     (task->sense.key == SCSI_SENSE_ILLEGAL_REQUEST &&
-		      task->sense.ascq == 0x2000))) {
+		    (init_sense_is(task, TPT_SENSE_HOST_KEY_MISSING) ||
+		     init_sense_is(task, TPT_SENSE_INVALID_OPCODE))) {
 			init_status_error(ctx, cmd_name(cmd), status, task);
 			init_log(ctx, TPT_INIT_LOG_WARNING, "%s: falling back "
 				 "to plain SCSI", ctx->err);
@@ -187,6 +171,7 @@ static int send_direct(struct tpt_init *ctx, struct init_cmd *cmd)
 {
 	size_t bytes = (size_t)cmd->blocks * ctx->block_size;
 	struct tpt_xfer_list list;
+	struct tpt_cdb hc = { 0 };
 	struct iscsi_data data;
 	uint64_t base;
 	uint8_t cdb[16];
@@ -206,21 +191,30 @@ static int send_direct(struct tpt_init *ctx, struct init_cmd *cmd)
 	list.count = 1;
 	list.result_slot = TPT_SLOT_NONE;
 	list.total_length = bytes;
-	list.desc[0].peer = INIT_PEER_ID_INITIATOR;
+	list.desc[0].peer = TPT_PEER_ID_INITIATOR;
 	list.desc[0].flags = base ? TPT_XFER_VIRT_ADDR : 0;
 	list.desc[0].length = (uint32_t)bytes;
 	list.desc[0].stag = tpt_dm_buf_stag(cmd->buf);
 	list.desc[0].offset = base;
 	ret = tpt_xfer_list_encode(&list, cmd->list, sizeof(cmd->list));
 	if (ret < 0) {
-		init_seterr(ctx, "cannot encode the transfer list of %s "
-			    "(this build's codec lacks initiator "
-			    "descriptors?)", cmd_name(cmd));
+		init_seterr(ctx, "cannot encode the transfer list of %s",
+			    cmd_name(cmd));
 		release_buf(cmd);
 		return -EINVAL;
 	}
-	init_host_cdb(cdb, cmd->kind == CMD_WRITE, cmd->fua, cmd->lba,
-		      cmd->blocks);
+	hc.opcode = cmd->kind == CMD_WRITE ? TPT_OP_HOST_WRITE :
+		TPT_OP_HOST_READ;
+	hc.flags = cmd->kind == CMD_WRITE && cmd->fua ? TPT_CDB_FUA : 0;
+	hc.lba = cmd->lba;
+	hc.transfer_length = cmd->blocks;
+	if (tpt_cdb_encode(&hc, cdb, sizeof(cdb)) != (int)sizeof(cdb)) {
+		init_seterr(ctx, "cannot encode %s of %u blocks at %llu",
+			    cmd_name(cmd), cmd->blocks,
+			    (unsigned long long)cmd->lba);
+		release_buf(cmd);
+		return -EINVAL;
+	}
 	cmd->task = scsi_create_task(16, cdb, SCSI_XFER_WRITE,
 				     (int)sizeof(cmd->list));
 	if (!cmd->task) {

@@ -12,12 +12,6 @@
 #include "iser/tpt_dm.h"
 #include "scsi/tpt_cdb.h"
 
-/* Until scsi/tpt_cdb.h has them (the controller side's codec commit):
- * the one place these literals live.  docs/protocol.md 4.19, 5.1. */
-#define INIT_OP_HOST_READ	0xd0
-#define INIT_OP_HOST_WRITE	0xd1
-#define INIT_PEER_ID_INITIATOR	0xfffe
-
 /* UNIT ATTENTIONs one command may absorb (a new nexus sees a few). */
 #define INIT_UA_RETRIES 8
 
@@ -115,8 +109,7 @@ void init_io_pump(struct tpt_init *ctx);
 void init_io_fail_waiting(struct tpt_init *ctx, int status);
 /* Runs the callbacks of completed requests. */
 void init_io_run_done(struct tpt_init *ctx);
-/* Encodes the TPT HOST READ/WRITE CDB (docs/protocol.md 4.19). */
-void init_host_cdb(uint8_t cdb[16], bool write, bool fua, uint64_t lba,
-		   uint32_t blocks);
+/* Whether a CHECK CONDITION's sense is @reason's (scsi/tpt_sense.h). */
+bool init_sense_is(const struct scsi_task *task, enum tpt_sense_reason reason);
 
 #endif

@@ -22,8 +22,6 @@
 #define DEFAULT_QD 16
 #define MAX_QD 256
 #define DEFAULT_TIMEOUT 30
-/* INVALID COMMAND OPERATION CODE: the LU is no TPT-mode array. */
-#define ASCQ_INVALID_OPCODE 0x2000
 
 double init_now(void)
 {
@@ -55,6 +53,14 @@ void init_seterr(struct tpt_init *ctx, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
 	va_end(ap);
+}
+
+bool init_sense_is(const struct scsi_task *task, enum tpt_sense_reason reason)
+{
+	const struct tpt_sense_code *c = tpt_sense_code(reason);
+
+	return c && task->sense.key == c->key &&
+	       task->sense.ascq == (c->asc << 8 | c->ascq);
 }
 
 int init_status_error(struct tpt_init *ctx, const char *what, int status,
@@ -374,8 +380,8 @@ static void host_key_cb(struct iscsi_context *iscsi, int status,
 	err = init_status_error(ctx, "TPT HOST KEY", status, task);
 	if (status == SCSI_STATUS_CHECK_CONDITION &&
 	    ctx->cfg.direct == TPT_INIT_DIRECT_AUTO) {
-		bool plain = task->sense.key == SCSI_SENSE_ILLEGAL_REQUEST &&
-			     task->sense.ascq == ASCQ_INVALID_OPCODE;
+		/* INVALID COMMAND OPERATION CODE: no TPT-mode array. */
+		bool plain = init_sense_is(task, TPT_SENSE_INVALID_OPCODE);
 
 		init_log(ctx, plain ? TPT_INIT_LOG_INFO : TPT_INIT_LOG_WARNING,
 			 "%s: plain SCSI through the controller", plain ?
