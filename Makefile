@@ -200,6 +200,11 @@ $(BUILD)/test/unit/%: test/unit/%.c $(UNIT_HDRS) $(TPT_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(OUR_CFLAGS) $< -o $@ $(OUR_LDFLAGS) $(TPT_LIBS) $(TPT_EXT_LIBS)
 
+# The extended host's tests link its own library (PIC, self-contained).
+$(BUILD)/test/unit/initiator/%: test/unit/initiator/%.c $(UNIT_HDRS) $(LIBTPTINIT)
+	@mkdir -p $(dir $@)
+	$(CC) $(OUR_CFLAGS) $< -o $@ $(OUR_LDFLAGS) $(LIBTPTINIT) $(INIT_EXT_LIBS)
+
 .PHONY: unit
 unit: $(UNIT_BINS)
 	@scripts/run-unit $(UNIT_BINS)
@@ -233,6 +238,12 @@ $(BUILD)/test/fuzz/fuzz_dm_hello: test/fuzz/fuzz_dm_hello.c $(ISER_SRCS) $(SCSI_
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE $(FUZZ_CFLAGS) -I$(TOP) \
 		$< $(DM_HELLO_SRCS) -o $@ $(TPT_EXT_LIBS)
+
+# The extended host's parsers: their one file, on their own.
+$(BUILD)/test/fuzz/fuzz_init_args: test/fuzz/fuzz_init_args.c initiator/tpt_init_args.c initiator/tpt_init_args.h initiator/tpt_initiator.h
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE $(FUZZ_CFLAGS) -I$(TOP) \
+		$< initiator/tpt_init_args.c -o $@
 
 # Each fuzzer grows its corpus in $(BUILD)/fuzz-corpus/NAME, starting from
 # the seeds in test/fuzz/corpus/NAME and the keywords in test/fuzz/NAME.dict
