@@ -390,6 +390,11 @@ const char *tpt_dm_provider_name(const struct tpt_dm *dm)
 	return dm->provider;
 }
 
+bool tpt_dm_virt_addr(const struct tpt_dm *dm)
+{
+	return (dm->fab.mr_mode & FI_MR_VIRT_ADDR) != 0;
+}
+
 const char *tpt_dm_strerror(const struct tpt_dm *dm)
 {
 	return dm->fab.errbuf[0] ? dm->fab.errbuf : "no error";

@@ -119,6 +119,10 @@ int tpt_dm_event_fd(const struct tpt_dm *dm);
 int tpt_dm_progress(struct tpt_dm *dm);
 uint16_t tpt_dm_listen_port(const struct tpt_dm *dm);
 const char *tpt_dm_provider_name(const struct tpt_dm *dm);
+/* Whether RMA addresses are virtual addresses (FI_MR_VIRT_ADDR
+ * providers such as verbs) rather than offsets into a registration
+ * (tcp): the VIRT ADDR flag of a transfer descriptor. */
+bool tpt_dm_virt_addr(const struct tpt_dm *dm);
 const char *tpt_dm_strerror(const struct tpt_dm *dm);
 
 /* --- peers --- */
@@ -144,6 +148,9 @@ int tpt_dm_connect(struct tpt_dm *dm, uint64_t scope, const char *addr,
 void tpt_dm_disconnect(struct tpt_dm_peer *peer);
 /* For accepted peers: who they said they were. */
 const struct tpt_dm_hello *tpt_dm_peer_hello(const struct tpt_dm_peer *peer);
+/* The scope the peer's connection lives in: its transfers take local
+ * buffers registered there. */
+uint64_t tpt_dm_peer_scope(const struct tpt_dm_peer *peer);
 /* Called when an accepted or connected peer goes away (shutdown by the
  * other side or a transport error); outstanding operations have already
  * been failed with -ECONNRESET.  Not called for peers the owner

@@ -324,6 +324,11 @@ const struct tpt_dm_hello *tpt_dm_peer_hello(const struct tpt_dm_peer *peer)
 	return &peer->hello;
 }
 
+uint64_t tpt_dm_peer_scope(const struct tpt_dm_peer *peer)
+{
+	return peer->scope ? peer->scope->id : 0;
+}
+
 void dm_peer_teardown(struct tpt_dm_peer *peer, int status, bool notify_down)
 {
 	struct tpt_dm *dm = peer->dm;

@@ -16,8 +16,11 @@ struct concat_buf;
 tgtadm_err tpt_sbc_lu_config(struct scsi_lu *lu, char *params);
 /* sbc's lu_exit: drop the LU's TPT state, then spc's exit. */
 void tpt_sbc_lu_exit(struct scsi_lu *lu);
-/* An I_T nexus went away: release every request buffer it owned. */
+/* An I_T nexus went away: the target releases every request buffer it
+ * owned, the controller forgets the extended host it registered. */
 void tpt_it_nexus_destroy(int tid, uint64_t itn_id);
+void tpt_target_it_nexus_destroy(int tid, uint64_t itn_id);
+void tptraid_it_nexus_destroy(int tid, uint64_t itn_id);
 /* An in-flight command is being aborted; tgt completes the TMF when the
  * command completes, which this makes happen soon. */
 void tpt_cmd_abort(struct scsi_cmd *cmd);

@@ -65,6 +65,29 @@ uint64_t tpt_datamover_scope(uint64_t array_id,
 	return scope ? scope : 1;
 }
 
+uint64_t tpt_datamover_host_scope(uint64_t array_scope, uint16_t peer_id,
+				  const uint8_t token[TPT_AUTH_TOKEN_LEN])
+{
+	static const char label[] = "TPT-RAID host scope";
+	uint8_t head[10], digest[SHA256_DIGEST_SIZE];
+	struct sha256_ctx ctx;
+	uint64_t scope = 0;
+	unsigned int i;
+
+	for (i = 0; i < 8; i++)
+		head[i] = (uint8_t)(array_scope >> (56 - 8 * i));
+	head[8] = (uint8_t)(peer_id >> 8);
+	head[9] = (uint8_t)peer_id;
+	sha256_init(&ctx);
+	sha256_update(&ctx, sizeof(label), (const uint8_t *)label);
+	sha256_update(&ctx, sizeof(head), head);
+	sha256_update(&ctx, TPT_AUTH_TOKEN_LEN, token);
+	sha256_digest(&ctx, sizeof(digest), digest);
+	for (i = 0; i < sizeof(scope); i++)
+		scope = scope << 8 | digest[i];
+	return scope ? scope : 1;
+}
+
 struct tpt_dm *tpt_datamover(void)
 {
 	return dm_conf.dm;

@@ -56,6 +56,17 @@ uint64_t tpt_datamover_scope(uint64_t array_id,
 			     const uint8_t key[TPT_ARRAY_KEY_LEN]);
 
 /*
+ * The scope of a target's connection to the host @peer_id with key
+ * @token of the array in @array_scope: the host's alone.  The host is the
+ * passive end of a connection a target opened, but either end of a
+ * libfabric endpoint may start RMA: in the array's scope the host could
+ * read the target's slots, in its own it finds nothing registered but
+ * the pieces of its own transfers (docs/protocol.md 6.4).
+ */
+uint64_t tpt_datamover_host_scope(uint64_t array_scope, uint16_t peer_id,
+				  const uint8_t token[TPT_AUTH_TOKEN_LEN]);
+
+/*
  * Where the datamover listens, "ADDR:PORT" (port 0: any free one).  Before
  * it is open this sets the address; once open, only the address it
  * listens on is accepted.  0, or -EINVAL with a line in the log.

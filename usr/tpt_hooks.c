@@ -34,6 +34,12 @@ tgtadm_err tpt_sbc_lu_config(struct scsi_lu *lu, char *params)
 	return lu_config(lu, params, tpt_lu_param);
 }
 
+void tpt_it_nexus_destroy(int tid, uint64_t itn_id)
+{
+	tpt_target_it_nexus_destroy(tid, itn_id);
+	tptraid_it_nexus_destroy(tid, itn_id);
+}
+
 void tpt_lu_show(struct scsi_lu *lu, struct concat_buf *b)
 {
 	tpt_target_show(lu, b);

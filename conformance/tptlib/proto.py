@@ -25,6 +25,8 @@ WRITE_NEW_DATA = 0xCC
 REPORT_ENDPOINT = 0xCD
 READ_MEDIUM = 0xCE
 SEND_RESULT = 0xCF
+HOST_READ = 0xD0               # from an extended host to the controller (4.19)
+HOST_WRITE = 0xD1
 
 # Byte-1 flags of the vendor data CDB (section 3).
 FINAL = 0x01
@@ -36,6 +38,7 @@ PARITY_SHIFT = 4
 PARITY_XOR_MEDIUM, PARITY_XOR_GROUP, PARITY_COPY = 0, 1, 2
 
 PEER_CONTROLLER = 0xFFFF      # inline data in the data-out
+PEER_INITIATOR = 0xFFFE       # the host's own buffer, in TPT HOST READ/WRITE
 SLOT_NONE = 0xFFFF
 XFER_VIRT_ADDR = 0x01
 XFER_SLOT = 0x02
@@ -115,6 +118,21 @@ def read_medium(lba, blocks, group, block_size, result_slot=SLOT_NONE):
 def send_result(lba, blocks, group, descs):
     """SEND RESULT (4.18): CDB and data-out, descriptors to RMA-write to."""
     return vendor_cdb(SEND_RESULT, lba, blocks, group), xfer_list(descs)
+
+
+def host_key(port, key, addr="127.0.0.1"):
+    """TPT HOST KEY's data-out (5.6): where the host's datamover listens
+    and its key."""
+    a = bytes(int(x) for x in addr.split("."))
+    return struct.pack(">3sBH2s16s16s", bytes(3), AF_IPV4, port, bytes(2), a + bytes(12), key)
+
+
+def host_io(write, lba, blocks, block_size, stag, offset, fua=False, flags=0):
+    """TPT HOST READ/WRITE (4.19): CDB and data-out naming the host's
+    buffer."""
+    cdb = vendor_cdb(HOST_WRITE if write else HOST_READ, lba, blocks,
+                     flags=FUA if fua else 0)
+    return cdb, xfer_list([Desc(PEER_INITIATOR, blocks * block_size, stag, offset, flags)])
 
 
 @dataclass

@@ -184,9 +184,11 @@ static struct tpt_span *span_next(struct tpt_req *r)
 	return s;
 }
 
+/* Its part of a proxied request's buffer (a direct request's data is in
+ * the host, where the mode finds it through s->req->direct). */
 static void span_buffer(struct tpt_array *a, struct tpt_span *s)
 {
-	if (s->req)
+	if (s->req && s->req->buf)
 		s->buf = s->req->buf + (s->lba - s->req->lba) * a->block_size;
 }
 
@@ -402,7 +404,12 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		return;
 	}
 	pthread_mutex_lock(&a->counters_lock);
-	if (!result) {
+	if (!result && r->direct) {
+		if (s->kind == TPT_SPAN_WRITE)
+			a->counters.direct_bytes_in += bytes;
+		else
+			a->counters.direct_bytes_out += bytes;
+	} else if (!result) {
 		if (s->kind == TPT_SPAN_WRITE)
 			a->counters.host_bytes_in += bytes;
 		else
@@ -481,6 +488,9 @@ void tpt_array_submit(struct tpt_array *a, struct tpt_req *r)
 	pthread_mutex_unlock(&a->counters_lock);
 	if (r->lba > array_blocks || r->blocks > array_blocks - r->lba)
 		r->result = -EINVAL;
+	/* The host may have logged out since its command was checked. */
+	else if (r->direct)
+		r->result = tpt_hosts_resolve(a, r->direct);
 	req_continue(r);
 }
 
@@ -518,23 +528,15 @@ static void array_submitted(int fd, int events, void *data)
 	}
 }
 
-int tpt_array_io(struct tpt_array *a, enum tpt_req_kind kind, uint64_t lba,
-		 uint32_t blocks, void *buf, bool fua)
+/* Submit a copy of @proto on the event loop and wait for its end. */
+static int array_io_wait(struct tpt_array *a, const struct tpt_req *proto)
 {
-	struct blocking_req b = {
-		.r = {
-			.kind = kind,
-			.lba = lba,
-			.blocks = blocks,
-			.buf = buf,
-			.fua = fua,
-			.done = blocking_done,
-		},
-	};
+	struct blocking_req b = { .r = *proto };
 	uint64_t one = 1;
 
-	if (kind != TPT_REQ_SYNC && !blocks)
+	if (b.r.kind != TPT_REQ_SYNC && !b.r.blocks)
 		return 0;
+	b.r.done = blocking_done;
 	sem_init(&b.done, 0, 0);
 	pthread_mutex_lock(&a->submit_lock);
 	list_add_tail(&b.r.link, &a->submitted);
@@ -545,6 +547,25 @@ int tpt_array_io(struct tpt_array *a, enum tpt_req_kind kind, uint64_t lba,
 		;
 	sem_destroy(&b.done);
 	return b.r.result;
+}
+
+int tpt_array_io(struct tpt_array *a, enum tpt_req_kind kind, uint64_t lba,
+		 uint32_t blocks, void *buf, bool fua)
+{
+	struct tpt_req r = { .kind = kind, .lba = lba, .blocks = blocks,
+			     .buf = buf, .fua = fua };
+
+	return array_io_wait(a, &r);
+}
+
+int tpt_array_io_direct(struct tpt_array *a, enum tpt_req_kind kind,
+			uint64_t lba, uint32_t blocks, struct tpt_host_buf *hb,
+			bool fua)
+{
+	struct tpt_req r = { .kind = kind, .lba = lba, .blocks = blocks,
+			     .direct = hb, .fua = fua };
+
+	return array_io_wait(a, &r);
 }
 
 void tpt_array_get_counters(struct tpt_array *a, struct tpt_array_counters *out)
@@ -777,6 +798,7 @@ static void array_free(struct tpt_array *a, bool set_up)
 	a->stopping = true;
 	recovery_stop(a);
 	array_files_close(a);
+	tpt_hosts_detach(a);
 	if (set_up)
 		a->mode->teardown(a);
 	for (i = 0; i < a->nr_boxes; i++)
@@ -958,6 +980,8 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 	INIT_LIST_HEAD(&a->waiting);
 	INIT_LIST_HEAD(&a->retrying);
 	INIT_LIST_HEAD(&a->intent_waiting);
+	INIT_LIST_HEAD(&a->hosts);
+	INIT_LIST_HEAD(&a->hosts_link);
 	a->level = raid_level_find(spec->raid_level);
 	a->mode = spec->mode == TPT_MODE_BASELINE ? &tpt_mode_baseline :
 						    &tpt_mode_tpt;

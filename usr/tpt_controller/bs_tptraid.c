@@ -282,6 +282,10 @@ static void tptraid_request(struct scsi_cmd *cmd)
 	case PRE_FETCH_10:
 	case PRE_FETCH_16:
 		break;
+	case TPT_OP_HOST_READ:
+	case TPT_OP_HOST_WRITE:
+		tpt_hosts_io(a, cmd);
+		break;
 	case UNMAP:
 		/* Only reachable with thin provisioning, which an array of
 		 * fully provisioned members does not offer. */
@@ -462,6 +466,7 @@ static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
 		goto out;
 	}
 	*size = tpt_array_bytes(bs->array);
+	tpt_hosts_attach(bs->array);
 out:
 	if (ret && bs->array) {
 		tpt_array_destroy(bs->array);

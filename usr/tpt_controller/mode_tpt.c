@@ -67,8 +67,6 @@ struct tp_member {
 	unsigned int slots_tries;
 	/* Claim, set-up or unclaim in progress (one at a time). */
 	void (*step_done)(struct tpt_member *m, int err);
-	unsigned int lists_pending;
-	int setup_err;
 };
 
 struct tp_array {
@@ -237,16 +235,35 @@ static void tp_report_slots(struct tpt_member *m)
 		tp_step_end(m, -EIO);
 }
 
+/* One generation of the peer list on its way to the members. */
+struct tp_lists {
+	/* A box being claimed: its refusal is its claim's failure; any
+	 * other member that refuses the list is failed. */
+	struct tpt_member *joiner;
+	unsigned int pending;
+	int err;
+	void (*done)(void *arg, int err);
+	void *arg;
+};
+
 struct tp_list_send {
-	struct tpt_member *joiner;	/* whose set-up waits for it */
+	struct tp_lists *lists;
 	uint8_t *buf;
 };
+
+static void tp_lists_put(struct tp_lists *ls)
+{
+	if (--ls->pending)
+		return;
+	ls->done(ls->arg, ls->err);
+	free(ls);
+}
 
 static void tp_list_done(struct tpt_member *m, struct scsi_task *task,
 			 int status, void *arg)
 {
-	struct tp_list_send *ls = arg;
-	struct tpt_member *j = ls->joiner;
+	struct tp_list_send *send = arg;
+	struct tp_lists *ls = send->lists;
 
 	/* A newer generation that arrived first makes this one moot. */
 	if (status != SCSI_STATUS_GOOD && status != SCSI_STATUS_CANCELLED &&
@@ -254,36 +271,59 @@ static void tp_list_done(struct tpt_member *m, struct scsi_task *task,
 	      task->sense.ascq == 0x8001)) {
 		eprintf("tptraid: member %u: TPT SET PEER LIST failed: %s\n",
 			m->id, member_error(m));
-		if (m == j)
-			tpm_of(j)->setup_err = -EPROTO;
+		if (m == ls->joiner)
+			ls->err = -EPROTO;
 		else
 			member_fail(m, "it refused the peer list");
 	}
-	free(ls->buf);
-	free(ls);
-	if (!--tpm_of(j)->lists_pending)
-		tp_step_end(j, tpm_of(j)->setup_err);
+	free(send->buf);
+	free(send);
+	tp_lists_put(ls);
+}
+
+/* The peer-list entries of @a's extended hosts, after the boxes and the
+ * controller: their ids are the highest (protocol.md 5.5 wants them in
+ * ascending order, and a->hosts is). */
+static void tp_list_hosts(struct tpt_array *a, struct tpt_peer_list *pl)
+{
+	struct tpt_host *h;
+
+	list_for_each_entry(h, &a->hosts, link) {
+		struct tpt_peer *p = &pl->peer[pl->count++];
+
+		p->id = h->peer_id;
+		p->role = TPT_ROLE_HOST;
+		p->ep = h->ep;
+		memcpy(p->token, h->key, sizeof(p->token));
+	}
 }
 
 /*
  * A new generation of the peer list, to every box whose endpoint we know
  * and that is online: peers keep their ids, so commands in flight keep
- * naming the right ones (protocol.md 6.3).  @joiner's set-up goes on when
- * all have answered.
+ * naming the right ones (protocol.md 6.3).  @done runs when all have
+ * answered: with 0, or an error when @joiner refused it or a list could
+ * not be made.
  */
-static void tp_deliver_peer_lists(struct tpt_array *a, struct tpt_member *joiner)
+static void tp_deliver_peer_lists(struct tpt_array *a, struct tpt_member *joiner,
+				  void (*done)(void *arg, int err), void *arg)
 {
 	struct tp_array *tp = tp_of(a);
-	struct tp_member *tj = tpm_of(joiner);
 	struct tpt_peer_list *pl = calloc(1, sizeof(*pl));
+	struct tp_lists *ls = calloc(1, sizeof(*ls));
 	struct tpt_peer *p;
 	unsigned int i;
 	int len;
 
-	if (!pl) {
-		tp_step_end(joiner, -ENOMEM);
+	if (!pl || !ls) {
+		free(pl);
+		free(ls);
+		done(arg, -ENOMEM);
 		return;
 	}
+	ls->joiner = joiner;
+	ls->done = done;
+	ls->arg = arg;
 	pl->array_id = a->array_id;
 	memcpy(pl->array_key, a->array_key, sizeof(pl->array_key));
 	pl->generation = ++tp->generation;
@@ -302,45 +342,58 @@ static void tp_deliver_peer_lists(struct tpt_array *a, struct tpt_member *joiner
 	memcpy(p->token, tp->token, sizeof(p->token));
 	if (tpt_datamover_endpoint(&p->ep)) {
 		free(pl);
-		tp_step_end(joiner, -EINVAL);
+		free(ls);
+		done(arg, -EINVAL);
 		return;
 	}
+	tp_list_hosts(a, pl);
 	/* Held while the lists go out. */
-	tj->lists_pending = 1;
-	tj->setup_err = 0;
+	ls->pending = 1;
 	for (i = 0; i < a->nr_boxes; i++) {
 		struct tpt_member *m = &a->member[i];
 		uint8_t cdb[16] = { TPT_OP_SET_PEER_LIST };
-		struct tp_list_send *ls;
+		struct tp_list_send *send;
 
 		if (!tp->member[i].has_endpoint || m->link != MEMBER_ONLINE)
 			continue;
-		ls = calloc(1, sizeof(*ls));
-		if (ls)
-			ls->buf = malloc(TPT_PEER_LIST_LEN(pl->count));
+		send = calloc(1, sizeof(*send));
+		if (send)
+			send->buf = malloc(TPT_PEER_LIST_LEN(pl->count));
 		pl->self_id = (uint16_t)i;
-		len = ls && ls->buf ? tpt_peer_list_encode(pl, ls->buf,
+		len = send && send->buf ? tpt_peer_list_encode(pl, send->buf,
 				TPT_PEER_LIST_LEN(pl->count)) : -ENOMEM;
 		if (len < 0) {
-			if (ls)
-				free(ls->buf);
-			free(ls);
-			tj->setup_err = -ENOMEM;
+			if (send)
+				free(send->buf);
+			free(send);
+			ls->err = -ENOMEM;
 			continue;
 		}
-		ls->joiner = joiner;
+		send->lists = ls;
 		tpt_put_be(&cdb[10], len, 4);
-		tj->lists_pending++;
-		if (member_send_cdb(m, cdb, SCSI_XFER_WRITE, ls->buf, len,
-				    tp_list_done, ls)) {
-			tj->lists_pending--;
-			free(ls->buf);
-			free(ls);
+		ls->pending++;
+		if (member_send_cdb(m, cdb, SCSI_XFER_WRITE, send->buf, len,
+				    tp_list_done, send)) {
+			ls->pending--;
+			free(send->buf);
+			free(send);
 		}
 	}
 	free(pl);
-	if (!--tj->lists_pending)
-		tp_step_end(joiner, tj->setup_err);
+	tp_lists_put(ls);
+}
+
+static void tp_joiner_lists_done(void *arg, int err)
+{
+	tp_step_end(arg, err);
+}
+
+/* Extended hosts came or went (hosts.c): the next generation names
+ * them, so targets connect to the new ones and drop the old. */
+static void tp_hosts_changed(struct tpt_array *a,
+			     void (*done)(void *arg, int err), void *arg)
+{
+	tp_deliver_peer_lists(a, NULL, done, arg);
 }
 
 static void tp_endpoint_done(struct tpt_member *m, struct scsi_task *task,
@@ -373,7 +426,7 @@ static void tp_endpoint_done(struct tpt_member *m, struct scsi_task *task,
 		return;
 	}
 	tm->has_endpoint = true;
-	tp_deliver_peer_lists(m->array, m);
+	tp_deliver_peer_lists(m->array, m, tp_joiner_lists_done, m);
 }
 
 /* The claim: its endpoint, then the peer list, whose key binds the LU to
@@ -546,6 +599,13 @@ struct tp_cmd {
 
 static void tp_step(struct tp_run *run);
 
+/* The extended host's buffer a span's host pieces are in, or NULL when
+ * they are in our own copy of an unmodified host's data. */
+static const struct tpt_host_buf *tp_direct(const struct tp_run *run)
+{
+	return run->span->req ? run->span->req->direct : NULL;
+}
+
 /* The box serving position @pos for this span. */
 static struct tpt_member *tp_box(struct tp_run *run, unsigned int pos)
 {
@@ -565,6 +625,9 @@ static void tp_count(struct tp_run *run, struct tpt_array_counters *d)
 		return;
 	tpt_plan_count(&run->plan, &k);
 	d->rma_ops = k.transfers;
+	/* An extended host's data went between it and the targets. */
+	if (tp_direct(run))
+		return;
 	for (i = 0; i < run->span->array->nr_members; i++) {
 		/* The host's data is ours: PREP READ and SEND RESULT push
 		 * into it, everything else pulls from it. */
@@ -611,6 +674,8 @@ static void tp_classify(struct tp_run *run, struct tpt_member *m,
 			int status)
 {
 	struct tpt_array *a = run->span->array;
+	struct tpt_host_buf *direct = run->span->req ?
+				      run->span->req->direct : NULL;
 	const struct tpt_sense_code *code;
 	struct tpt_sense sense;
 
@@ -634,6 +699,23 @@ static void tp_classify(struct tp_run *run, struct tpt_member *m,
 	code = tpt_sense_code(sense.reason);
 	if (!code) {
 		tp_fail(run, -EIO, true);
+		return;
+	}
+	/*
+	 * The extended host's buffer failed the target (its datamover is
+	 * down or refused the target, or it revoked the STag): the host's
+	 * doing, which no re-plan cures and no box is to blame for
+	 * (protocol.md 4.19).  Nothing reached a disk: WRITE NEW DATA moves
+	 * nothing over the datamover.
+	 */
+	if (direct && sense.info.info_valid &&
+	    sense.info.information == direct->peer_id &&
+	    (code->fault == TPT_FAULT_PEER ||
+	     sense.reason == TPT_SENSE_STAG_REJECTED ||
+	     sense.reason == TPT_SENSE_PEER_REFUSED)) {
+		if (!direct->fault)
+			direct->fault = sense.reason;
+		tp_fail(run, -ECOMM, false);
 		return;
 	}
 	switch (code->fault) {
@@ -695,10 +777,16 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 			const struct tpt_plan_cmd *pc, uint8_t **out)
 {
 	struct tp_array *tp = tp_of(run->span->array);
+	const struct tpt_host_buf *direct = tp_direct(run);
 	struct tpt_xfer_list *xl = calloc(1, sizeof(*xl));
 	uint64_t base = run->host_mr ? tpt_dm_buf_rma_base(run->host_mr) : 0;
 	unsigned int i;
 	int len;
+
+	/* An extended host's pieces: this span's part of its buffer. */
+	if (direct)
+		base = direct->rma_addr + (run->span->lba - run->span->req->lba) *
+					  run->span->array->block_size;
 
 	if (!xl)
 		return -ENOMEM;
@@ -709,7 +797,12 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 		struct tpt_xfer_desc *d = &xl->desc[i];
 
 		d->length = ref->length;
-		if (ref->kind == TPT_REF_HOST) {
+		if (ref->kind == TPT_REF_HOST && direct) {
+			d->peer = direct->peer_id;
+			d->flags = direct->flags;
+			d->stag = direct->stag;
+			d->offset = base + ref->host_offset;
+		} else if (ref->kind == TPT_REF_HOST) {
 			d->peer = TPT_CTL_PEER_ID;
 			d->flags = base ? TPT_XFER_VIRT_ADDR : 0;
 			d->stag = tpt_dm_buf_stag(run->host_mr);
@@ -927,7 +1020,7 @@ static int tp_start(struct tpt_span *s)
 		free(run);
 		return -EAGAIN;
 	}
-	if (!err && s->kind != TPT_SPAN_REBUILD)
+	if (!err && s->kind != TPT_SPAN_REBUILD && !tp_direct(run))
 		err = tpt_dm_register(tpt_datamover(), tp_scope(a), s->buf,
 				      bytes, s->kind == TPT_SPAN_WRITE ?
 				      TPT_DM_ACCESS_REMOTE_READ :
@@ -958,4 +1051,5 @@ const struct tpt_mode_ops tpt_mode_tpt = {
 	.member_setup = tp_member_setup,
 	.member_lost = tp_member_lost,
 	.start = tp_start,
+	.hosts_changed = tp_hosts_changed,
 };

@@ -15,6 +15,9 @@
  *   mode_baseline.c  Baseline mode: the paper's in-band controller runs
  *                    the level's Baseline plans itself
  *   array_show.c     tgtadm --op show
+ *   hosts.c          extended hosts: TPT HOST KEY registrations, and
+ *                    TPT HOST READ/WRITE, whose data the targets move
+ *                    straight to and from the host's memory
  *
  * The RAID level (controller/raid_level.h) and the mode (struct
  * tpt_mode_ops) are each one ops struct; the engine knows neither's
@@ -46,8 +49,12 @@ struct scsi_task;
 struct scsi_lu;
 struct tpt_array;
 
-/* Peer id of the controller in the lists it delivers; boxes are 0..n-1. */
+/* Peer id of the controller in the lists it delivers; boxes are 0..n-1,
+ * extended hosts from TPT_HOST_PEER_ID_FIRST on. */
 #define TPT_CTL_PEER_ID 1000
+#define TPT_HOST_PEER_ID_FIRST 0x1000
+/* Extended hosts one array serves at once (TPT HOST KEY). */
+#define TPT_MAX_HOSTS 64
 #define TPT_MAX_BOXES (TPT_SPEC_MAX_MEMBERS + TPT_SPEC_MAX_SPARES)
 /* Seconds each of the blocking goodbyes to a member (RELEASE, logout) may
  * take when the array is removed. */
@@ -58,6 +65,9 @@ struct tpt_array;
 struct tpt_array_counters {
 	uint64_t reads, writes;			/* host requests */
 	uint64_t host_bytes_in, host_bytes_out;	/* data hosts sent / got */
+	/* Data extended hosts' requests moved between the host and the
+	 * targets, past the controller (TPT HOST READ/WRITE). */
+	uint64_t direct_bytes_in, direct_bytes_out;
 	uint64_t target_bytes_in;		/* data members sent the controller */
 	uint64_t target_bytes_out;		/* data the controller sent members */
 	uint64_t bytes_xored;			/* by the controller */
@@ -188,6 +198,12 @@ struct tpt_mode_ops {
 	 * in exactly one tpt_span_done()), -EAGAIN when resources are short
 	 * now (the engine retries when another span ends). */
 	int (*start)(struct tpt_span *s);
+	/* Optional: the mode serves extended hosts (hosts.c), whose data
+	 * its targets move themselves.  The array's hosts changed: tell the
+	 * members (asynchronous); done() runs once, with 0 when every
+	 * member online took the news. */
+	void (*hosts_changed)(struct tpt_array *a,
+			      void (*done)(void *arg, int err), void *arg);
 };
 
 extern const struct tpt_mode_ops tpt_mode_tpt;
@@ -208,11 +224,30 @@ enum tpt_req_kind {
  * tpt_array_submit() returns), with 0 or a negative errno: -ENODATA when
  * the blocks are lost with two members, -EIO otherwise.
  */
+/*
+ * Where an extended host's request has its data (TPT HOST READ/WRITE,
+ * docs/protocol.md 4.19): the host's own registered buffer, which the
+ * targets Put_Data into or Get_Data from.
+ */
+struct tpt_host_buf {
+	int tid;			/* the I_T nexus that sent it */
+	uint64_t itn_id;
+	uint16_t peer_id;		/* its host's, found at submission */
+	uint8_t flags;			/* TPT_XFER_VIRT_ADDR */
+	uint64_t stag;
+	uint64_t rma_addr;		/* of the request's first byte */
+	/* Why a target could not move the data to or from the host: a
+	 * passive-peer reason of protocol.md 9.1 (the request's error is
+	 * then -ECOMM). */
+	enum tpt_sense_reason fault;
+};
+
 struct tpt_req {
 	enum tpt_req_kind kind;
 	uint64_t lba;			/* array blocks */
 	uint32_t blocks;
-	uint8_t *buf;
+	uint8_t *buf;			/* NULL for a direct request */
+	struct tpt_host_buf *direct;	/* an extended host's, or NULL */
 	bool fua;			/* write through to the members' media */
 	void (*done)(struct tpt_req *r, int result);
 	void *priv;
@@ -230,6 +265,12 @@ void tpt_array_submit(struct tpt_array *a, struct tpt_req *r);
  * and wait.  0 or a negative errno. */
 int tpt_array_io(struct tpt_array *a, enum tpt_req_kind kind, uint64_t lba,
 		 uint32_t blocks, void *buf, bool fua);
+/* The same for an extended host's request: -ENOKEY when its nexus has
+ * no host key registered, -ECOMM when a target could not reach the
+ * host's buffer (hb->fault says how). */
+int tpt_array_io_direct(struct tpt_array *a, enum tpt_req_kind kind,
+			uint64_t lba, uint32_t blocks, struct tpt_host_buf *hb,
+			bool fua);
 
 enum tpt_span_kind {
 	TPT_SPAN_READ,
@@ -445,7 +486,38 @@ struct tpt_array {
 
 	pthread_mutex_t counters_lock;	/* show reads, the loop writes */
 	struct tpt_array_counters counters;
+
+	/* Extended hosts (hosts.c), in ascending peer id order. */
+	struct list_head hosts;
+	unsigned int nr_hosts;
+	uint16_t next_host_id;
+	struct list_head hosts_link;	/* arrays with hosts.c's attention */
 };
+
+/* ---- hosts.c ---- */
+
+/* An extended host: what its TPT HOST KEY said, for the I_T nexus that
+ * sent it.  Targets know it as a role-host entry of the peer list. */
+struct tpt_host {
+	struct list_head link;		/* a->hosts */
+	int tid;
+	uint64_t itn_id;
+	uint16_t peer_id;
+	struct tpt_endpoint ep;		/* where its datamover listens */
+	uint8_t key[TPT_AUTH_TOKEN_LEN];
+};
+
+/* For an array whose mode serves extended hosts: its LU takes TPT HOST
+ * KEY, TPT HOST READ and TPT HOST WRITE (cmd_perform on the event loop;
+ * the I/O then runs on the backing store's workers, as READ and WRITE
+ * do). */
+void tpt_hosts_attach(struct tpt_array *a);
+/* At teardown: forget every host. */
+void tpt_hosts_detach(struct tpt_array *a);
+/* A worker thread's part of TPT HOST READ/WRITE, checked already. */
+void tpt_hosts_io(struct tpt_array *a, struct scsi_cmd *cmd);
+/* On the event loop: the peer id of @hb's host (0), or -ENOKEY. */
+int tpt_hosts_resolve(struct tpt_array *a, struct tpt_host_buf *hb);
 
 struct tpt_state;
 /*

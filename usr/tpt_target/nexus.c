@@ -281,7 +281,7 @@ static void tpt_session_free(struct tpt_session *s)
 	free(s);
 }
 
-void tpt_it_nexus_destroy(int tid, uint64_t itn_id)
+void tpt_target_it_nexus_destroy(int tid, uint64_t itn_id)
 {
 	struct tpt_session *s = tpt_session_find(tid, itn_id);
 

@@ -12,7 +12,9 @@
  * (tpt_datamover_scope: its id and key): a connection admitted by one
  * binding's list reaches that array's slots and nothing of another array
  * this tgtd serves, and a link moves data between the array's buffers
- * only.
+ * only.  A link to a host is the exception: it lives in a scope of that
+ * host's own (tpt_datamover_host_scope), where no slot is registered, and
+ * xfer.c registers each piece it moves there for the transfer's time.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -55,11 +57,23 @@ struct tpt_link {
 
 static LIST_HEAD(tpt_links);
 
+/* The scope a link to @entry of @s's list lives in. */
+static uint64_t tpt_link_scope(const struct tpt_session *s,
+			       const struct tpt_peer *entry)
+{
+	if (entry->role == TPT_ROLE_HOST)
+		return tpt_datamover_host_scope(s->scope, entry->id,
+						entry->token);
+	return s->scope;
+}
+
+/* Whether @l was built for @entry of @s's list, whose link lives in
+ * @scope (tpt_link_scope: a hash, so taken once per lookup). */
 static bool tpt_link_is_for(const struct tpt_link *l,
 			    const struct tpt_session *s,
-			    const struct tpt_peer *entry)
+			    const struct tpt_peer *entry, uint64_t scope)
 {
-	return l->scope == s->scope && l->array_id == s->peers->array_id &&
+	return l->scope == scope && l->array_id == s->peers->array_id &&
 	       l->peer_id == entry->id &&
 	       !memcmp(l->token, entry->token, sizeof(l->token)) &&
 	       l->ep.family == entry->ep.family && l->ep.port == entry->ep.port &&
@@ -69,10 +83,11 @@ static bool tpt_link_is_for(const struct tpt_link *l,
 static struct tpt_link *tpt_link_find(const struct tpt_session *s,
 				      const struct tpt_peer *entry)
 {
+	uint64_t scope = tpt_link_scope(s, entry);
 	struct tpt_link *l;
 
 	list_for_each_entry(l, &tpt_links, link)
-		if (tpt_link_is_for(l, s, entry))
+		if (tpt_link_is_for(l, s, entry, scope))
 			return l;
 	return NULL;
 }
@@ -171,7 +186,7 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 		cb(NULL, err ? err : -ENOMEM, arg);
 		return;
 	}
-	l->scope = s->scope;
+	l->scope = tpt_link_scope(s, entry);
 	l->array_id = s->peers->array_id;
 	l->peer_id = peer_id;
 	memcpy(l->token, entry->token, sizeof(l->token));
@@ -204,7 +219,8 @@ static bool tpt_link_listed(const struct tpt_link *l)
 		if (!s->peers || s->superseded)
 			continue;
 		entry = tpt_peer_list_find(s->peers, l->peer_id);
-		if (entry && tpt_link_is_for(l, s, entry))
+		if (entry && tpt_link_is_for(l, s, entry,
+					     tpt_link_scope(s, entry)))
 			return true;
 	}
 	return false;
@@ -258,8 +274,11 @@ static int tpt_accept_peer(const struct tpt_dm_hello *hello,
 	for (s = tpt_session_first(); s; s = tpt_session_next(s)) {
 		const struct tpt_peer *self, *them;
 
+		/* Only targets connect to targets (6.4): hosts and the
+		 * controller are always the passive side. */
 		if (!s->peers || s->superseded ||
-		    s->peers->array_id != hello->array_id)
+		    s->peers->array_id != hello->array_id ||
+		    hello->role != TPT_DM_ROLE_TARGET)
 			continue;
 		self = tpt_peer_list_find(s->peers, s->peers->self_id);
 		them = tpt_peer_list_find(s->peers, hello->peer_id);

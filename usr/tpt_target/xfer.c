@@ -42,6 +42,9 @@ struct tpt_xfer {
 struct tpt_xfer_op {
 	struct tpt_xfer *x;
 	unsigned int desc;
+	/* The local bytes registered in a host link's scope, for this
+	 * transfer only (tpt_xfer_post). */
+	struct tpt_dm_buf *alias;
 };
 
 static void tpt_xfer_fail(struct tpt_xfer *x, enum tpt_sense_reason reason,
@@ -99,6 +102,8 @@ static void tpt_xfer_op_done(int status, void *arg)
 
 	if (status)
 		tpt_xfer_fail(x, tpt_dm_status_reason(status), op->desc);
+	if (op->alias)
+		tpt_dm_buf_release(op->alias);
 	free(op);
 	if (!--x->pending && !x->issuing)
 		tpt_xfer_finish(x);
@@ -116,6 +121,24 @@ static int tpt_xfer_post(struct tpt_xfer *x, struct tpt_dm_peer *peer,
 		return -ENOMEM;
 	op->x = x;
 	op->desc = desc;
+	op->alias = NULL;
+	/*
+	 * A host's link lives in the host's own scope (peer_link.c), where
+	 * our buffers are not: the bytes this transfer moves are registered
+	 * there, for local access only, until it completes.  The host never
+	 * learns a key for them and finds nothing else in its scope.
+	 */
+	if (tpt_dm_peer_scope(peer) != x->tc->session->scope) {
+		err = tpt_dm_register(tpt_datamover(), tpt_dm_peer_scope(peer),
+				      (char *)tpt_dm_buf_addr(local) + local_off,
+				      len, 0, &op->alias);
+		if (err) {
+			free(op);
+			return err;
+		}
+		local = op->alias;
+		local_off = 0;
+	}
 	x->pending++;
 	if (x->dir == TPT_XFER_FETCH)
 		err = tpt_dm_get(peer, local, local_off, d->stag, rma_addr, len,
@@ -125,6 +148,8 @@ static int tpt_xfer_post(struct tpt_xfer *x, struct tpt_dm_peer *peer,
 				 tpt_xfer_op_done, op);
 	if (err) {
 		x->pending--;
+		if (op->alias)
+			tpt_dm_buf_release(op->alias);
 		free(op);
 	}
 	return err;

@@ -1,0 +1,249 @@
+"""Extended hosts at the wire level (docs/protocol.md 4.14, 4.19, 7.6):
+tpt-client plays the host, with a listening datamover and a registered
+buffer, against a real controller and five real targets.  The host sends
+TPT HOST KEY, then TPT HOST READ/WRITE naming its buffer; the targets
+move the data straight to and from it, and the controller counts none of
+it as host data it carried.  libtptinitiator's own tests
+(test_host_direct.py) run the same path through the library."""
+import os
+import random
+import struct
+
+import pytest
+
+from tptlib import cluster, proto
+from tptlib.client import CHECK_CONDITION, GOOD, TptClient
+
+from test_controller import array_stats, read16, scrub, write16
+
+BS = 512
+MEMBERS = 5
+UNIT = 64 << 10
+MEMBER_BYTES = 16 << 20
+
+
+def sense_of(r):
+    assert r["ok"] and r["status"] == CHECK_CONDITION, r
+    return proto.parse_sense(r["sense"])
+
+
+def assert_sense(r, name, byte=None, bit=None, in_cdb=None):
+    s = sense_of(r)
+    assert s.code == proto.SENSE[name], (s, name)
+    if byte is not None:
+        assert s.sksv and s.field_ptr == byte, s
+        assert s.bit == bit, s
+    if in_cdb is not None:
+        assert s.in_cdb == in_cdb, s
+
+
+class Host:
+    """An extended host: a datamover that listens and admits the array's
+    targets by its key, a session with the controller, one buffer."""
+
+    def __init__(self, client, c, name="h", buf_bytes=1 << 20):
+        self.client, self.c, self.name = client, c, name
+        self.key = os.urandom(16)
+        opened = client.dm_open("host", listen="127.0.0.1")
+        self.port = opened["port"]
+        # Targets are boxes 0..N-1 of the array's peer list; they prove
+        # this host's key (6.5).
+        for i in range(MEMBERS):
+            client.dm_allow(i, self.key, role="target")
+        client.login(name, c.url)
+        client.clear_unit_attentions(name)
+        self.buf = client.buf("hbuf", buf_bytes, access="rw")
+
+    def register(self):
+        data = proto.host_key(self.port, self.key)
+        return self.client.command(self.name, proto.setup_cdb(proto.HOST_KEY, len(data)),
+                                   data=data)
+
+    def io(self, write, lba, blocks, fua=False, stag=None):
+        cdb, dout = proto.host_io(write, lba, blocks, BS,
+                                  self.buf["stag"] if stag is None else stag,
+                                  self.buf["rma_base"], fua=fua)
+        return self.client.command(self.name, cdb, data=dout, timeout_ms=60000)
+
+
+@pytest.fixture
+def client():
+    c = TptClient(timeout=120)
+    c.start()
+    yield c
+    c.close()
+
+
+def start(tgtd_factory, mode="tpt"):
+    return cluster.start(tgtd_factory, n=MEMBERS, mode=mode, unit=UNIT,
+                         member_bytes=MEMBER_BYTES)
+
+
+def test_host_data_moves_past_the_controller(tgtd_factory, client, report):
+    c = start(tgtd_factory)
+    h = Host(client, c)
+    r = h.register()
+    assert r["ok"] and r["status"] == GOOD, r
+    before = array_stats(c)
+    rnd = random.Random(13)
+    written = {}
+    # Partial-stripe, full-stripe and unaligned requests, both ways.
+    for lba, blocks in [(0, 1), (5, 300), (1024, 512), (4096 + 7, 2048 - 7)]:
+        data = rnd.randbytes(blocks * BS)
+        client.buf_write("hbuf", 0, data)
+        r = h.io(True, lba, blocks, fua=lba == 0)
+        assert r["ok"] and r["status"] == GOOD, r
+        written[lba] = data
+    moved = sum(len(d) for d in written.values())
+    for lba, data in written.items():
+        client.buf_write("hbuf", 0, bytes(len(data)))
+        r = h.io(False, lba, len(data) // BS)
+        assert r["ok"] and r["status"] == GOOD, r
+        assert client.buf_read("hbuf", 0, len(data)) == data, lba
+        # An unmodified host on the same LUN sees the same blocks.
+        r = client.command(h.name, read16(lba, len(data) // BS), inlen=len(data))
+        assert r["status"] == GOOD and r["data"] == data
+    after = array_stats(c)
+    assert after["direct_in"] - before["direct_in"] == moved
+    assert after["direct_out"] - before["direct_out"] == moved
+    # Only the proxied READs crossed the controller.
+    assert after["host_in"] == before["host_in"]
+    assert after["host_out"] - before["host_out"] == moved
+    assert after["target_in"] - before["target_in"] == moved
+    assert after["target_out"] == before["target_out"]
+    assert after["xored"] == 0 and after["failed"] == 0
+    # A proxied WRITE, then a direct READ of it.
+    data = rnd.randbytes(64 * BS)
+    r = client.command(h.name, write16(2000, 64), data=data)
+    assert r["status"] == GOOD
+    r = h.io(False, 2000, 64)
+    assert r["status"] == GOOD and client.buf_read("hbuf", 0, len(data)) == data
+    st = client.stats()
+    assert st["accepted_peers"] >= 1 and st["refused_peers"] == 0, st
+    out = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert "TPT-RAID extended hosts: 1" in out
+    client.logout(h.name)
+    stripes, bad, _ = scrub(c)
+    assert bad == 0 and stripes > 0
+    report(f"host-direct: {moved} bytes each way past the controller; "
+           f"{after['pdus'] - before['pdus']} PDUs to targets for them and the proxied reads")
+
+
+def test_host_commands_are_refused_as_documented(tgtd_factory, client):
+    c = start(tgtd_factory)
+    h = Host(client, c)
+    stag, base = h.buf["stag"], h.buf["rma_base"]
+    # No key yet.
+    assert_sense(h.io(False, 0, 8), "HOST_KEY_MISSING")
+    r = h.register()
+    assert r["status"] == GOOD, r
+
+    def io(cdb, dout):
+        return client.command(h.name, cdb, data=dout)
+
+    good_cdb, good_list = proto.host_io(False, 0, 8, BS, stag, base)
+    assert io(good_cdb, good_list)["status"] == GOOD
+    # CDB: a flag READ does not have, a group number, no blocks, past the end.
+    assert_sense(io(proto.vendor_cdb(proto.HOST_READ, 0, 8, flags=proto.FUA), good_list),
+                 "INVALID_CDB_FIELD", 1, 3, in_cdb=True)
+    assert_sense(io(proto.vendor_cdb(proto.HOST_READ, 0, 8, group=1), good_list),
+                 "INVALID_CDB_FIELD", 14, 0, in_cdb=True)
+    assert_sense(io(proto.vendor_cdb(proto.HOST_READ, 0, 0), good_list),
+                 "INVALID_CDB_FIELD", 8, None, in_cdb=True)
+    assert_sense(io(proto.vendor_cdb(proto.HOST_READ, (1 << 40), 8), good_list),
+                 "LBA_OUT_OF_RANGE")
+    # The list, in 4.19's order.
+    d = proto.Desc(proto.PEER_INITIATOR, 8 * BS, stag, base)
+    two = proto.xfer_list([proto.Desc(proto.PEER_INITIATOR, 4 * BS, stag, base),
+                           proto.Desc(proto.PEER_INITIATOR, 4 * BS, stag, base + 4 * BS)])
+    assert_sense(io(good_cdb, two), "INVALID_PARAM_FIELD", 0, None, in_cdb=False)
+    assert_sense(io(good_cdb, proto.xfer_list([d], result_slot=0)), "INVALID_PARAM_FIELD", 2)
+    for peer in (0, 0x1000):
+        assert_sense(io(good_cdb, proto.xfer_list([proto.Desc(peer, 8 * BS, stag, base)])),
+                     "INVALID_PARAM_FIELD", 16)
+    slot = proto.Desc(proto.PEER_INITIATOR, 8 * BS, stag, base, flags=proto.XFER_SLOT)
+    assert_sense(io(good_cdb, proto.xfer_list([slot])), "INVALID_PARAM_FIELD", 18, 1)
+    assert_sense(io(proto.vendor_cdb(proto.HOST_READ, 0, 16), good_list),
+                 "INVALID_PARAM_FIELD", 8)
+    # tcp addresses registrations by offset: VIRT ADDR is the wrong kind.
+    virt = proto.Desc(proto.PEER_INITIATOR, 8 * BS, stag, base, flags=proto.XFER_VIRT_ADDR)
+    assert_sense(io(good_cdb, proto.xfer_list([virt])), "INVALID_PARAM_FIELD", 18, 0)
+    # TPT HOST KEY: an all-zero key, a short list.
+    bad_key = proto.host_key(h.port, bytes(16))
+    assert_sense(client.command(h.name, proto.setup_cdb(proto.HOST_KEY, 40), data=bad_key),
+                 "INVALID_PARAM_FIELD", 24)
+    assert_sense(client.command(h.name, proto.setup_cdb(proto.HOST_KEY, 40),
+                                data=bad_key[:39]), "PARAM_LIST_LENGTH")
+    # None of it harmed the array.
+    st = array_stats(c)
+    assert st["member_failures"] == 0 and st["replans"] == 0
+
+
+def test_baseline_array_has_no_host_commands(tgtd_factory, client):
+    """A Baseline controller is in the data path by definition: an
+    extended host learns from INVALID COMMAND OPERATION CODE to use
+    READ and WRITE."""
+    c = start(tgtd_factory, mode="baseline")
+    h = Host(client, c)
+    assert_sense(h.register(), "INVALID_OPCODE")
+    assert_sense(h.io(False, 0, 8), "INVALID_OPCODE")
+    assert_sense(h.io(True, 0, 8), "INVALID_OPCODE")
+
+
+def test_host_datamover_failure_is_the_hosts_alone(tgtd_factory, client):
+    """A revoked STag, or a host that refuses the targets: the host gets
+    the passive-peer sense naming itself (INFORMATION FFFEh), no box is
+    failed and the request is not retried."""
+    c = start(tgtd_factory)
+    h = Host(client, c)
+    assert h.register()["status"] == GOOD
+    data = os.urandom(128 * BS)
+    client.buf_write("hbuf", 0, data)
+    assert h.io(True, 256, 128)["status"] == GOOD
+    old_stag = h.buf["stag"]
+    client.buf_release("hbuf")
+    h.buf = client.buf("hbuf", 1 << 20, access="rw")
+    assert h.buf["stag"] != old_stag
+    for write in (False, True):
+        s = sense_of(h.io(write, 256, 128, stag=old_stag))
+        assert s.key == 0xB and s.asc in (0x83, 0x84), s
+        assert s.info_valid and s.information == proto.PEER_INITIATOR, s
+    st = array_stats(c)
+    assert st["member_failures"] == 0 and st["replans"] == 0, st
+    # The failed WRITE left the blocks as they were; the host goes on.
+    r = h.io(False, 256, 128)
+    assert r["status"] == GOOD and client.buf_read("hbuf", 0, len(data)) == data
+    # A host with a key the targets cannot prove: refused at connect.
+    other = TptClient(timeout=60)
+    other.start()
+    try:
+        h2 = Host(other, c, name="h2")
+        h2.key = os.urandom(16)      # registers a key its datamover does not admit
+        assert h2.register()["status"] == GOOD
+        s = sense_of(h2.io(False, 0, 8))
+        assert s.key == 0xB and s.asc in (0x83, 0x84), s
+        assert s.info_valid and s.information == proto.PEER_INITIATOR, s
+        assert other.stats()["refused_by_allow_list"] >= 1
+    finally:
+        other.close()
+    st = array_stats(c)
+    assert st["member_failures"] == 0, st
+
+
+def test_logout_revokes_the_host(tgtd_factory, client):
+    """III-B step 3: the key lives as long as the session.  After logout the
+    targets no longer list the host; a new session must register anew."""
+    c = start(tgtd_factory)
+    h = Host(client, c)
+    assert h.register()["status"] == GOOD
+    assert h.io(False, 0, 8)["status"] == GOOD
+    assert client.stats()["accepted_peers"] >= 1
+    client.logout(h.name)
+    show = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert "TPT-RAID extended hosts: 0" in show
+    client.login(h.name, c.url)
+    client.clear_unit_attentions(h.name)
+    assert_sense(h.io(False, 0, 8), "HOST_KEY_MISSING")
+    # The target that served the read dropped its link to the host.
+    logs = "".join(t.log() for t in c.targets)
+    assert "no longer listed: link dropped" in logs
