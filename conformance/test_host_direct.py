@@ -10,6 +10,9 @@
   controller serves TPT HOST READ/WRITE the same tests check the fallback
   on a TPT array.
 - fio's nbd engine through nbdkit with verify=crc32c.
+- The library's datamover admits only target boxes proving this
+  session's key: rogue peers are refused, logged and counted, and the
+  I/O goes on.
 - Bad input to the tools and the plugin is a clear error, not a hang."""
 import os
 import re
@@ -20,6 +23,7 @@ import time
 import pytest
 
 from tptlib import cluster, net, paths
+from tptlib.client import TptClient
 from tptlib.tgtd import SANITIZER_MARKERS
 
 MiB = 1 << 20
@@ -163,6 +167,42 @@ def test_direct_integrity_counters_and_a_stock_client(tgtd_factory, workdir, rep
     report(f"host-direct {'on' if direct else 'off (controller lacks it: fallback)'}: "
            f"{res['ops'] + res2['ops']} requests QD 8 512B-4MiB, "
            f"{(res['bytes'] + res2['bytes']) >> 20} MiB verified, with a stock client beside")
+
+
+# -- rogue datamover peers ------------------------------------------------------
+
+def test_rogue_datamover_peers_are_refused(tgtd_factory, report):
+    """protocol.md 6.4: a host admits a connection only from a target that
+    proves the host's key.  A stranger with a made-up key, and peers
+    claiming the host or controller role, are refused and logged while the
+    host's I/O carries on."""
+    c = cluster.start(tgtd_factory, n=5, mode="tpt", member_bytes=24 << 20)
+    if not controller_is_direct(c):
+        pytest.skip("this controller does not serve host-direct requests")
+    port = net.free_port("127.0.0.1")
+    host = subprocess.Popen(
+        [str(paths.tool("tpt-direct-verify")), "--dm", f"127.0.0.1:{port}", "--seconds", "5",
+         "--zero", "--span", "16m", "--qd", "4", "--max-bs", "256k", c.url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rogue = TptClient(timeout=60)
+    rogue.start()
+    try:
+        net.wait_listening("127.0.0.1", port, 30, lambda: host.poll() is None)
+        rogue.dm_open("target", listen="127.0.0.1")
+        for i, role in enumerate(["target", "host", "controller"]):
+            r = rogue.dm_connect(f"rogue{i}", "127.0.0.1", port, os.urandom(16), role=role,
+                                 peer_id=i, check=False, timeout_ms=5000)
+            assert not r["ok"] and r.get("errno_name") == "ECONNREFUSED", r
+    finally:
+        rogue.close()
+    out, err = host.communicate(timeout=120)
+    assert host.returncode == 0, out + err
+    res = kv(out)
+    assert res["direct"] == "yes" and res["errors"] == "0" and res["mismatches"] == "0", out
+    assert int(res["refused_peers"]) >= 3, out
+    assert err.count("refused peer") >= 3, err
+    report(f"host datamover: {res['refused_peers']} rogue peers refused during "
+           f"{res['ops']} direct requests")
 
 
 # -- fio through nbdkit --------------------------------------------------------
