@@ -571,12 +571,23 @@ int tpt_init_poll_timeout_ms(const struct tpt_init *ctx)
 /* The session is gone: every request fails, and so does a connect. */
 static void session_lost(struct tpt_init *ctx, const char *why)
 {
+	char text[256];
+	size_t n;
+
 	if (ctx->state == INIT_DEAD)
 		return;
-	init_seterr(ctx, "session lost: %s", why);
-	init_log(ctx, TPT_INIT_LOG_ERROR, "%s", ctx->err);
+	/* libiscsi's messages may end in a newline. */
+	snprintf(text, sizeof(text), "%s", why);
+	n = strlen(text);
+	while (n && (text[n - 1] == '\n' || text[n - 1] == ' '))
+		text[--n] = 0;
 	if (ctx->state == INIT_CONNECTING) {
-		connect_done(ctx, -ENOTCONN);
+		/* The caller of connect says why; no log of ours. */
+		init_seterr(ctx, "login to %s failed: %s", ctx->portal, text);
+		connect_done(ctx, -ECONNREFUSED);
+	} else {
+		init_seterr(ctx, "session lost: %s", text);
+		init_log(ctx, TPT_INIT_LOG_ERROR, "%s", ctx->err);
 	}
 	ctx->state = INIT_DEAD;
 	iscsi_scsi_cancel_all_tasks(ctx->iscsi);
