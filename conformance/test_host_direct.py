@@ -219,6 +219,31 @@ def test_rogue_datamover_peers_are_refused(tgtd_factory, report):
            f"{res['ops']} direct requests")
 
 
+# -- the controller lost ----------------------------------------------------------
+
+def test_controller_lost_mid_io_fails_requests_not_hangs(tgtd_factory):
+    """The controller's box dies under direct I/O: every request in flight
+    fails with the session, the library does not log in again behind the
+    caller's back (the key died with the session), and the tool exits 1."""
+    c = cluster.start(tgtd_factory, n=3, mode="tpt", member_bytes=16 << 20)
+    host = subprocess.Popen(
+        [str(paths.tool("tpt-direct-verify")), "--seconds", "60", "--zero", "--span", "8m",
+         "--qd", "8", "--max-bs", "1m", "--timeout", "20", c.url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Running once the controller has counted some of its requests.
+    for _ in range(200):
+        if array_stats(c)["reads"] + array_stats(c)["writes"] > 20 or host.poll() is not None:
+            break
+        time.sleep(0.05)
+    c.controller.killed_on_purpose = True
+    c.controller.kill()
+    out, err = host.communicate(timeout=90)
+    assert host.returncode == 1, out + err
+    assert "session lost" in err, err
+    assert not any(m in err for m in SANITIZER_MARKERS), err[-6000:]
+    assert kv(out)["mismatches"] == "0", out
+
+
 # -- fio through nbdkit --------------------------------------------------------
 
 @pytest.mark.skipif(not shutil.which("nbdkit") or not shutil.which("fio"),

@@ -263,7 +263,8 @@ static void usage(FILE *out)
 		"  --final-check    read the whole region back at the end\n"
 		"  --direct auto|on|off  (auto)\n"
 		"  --dm ADDR[:PORT] where the datamover listens\n"
-		"  --initiator IQN  initiator name\n\n"
+		"  --initiator IQN  initiator name\n"
+		"  --timeout S      login and command timeout (30)\n\n"
 		"Prints: ops= writes= reads= bytes= errors= mismatches= direct=\n"
 		"direct_in= direct_out= plain_in= plain_out= refused_peers=\n"
 		"Exit status: 0 no error and no mismatch, 1 otherwise, 2 usage.\n",
@@ -286,6 +287,7 @@ int main(int argc, char **argv)
 		{ "direct", required_argument, NULL, 'd' },
 		{ "dm", required_argument, NULL, 'm' },
 		{ "initiator", required_argument, NULL, 'i' },
+		{ "timeout", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -335,6 +337,11 @@ int main(int argc, char **argv)
 			cfg.dm_addr = dm_addr[0] ? dm_addr : NULL;
 			break;
 		case 'i': cfg.initiator_name = optarg; break;
+		case 'T':
+			if (tpt_init_parse_size(optarg, &x) || !x || x > 3600)
+				goto bad;
+			cfg.timeout_s = (unsigned int)x;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: goto bad;
 		}
