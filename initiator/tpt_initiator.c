@@ -248,15 +248,31 @@ static int dm_accept(void *arg, const struct tpt_dm_hello *hello,
 		     uint8_t token[TPT_DM_TOKEN_LEN], uint64_t *scope)
 {
 	struct tpt_init *ctx = arg;
+	const char *why = NULL;
+	char from[INET6_ADDRSTRLEN] = "?";
 
-	(void)src;
-	(void)srclen;
 	if (!ctx->direct && ctx->state != INIT_CONNECTING)
-		return -EPERM;
-	if (hello->role != TPT_DM_ROLE_TARGET)
-		return -EPERM;	/* logged by the datamover, with the role */
-	if (!tpt_dm_hello_proves(hello, ctx->key))
+		why = "this host is not registered for host-direct I/O";
+	else if (hello->role != TPT_DM_ROLE_TARGET)
+		why = "not a target box (only targets move a host's data)";
+	else if (!tpt_dm_hello_proves(hello, ctx->key))
+		why = "does not prove this session's host key";
+	if (why) {
+		if (src && src->sa_family == AF_INET &&
+		    srclen >= (socklen_t)sizeof(struct sockaddr_in))
+			inet_ntop(AF_INET, &((const struct sockaddr_in *)src)->sin_addr,
+				  from, sizeof(from));
+		else if (src && src->sa_family == AF_INET6 &&
+			 srclen >= (socklen_t)sizeof(struct sockaddr_in6))
+			inet_ntop(AF_INET6,
+				  &((const struct sockaddr_in6 *)src)->sin6_addr,
+				  from, sizeof(from));
+		/* The datamover logs the refusal too, and counts it. */
+		init_log(ctx, TPT_INIT_LOG_WARNING, "datamover peer id %u role "
+			 "%u from %s: %s", hello->peer_id, hello->role, from,
+			 why);
 		return -EACCES;
+	}
 	memcpy(token, ctx->key, TPT_DM_TOKEN_LEN);
 	/* Our buffers all live in scope 0: one host, one key per context. */
 	*scope = 0;
