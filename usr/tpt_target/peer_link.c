@@ -274,11 +274,8 @@ static int tpt_accept_peer(const struct tpt_dm_hello *hello,
 	for (s = tpt_session_first(); s; s = tpt_session_next(s)) {
 		const struct tpt_peer *self, *them;
 
-		/* Only targets connect to targets (6.4): hosts and the
-		 * controller are always the passive side. */
 		if (!s->peers || s->superseded ||
-		    s->peers->array_id != hello->array_id ||
-		    hello->role != TPT_DM_ROLE_TARGET)
+		    s->peers->array_id != hello->array_id)
 			continue;
 		self = tpt_peer_list_find(s->peers, s->peers->self_id);
 		them = tpt_peer_list_find(s->peers, hello->peer_id);
