@@ -265,8 +265,9 @@ def test_fio_verify_through_nbdkit(tgtd_factory, workdir, report):
         r = subprocess.run(
             ["fio", "--name=verify", "--ioengine=nbd", f"--uri=nbd+unix:///?socket={sock}",
              "--rw=randwrite", "--bsrange=4k-1m", "--size=32m", "--iodepth=8",
-             "--verify=crc32c", "--verify_fatal=1", "--do_verify=1"],
-            capture_output=True, text=True, timeout=300)
+             "--verify=crc32c", "--verify_fatal=1", "--do_verify=1",
+             "--verify_state_save=0"],
+            capture_output=True, text=True, timeout=300, cwd=workdir)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "verify" not in r.stderr.lower() or "bad" not in r.stderr.lower(), r.stderr
         assert re.search(r"err=\s*0", r.stdout), r.stdout
