@@ -247,3 +247,37 @@ def test_logout_revokes_the_host(tgtd_factory, client):
     # The target that served the read dropped its link to the host.
     logs = "".join(t.log() for t in c.targets)
     assert "no longer listed: link dropped" in logs
+
+
+def test_degraded_blocks_are_pushed_to_the_host(tgtd_factory, client):
+    """III-D 5: with a box dead, the block it held is rebuilt by a
+    surviving target and RMA-written straight into the host's buffer;
+    the controller still moves no data and XORs nothing."""
+    c = cluster.start(tgtd_factory, n=MEMBERS, mode="tpt", unit=UNIT,
+                      member_bytes=MEMBER_BYTES, extra_opts=("fail_timeout=3",))
+    h = Host(client, c)
+    assert h.register()["status"] == GOOD
+    # Two whole stripes: every member holds a unit of them.
+    blocks = 2 * (MEMBERS - 1) * UNIT // BS
+    data = os.urandom(blocks * BS)
+    client.buf_write("hbuf", 0, data)
+    assert h.io(True, 0, blocks)["status"] == GOOD
+    c.targets[1].killed_on_purpose = True
+    c.targets[1].kill()
+    before = array_stats(c)
+    client.buf_write("hbuf", 0, bytes(len(data)))
+    r = h.io(False, 0, blocks)
+    assert r["status"] == GOOD, r
+    assert client.buf_read("hbuf", 0, len(data)) == data
+    after = array_stats(c)
+    assert after["member_failures"] == 1 and after["degraded_spans"] > before["degraded_spans"]
+    assert after["direct_out"] - before["direct_out"] == len(data)
+    assert after["host_out"] == before["host_out"] and after["target_in"] == before["target_in"]
+    assert after["xored"] == 0 and after["failed"] == 0
+    # Writes go on degraded too, and read back.
+    new = os.urandom(UNIT)
+    client.buf_write("hbuf", 0, new)
+    assert h.io(True, 3 * UNIT // BS, UNIT // BS)["status"] == GOOD
+    client.buf_write("hbuf", 0, bytes(UNIT))
+    assert h.io(False, 3 * UNIT // BS, UNIT // BS)["status"] == GOOD
+    assert client.buf_read("hbuf", 0, UNIT) == new
