@@ -316,3 +316,57 @@ def test_a_binding_with_a_copied_array_id_reads_none_of_the_array_s_buffers(tpt)
     assert t0.read_backing(row * UNIT, UNIT) == host2.read()
     assert t0.read_backing(3 * UNIT, UNIT) == host.read()
     assert "superseded" not in t0.tgtd.log() and t0.tgtd.alive()
+
+
+def test_a_host_reaches_no_slot_through_the_link_a_target_opened(tpt):
+    """A host is the passive end of the link a target opens to move its
+    data, but either end of a libfabric connection may start RMA.  The
+    target keeps that link in a scope of the host's own (protocol.md 6.4),
+    where only the pieces of the host's own transfers are registered, for
+    the transfer's time: the exact STag of a slot, read over that link,
+    gives the host nothing and costs it the link; the array carries on."""
+    from tptlib.client import TptClient
+
+    tpt.start(1)
+    t0 = tpt.targets[0]
+    c = tpt.client
+    hdr, row, group = proto.SLOT_HDR_LEN, 5, 0x61
+    data = tpt.host_buffer("d", os.urandom(UNIT))
+    r = tpt.cmd(t0, proto.vendor_cdb(proto.XDWRITE_16, row * UBLK, UBLK, group,
+                                     proto.DISABLE_WRITE),
+                out=proto.xfer_list([data.desc(0, UNIT)], result_slot=0))
+    assert r.good, r
+    stag, offset = t0.slots.slots[0]
+    assert tpt.slot_header(t0, 0)["state"] == 1
+
+    host = TptClient(timeout=60)
+    host.start()
+    try:
+        key = os.urandom(16)
+        port = host.dm_open("host", listen="127.0.0.1")["port"]
+        host.dm_allow(0, key, role="target")
+        b = host.buf("hb", hdr + UNIT, access="rw")
+        host_id = 0x1000
+        tpt.deliver_peer_lists(tpt.peers() + [proto.Peer(host_id, proto.ROLE_HOST, port, key)])
+        # t0 reads its blocks into the host's buffer: the link is made.
+        r = tpt.cmd(t0, proto.vendor_cdb(proto.PREP_READ, 0, UBLK, 0x62, proto.FINAL),
+                    out=proto.xfer_list([proto.Desc(host_id, UNIT, int(b["stag"]),
+                                                    int(b["rma_base"]))]))
+        assert r.good, r
+        assert host.buf_read("hb", 0, UNIT) == t0.read_backing(0, UNIT)
+        assert host.stats()["accepted_peers"] == 1
+        # The host turns the link around, at the slot's exact STag.
+        host.buf_write("hb", 0, bytes(hdr + UNIT))
+        r = host.dm_get("accepted-0", "hb", 0, stag, offset, hdr + UNIT, check=False,
+                        timeout_ms=10000)
+        assert not r["ok"] and r.get("errno_name") in ("ECONNRESET", "EACCES"), r
+        assert host.buf_read("hb", 0, hdr + UNIT) == bytes(hdr + UNIT)
+        # The array's own peer still reads the slot; t0 serves on.
+        assert tpt.slot_header(t0, 0)["state"] == 1
+        r = tpt.cmd(t0, proto.vendor_cdb(proto.PREP_READ, UBLK, UBLK, 0x63, proto.FINAL),
+                    out=proto.xfer_list([proto.Desc(host_id, UNIT, int(b["stag"]),
+                                                    int(b["rma_base"]))]))
+        assert r.good, r
+        assert host.buf_read("hb", 0, UNIT) == t0.read_backing(UNIT, UNIT)
+    finally:
+        host.close()

@@ -408,6 +408,14 @@ void tpt_dm_set_peer_down_cb(struct tpt_dm *dm,
 	dm->peer_down_arg = arg;
 }
 
+void tpt_dm_set_peer_up_cb(struct tpt_dm *dm,
+			   void (*cb)(struct tpt_dm_peer *peer, void *arg),
+			   void *arg)
+{
+	dm->peer_up_cb = cb;
+	dm->peer_up_arg = arg;
+}
+
 void tpt_dm_get_stats(const struct tpt_dm *dm, struct tpt_dm_stats *st)
 {
 	*st = dm->stats;

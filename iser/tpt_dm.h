@@ -159,6 +159,14 @@ uint64_t tpt_dm_peer_scope(const struct tpt_dm_peer *peer);
 void tpt_dm_set_peer_down_cb(struct tpt_dm *dm,
 			     void (*cb)(struct tpt_dm_peer *peer, void *arg),
 			     void *arg);
+/* Called when an accepted peer's connection is up.  Its handle stays
+ * valid until the peer-down callback (or tpt_dm_close): the owner may
+ * Put/Get with it, as either end of a connection can, and must not
+ * disconnect it.  Owners that only ever serve as the passive side need
+ * not set it. */
+void tpt_dm_set_peer_up_cb(struct tpt_dm *dm,
+			   void (*cb)(struct tpt_dm_peer *peer, void *arg),
+			   void *arg);
 
 /* --- buffers (Register_Buffer / Deregister_Buffer) --- */
 

@@ -480,6 +480,8 @@ static void dm_on_connected(struct tpt_dm *dm, struct tpt_dm_peer *peer,
 
 	if (peer->state == DM_PEER_ACCEPTING) {
 		peer->state = DM_PEER_UP;
+		if (dm->peer_up_cb)
+			dm->peer_up_cb(peer, dm->peer_up_arg);
 		return;
 	}
 	if (peer->state != DM_PEER_CONNECTING)

@@ -242,6 +242,8 @@ struct tpt_dm {
 	uint64_t last_counter;
 	struct dm_list seen_peers;	/* struct dm_seen_peer */
 	void (*peer_down_cb)(struct tpt_dm_peer *peer, void *arg);
+	void (*peer_up_cb)(struct tpt_dm_peer *peer, void *arg);
+	void *peer_up_arg;
 	void *peer_down_arg;
 
 	/* Test hook: the next this many posts fail with -FI_EAGAIN, the

@@ -35,12 +35,14 @@ enum link_state {
 	LINK_DOWN,
 };
 
-/* A datamover connection we opened with dm_connect. */
+/* A datamover connection we opened with dm_connect, or one a peer
+ * opened to us ("accepted-<peer id>"): either end may start RMA. */
 struct dm_link {
 	struct item item;	/* name: the link's */
 	struct tpt_dm_peer *peer;
 	enum link_state state;
 	int status;
+	bool accepted;		/* the datamover owns the peer */
 };
 
 struct dm_buffer {
@@ -169,9 +171,35 @@ static void dm_peer_down(struct tpt_dm_peer *peer, void *arg)
 			fprintf(stderr, "tpt-client: dm: peer %s went down\n",
 				link->item.name);
 			link->state = LINK_DOWN;
+			/* An accepted peer's handle dies with this call. */
+			if (link->accepted)
+				link->peer = NULL;
 			return;
 		}
 	}
+}
+
+static void link_free(struct client *c, struct dm_link *link);
+
+/* A peer that connected to us, as a link of its own: tests play a host
+ * or controller that turns RMA on the connection a target opened. */
+static void dm_peer_up(struct tpt_dm_peer *peer, void *arg)
+{
+	struct client *c = arg;
+	struct dm_link *link;
+	char name[32];
+
+	snprintf(name, sizeof(name), "accepted-%u",
+		 tpt_dm_peer_hello(peer)->peer_id);
+	link = item_find(c->links, name);
+	if (link)
+		link_free(c, link);
+	link = item_new(&c->links, sizeof(*link), name);
+	if (!link)
+		return;
+	link->peer = peer;
+	link->state = LINK_UP;
+	link->accepted = true;
 }
 
 static void dm_op_done(int status, void *arg)
@@ -247,6 +275,7 @@ int op_dm_open(struct client *c, struct request *rq)
 		return fail_errno(rq, rc, "tpt_dm_open: %s", strerror(-rc));
 	}
 	tpt_dm_set_peer_down_cb(c->dm, dm_peer_down, c);
+	tpt_dm_set_peer_up_cb(c->dm, dm_peer_up, c);
 	c->dm_role = (enum tpt_dm_role)role;
 	c->dm_peer_id = (uint16_t)peer_id;
 	c->dm_array_id = array_id;
@@ -289,7 +318,7 @@ int op_dm_allow(struct client *c, struct request *rq)
 
 static void link_free(struct client *c, struct dm_link *link)
 {
-	if (link->peer && c->dm)
+	if (link->peer && c->dm && !link->accepted)
 		tpt_dm_disconnect(link->peer);
 	item_delete(&c->links, link);
 }

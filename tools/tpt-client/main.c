@@ -26,6 +26,9 @@
  *   dm_put / dm_get  peer buf offset stag rma_addr len [timeout_ms]
  *   buf       name size access=r|w|rw [scope] -> "stag", "rma_base", "size"
  *
+ * A peer that connects to us is a link too, named accepted-<its peer id>,
+ * for dm_put/dm_get (either end of a connection may start RMA).
+ *
  * scope: the datamover scope (iser/tpt_dm.h) a peer is admitted into, a
  * link or a buffer lives in; 0, the default, when not given.  Transfers
  * need the link and the buffer in the same scope.
