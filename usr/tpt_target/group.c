@@ -92,9 +92,18 @@ enum tpt_sense_reason tpt_group_get(struct tpt_session *s, struct tpt_lu *tlu,
 		*out = g;
 		return TPT_SENSE_NONE;
 	}
-	if (!create)
-		return tpt_tombstone_find(s, number, &why) ?
-			release_reason[why] : TPT_SENSE_UNKNOWN_GROUP;
+	if (!create) {
+		if (tpt_tombstone_find(s, number, &why))
+			return release_reason[why];
+		if (!s->unknown_group_logged)
+			eprintf("tpt: group %u is unknown on I_T nexus %" PRIu64
+				" (%u groups open, no release of it among the "
+				"last %u): a command named a group this nexus "
+				"never opened\n", number, s->itn_id,
+				s->nr_groups, TPT_TOMBSTONES);
+		s->unknown_group_logged = true;
+		return TPT_SENSE_UNKNOWN_GROUP;
+	}
 
 	if (s->nr_groups >= tpt_bounds.session_groups)
 		return tpt_bound_refuse(s, TPT_BOUND_SESSION_GROUPS);

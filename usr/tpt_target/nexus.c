@@ -285,6 +285,12 @@ void tpt_target_it_nexus_destroy(int tid, uint64_t itn_id)
 {
 	struct tpt_session *s = tpt_session_find(tid, itn_id);
 
-	if (s)
-		tpt_session_free(s);
+	if (!s)
+		return;
+	/* Its groups go with it: a later nexus of the same initiator knows
+	 * none of them, which is worth knowing when one is asked for. */
+	if (s->nr_groups)
+		eprintf("tpt: I_T nexus %" PRIu64 " of target %d is gone with %u "
+			"open groups: released\n", itn_id, tid, s->nr_groups);
+	tpt_session_free(s);
 }

@@ -122,6 +122,9 @@ struct tpt_session {
 	bool refused_unbound;
 	bool refused_plain;		/* the same for plain SBC commands */
 	bool pool_logged;		/* datamover pool exhaustion: once */
+	/* A group number named that it never had or no longer remembers
+	 * releasing: a controller out of step, logged once per nexus. */
+	bool unknown_group_logged;
 	struct tpt_slot *slots;
 	uint16_t nr_slots;
 	uint32_t slot_payload;
