@@ -4,8 +4,9 @@
 TPT_VERSION ?= 0.0.0
 EXTRAVERSION := +tpt$(TPT_VERSION)
 
-# Shared by both programs: the hooks tgt calls and the process's datamover.
-TPT_OBJS = tpt_hooks.o tpt_datamover.o
+# Shared by both programs: the hooks tgt calls, the process's datamover,
+# and the kept data buffers of iSCSI/TCP commands.
+TPT_OBJS = tpt_hooks.o tpt_datamover.o tpt_data_buf.o
 # The TPT target: LUs in TPT mode execute the TPT command set.
 TPT_OBJS += $(addprefix tpt_target/, lu.o nexus.o peer_link.o group.o bounds.o \
 	xfer.o cmd.o cmd_setup.o cmd_read.o cmd_write.o cmd_parity.o disk_io.o \
