@@ -77,8 +77,9 @@ TOOL_SRCS := $(wildcard tools/*.c)
 TOOL_DIRS := $(sort $(dir $(wildcard tools/*/*.c)))
 TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BINDIR)/%) $(TOOL_DIRS:tools/%/=$(BINDIR)/%)
 TOOL_LDLIBS_tpt-client := -ljansson
-# Tools on the extended host's library (it carries its own datamover).
-INIT_TOOLS := tpt-dd tpt-direct-verify
+# Tools on the extended host's library (it carries its own datamover);
+# tpt-iscsi-load uses it only for --direct.
+INIT_TOOLS := tpt-dd tpt-direct-verify tpt-iscsi-load
 $(foreach t,$(INIT_TOOLS),$(eval TOOL_LDLIBS_$(t) := $$(LIBTPTINIT) $$(INIT_EXT_LIBS)))
 
 .PHONY: all
