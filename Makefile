@@ -3,7 +3,8 @@
 #   make            fetch pinned upstream tgt, patch, overlay, build, stage
 #   make check      unit tests, fuzz smoke runs, then the pytest suites
 #   make demo       a local TPT-RAID cluster doing real I/O with stock libiscsi
-#   make bench      datamover, array and recovery benchmarks, printed as ratios
+#   make bench      datamover, array, recovery and host-direct benchmarks,
+#                   printed as ratios
 #   make deps       install the Debian packages all of this needs (check and
 #                   demo do it first)
 #   make SAN=1 ...  the same with AddressSanitizer and UBSan
@@ -288,6 +289,7 @@ bench: deps
 	TPT_BINDIR=$(BINDIR) scripts/bench/datamover
 	TPT_BUILD=$(BUILD) scripts/bench/array
 	TPT_BUILD=$(BUILD) scripts/bench/recovery
+	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/direct
 
 .PHONY: demo
 demo: deps
