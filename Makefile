@@ -3,7 +3,8 @@
 #   make            fetch pinned upstream tgt, patch, overlay, build, stage
 #   make check      unit tests, fuzz smoke runs, then the pytest suites
 #   make demo       a local TPT-RAID cluster doing real I/O with stock libiscsi
-#   make bench      datamover, array and recovery benchmarks, printed as ratios
+#   make bench      datamover, array, recovery and host-direct benchmarks,
+#                   printed as ratios
 #   make deps       install the Debian packages all of this needs (check and
 #                   demo do it first)
 #   make SAN=1 ...  the same with AddressSanitizer and UBSan
@@ -77,8 +78,9 @@ TOOL_SRCS := $(wildcard tools/*.c)
 TOOL_DIRS := $(sort $(dir $(wildcard tools/*/*.c)))
 TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BINDIR)/%) $(TOOL_DIRS:tools/%/=$(BINDIR)/%)
 TOOL_LDLIBS_tpt-client := -ljansson
-# Tools on the extended host's library (it carries its own datamover).
-INIT_TOOLS := tpt-dd tpt-direct-verify
+# Tools on the extended host's library (it carries its own datamover);
+# tpt-iscsi-load uses it only for --direct.
+INIT_TOOLS := tpt-dd tpt-direct-verify tpt-iscsi-load
 $(foreach t,$(INIT_TOOLS),$(eval TOOL_LDLIBS_$(t) := $$(LIBTPTINIT) $$(INIT_EXT_LIBS)))
 
 .PHONY: all
@@ -287,6 +289,7 @@ bench: deps
 	TPT_BINDIR=$(BINDIR) scripts/bench/datamover
 	TPT_BUILD=$(BUILD) scripts/bench/array
 	TPT_BUILD=$(BUILD) scripts/bench/recovery
+	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/direct
 
 .PHONY: demo
 demo: deps

@@ -4,8 +4,9 @@
  *
  *   tpt-iscsi-load --pattern seq-write --bs 1m --seconds 5 URL
  *
- * Prints one line, ops=N bytes=N seconds=F mbps=F iops=F (MB/s in
- * 10^6 bytes per second), for scripts/bench/array to parse.  Any SCSI
+ * Prints one line, ops=N bytes=N seconds=F mbps=F iops=F direct=yes|no
+ * (MB/s in 10^6 bytes per second), for scripts/bench/array and
+ * scripts/bench/direct to parse.  Any SCSI
  * error, short transfer or stall ends the run with exit status 1 after
  * the outstanding commands drain, and nothing is printed on stdout.
  *
@@ -13,7 +14,15 @@
  * bytes of the LUN.  Sequential patterns walk the span from offset 0 and
  * wrap; random ones pick aligned offsets uniformly.  Write data is random,
  * generated once before the clock starts, one buffer per queue slot;
- * reads land in per-slot buffers libiscsi fills in place. */
+ * reads land in per-slot buffers libiscsi fills in place.
+ *
+ * --direct drives the same load through libtptinitiator, the extended
+ * host, instead: the targets move the data to and from this process and
+ * the controller only plans.  Everything but the submit, completion and
+ * poll calls is shared, so the two clients differ only in the path the
+ * bytes take.  --direct (=on) fails unless the session is direct and
+ * every byte moved by RMA, so a benchmark cannot measure a silent
+ * fallback to plain iSCSI; --direct=auto takes what the LUN offers. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -28,6 +37,8 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
+#include "initiator/tpt_initiator.h"
+#include "initiator/tpt_init_args.h"
 #include "tool_iscsi.h"
 
 #define PROG "tpt-iscsi-load"
@@ -63,17 +74,21 @@ struct load_opts {
 	uint64_t span;		/* 0: the whole LUN */
 	double timeout;
 	uint64_t seed;
+	bool use_lib;		/* --direct given: through libtptinitiator */
+	enum tpt_init_direct direct;
 };
 
 struct slot {
 	struct load *load;
 	unsigned char *buf;
 	struct scsi_task *task;	/* in flight from this slot, or NULL */
+	bool busy;		/* --direct: in flight */
 };
 
 struct load {
 	const struct load_opts *o;
-	struct tool_lun lu;
+	struct tool_lun lu;	/* geometry always; the session if plain */
+	struct tpt_init *ctx;	/* --direct: the extended host */
 	uint64_t lun_bytes;
 	uint64_t span;
 	uint64_t nr_units;	/* --bs sized units in the span */
@@ -112,11 +127,15 @@ static void usage(FILE *out)
 		"                    (%.0f)\n"
 		"  --seed N          random offset seed (1)\n"
 		"  --initiator IQN   initiator name (%s)\n"
+		"  --direct[=MODE]   through libtptinitiator (the extended\n"
+		"                    host); MODE on (the default: fail unless\n"
+		"                    every byte moves host-direct), auto or off\n"
 		"  --help            this text\n"
 		"\n"
 		"BYTES and N take k, m, g suffixes (powers of 1024).  URL is\n"
 		"iscsi://[user[%%password]@]host[:port]/target-iqn/lun.  MB/s is\n"
-		"10^6 bytes per second.  Exit status: 0 success, 1 I/O, SCSI or\n"
+		"10^6 bytes per second; direct= says whether the data moved\n"
+		"host-direct.  Exit status: 0 success, 1 I/O, SCSI or\n"
 		"connection error (the sense is printed), 2 usage error.\n",
 		DEFAULT_QD, DEFAULT_SECONDS, DEFAULT_TIMEOUT, DEFAULT_INITIATOR);
 }
@@ -179,6 +198,7 @@ static int parse_args(int argc, char **argv, struct load_opts *o)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "seed", required_argument, NULL, 'r' },
 		{ "initiator", required_argument, NULL, 'i' },
+		{ "direct", optional_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -260,6 +280,15 @@ static int parse_args(int argc, char **argv, struct load_opts *o)
 		case 'i':
 			o->initiator = optarg;
 			break;
+		case 'd':
+			o->use_lib = true;
+			o->direct = TPT_INIT_DIRECT_ON;
+			if (optarg && tpt_init_parse_direct(optarg, &o->direct)) {
+				fprintf(stderr, PROG ": --direct takes on, auto"
+					" or off\n");
+				return -1;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -312,6 +341,42 @@ static bool is_write(enum pattern p)
 
 static int submit(struct slot *s);
 
+/* One command from slot s has ended (ok: in full): count it and keep the
+ * queue full.  Both clients' completions end here. */
+static void settle(struct slot *s, bool ok)
+{
+	struct load *l = s->load;
+
+	l->outstanding--;
+	clock_gettime(CLOCK_MONOTONIC, &l->last_progress);
+	if (!ok) {
+		l->failed = true;
+	} else {
+		l->done_ops++;
+		l->done_bytes += l->o->bs;
+	}
+	if (!l->failed && !l->stopping && submit(s))
+		l->failed = true;
+}
+
+/* --direct's completion. */
+static void lib_done(struct tpt_init *ctx, int status, void *arg)
+{
+	struct slot *s = arg;
+	struct load *l = s->load;
+
+	s->busy = false;
+	if (l->closing) {
+		l->outstanding--;
+		return;
+	}
+	/* The first failure says what went wrong, as below. */
+	if (status && !l->nr_errors++)
+		fprintf(stderr, PROG ": %s: %s\n", is_write(l->o->pattern) ?
+			"write" : "read", tpt_init_error(ctx));
+	settle(s, !status);
+}
+
 static void io_done(struct iscsi_context *iscsi, int status,
 		    void *command_data, void *private_data)
 {
@@ -321,36 +386,32 @@ static void io_done(struct iscsi_context *iscsi, int status,
 	 * libiscsi may pass NULL there, and the task is still ours to free. */
 	struct scsi_task *task = s->task;
 	const char *what = is_write(l->o->pattern) ? "WRITE(16)" : "READ(16)";
+	bool ok = false;
 
 	(void)iscsi;
 	(void)command_data;
 	s->task = NULL;
-	l->outstanding--;
 	if (l->closing) {
+		l->outstanding--;
 		scsi_free_scsi_task(task);
 		return;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &l->last_progress);
 	if (status != SCSI_STATUS_GOOD) {
 		/* The first failure says what went wrong; the rest only
 		 * count (a dead session fails every queued command). */
 		if (!l->nr_errors++)
 			tool_iscsi_report(PROG, what, l->lu.iscsi, status,
 					  task);
-		l->failed = true;
 	} else if (task->residual_status != SCSI_RESIDUAL_NO_RESIDUAL &&
 		   task->residual) {
 		fprintf(stderr, PROG ": %s: %s of %zu bytes\n", what,
 			task->residual_status == SCSI_RESIDUAL_UNDERFLOW ?
 			"underflow" : "overflow", (size_t)task->residual);
-		l->failed = true;
 	} else {
-		l->done_ops++;
-		l->done_bytes += l->o->bs;
+		ok = true;
 	}
 	scsi_free_scsi_task(task);
-	if (!l->failed && !l->stopping && submit(s))
-		l->failed = true;
+	settle(s, ok);
 }
 
 static uint64_t next_offset(struct load *l)
@@ -372,11 +433,28 @@ static int submit(struct slot *s)
 {
 	struct load *l = s->load;
 	const struct load_opts *o = l->o;
-	uint64_t lba = next_offset(l) / l->lu.block_size;
+	uint64_t offset = next_offset(l), lba = offset / l->lu.block_size;
 	struct scsi_task *task;
+	int ret;
 
 	if (o->bytes && l->issued_bytes >= o->bytes)
 		return 0;
+	if (l->ctx) {
+		ret = is_write(o->pattern) ?
+			tpt_init_pwrite_async(l->ctx, s->buf, o->bs, offset, 0,
+					      lib_done, s) :
+			tpt_init_pread_async(l->ctx, s->buf, o->bs, offset,
+					     lib_done, s);
+		if (ret) {
+			fprintf(stderr, PROG ": cannot queue request: %s\n",
+				tpt_init_error(l->ctx));
+			return -1;
+		}
+		s->busy = true;
+		l->outstanding++;
+		l->issued_bytes += o->bs;
+		return 0;
+	}
 	if (is_write(o->pattern)) {
 		task = iscsi_write16_task(l->lu.iscsi, l->lu.lun, lba, s->buf,
 					  (uint32_t)o->bs, (int)l->lu.block_size,
@@ -402,6 +480,59 @@ static int submit(struct slot *s)
 	l->outstanding++;
 	l->issued_bytes += o->bs;
 	return 0;
+}
+
+/* --direct: the extended host's session.  Its pool holds one request
+ * per slot (max_io = --bs up to the library's default command size), so
+ * its registration stays small for small requests. */
+static int lib_open(struct load *l)
+{
+	const struct load_opts *o = l->o;
+	struct tpt_init_config cfg = {
+		.url = o->url,
+		.initiator_name = o->initiator,
+		.direct = o->direct,
+		.queue_depth = o->qd,
+		.max_io = o->bs < (4u << 20) ? (o->bs + 511) / 512 * 512 :
+			  (4u << 20),
+		.timeout_s = o->timeout < 1 ? 1 : (unsigned int)o->timeout,
+	};
+	char err[512];
+
+	if (tpt_init_new(&cfg, &l->ctx, err, sizeof(err))) {
+		fprintf(stderr, PROG ": %s\n", err);
+		return -1;
+	}
+	if (tpt_init_connect(l->ctx)) {
+		fprintf(stderr, PROG ": connect: %s\n", tpt_init_error(l->ctx));
+		return -1;
+	}
+	l->lu.block_size = tpt_init_block_size(l->ctx);
+	l->lu.nr_blocks = tpt_init_size(l->ctx) / l->lu.block_size;
+	l->lun_bytes = tpt_init_size(l->ctx);
+	return 0;
+}
+
+/* --direct=on: every byte done moved by RMA and none through the
+ * controller, else the run fails (a fallback must not pass for a
+ * direct measurement).  0, or -1 after a message. */
+static int check_direct(struct load *l)
+{
+	struct tpt_init_stats st;
+	uint64_t rma;
+
+	if (!l->ctx || l->o->direct != TPT_INIT_DIRECT_ON)
+		return 0;
+	tpt_init_get_stats(l->ctx, &st);
+	rma = is_write(l->o->pattern) ? st.direct_bytes_out : st.direct_bytes_in;
+	if (tpt_init_is_direct(l->ctx) && rma >= l->done_bytes &&
+	    !st.plain_bytes_in && !st.plain_bytes_out)
+		return 0;
+	fprintf(stderr, PROG ": --direct: not host-direct: %" PRIu64 " of %"
+		PRIu64 " bytes by RMA, %" PRIu64 " in and %" PRIu64 " out "
+		"through the controller\n", rma, l->done_bytes,
+		st.plain_bytes_in, st.plain_bytes_out);
+	return -1;
 }
 
 static int lun_open(struct load *l)
@@ -489,6 +620,33 @@ static void free_slots(struct load *l)
 	free(l->slots);
 }
 
+/* One round of --direct's event loop: poll what the library names, at
+ * most 100 ms so the deadline and stall checks run.  0, or -1 after a
+ * message once the session is lost. */
+static int lib_service(struct load *l)
+{
+	struct pollfd fds[TPT_INIT_MAX_FDS];
+	int n = tpt_init_get_fds(l->ctx, fds);
+	int ms = tpt_init_poll_timeout_ms(l->ctx);
+
+	if (ms < 0 || ms > 100)
+		ms = 100;
+	if (poll(fds, (nfds_t)n, ms) < 0) {
+		if (errno != EINTR) {
+			perror(PROG ": poll");
+			return -1;
+		}
+		for (int i = 0; i < n; i++)
+			fds[i].revents = 0;
+	}
+	if (tpt_init_service(l->ctx, fds, n) < 0) {
+		fprintf(stderr, PROG ": session lost: %s\n",
+			tpt_init_error(l->ctx));
+		return -1;
+	}
+	return 0;
+}
+
 /* Run the event loop until nothing is outstanding.  Issuing stops at
  * the deadline (or byte budget) or on the first error; what is in flight
  * then drains so the session logs out cleanly. */
@@ -498,7 +656,7 @@ static int run(struct load *l, double *elapsed)
 	struct timespec t0;
 	struct pollfd pfd;
 	unsigned int i;
-	int n;
+	int n, ret;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	l->last_progress = t0;
@@ -510,6 +668,11 @@ static int run(struct load *l, double *elapsed)
 		if (!l->stopping && (l->failed ||
 				     (!o->bytes && since(&t0) >= o->seconds)))
 			l->stopping = true;
+		if (l->ctx) {
+			if ((ret = lib_service(l)))
+				return ret;
+			goto progress;
+		}
 		pfd.fd = iscsi_get_fd(l->lu.iscsi);
 		pfd.events = (short)iscsi_which_events(l->lu.iscsi);
 		pfd.revents = 0;
@@ -528,6 +691,7 @@ static int run(struct load *l, double *elapsed)
 				iscsi_get_error(l->lu.iscsi));
 			return -1;
 		}
+progress:
 		if (l->outstanding && since(&l->last_progress) > o->timeout) {
 			fprintf(stderr, PROG ": stalled: %u commands outstanding"
 				", none completed for %.0f s\n",
@@ -557,21 +721,25 @@ int main(int argc, char **argv)
 	l.o = &o;
 	l.rng = o.seed * 0x9e3779b97f4a7c15ull + 1;
 
-	if (lun_open(&l) || check_geometry(&l) || alloc_slots(&l))
+	if ((o.use_lib ? lib_open(&l) : lun_open(&l)) || check_geometry(&l) ||
+	    alloc_slots(&l))
 		goto out;
-	if (run(&l, &elapsed))
+	if (run(&l, &elapsed) || check_direct(&l))
 		goto out;
 	if (!(elapsed > 0))
 		elapsed = 1e-9;
 	printf("ops=%" PRIu64 " bytes=%" PRIu64 " seconds=%.3f mbps=%.1f"
-	       " iops=%.1f\n", l.done_ops, l.done_bytes, elapsed,
+	       " iops=%.1f direct=%s\n", l.done_ops, l.done_bytes, elapsed,
 	       (double)l.done_bytes / elapsed / 1e6,
-	       (double)l.done_ops / elapsed);
+	       (double)l.done_ops / elapsed,
+	       l.ctx && tpt_init_is_direct(l.ctx) ? "yes" : "no");
 	rc = fflush(stdout) ? 1 : 0;
 out:
 	l.closing = true;
 	/* Logout only over a healthy session with nothing queued. */
 	tool_lun_close(&l.lu, !l.outstanding);
+	/* Cancels what is still queued (lib_done only counts it down). */
+	tpt_init_close(l.ctx);
 	free_slots(&l);
 	return rc;
 }

@@ -62,34 +62,40 @@ def array_state(server):
     return m.group(1) if m else None
 
 
-def run_load(args, url, pattern, bs, span, seconds=None, nbytes=None):
+def run_load(args, url, pattern, bs, span, seconds=None, nbytes=None, direct=False,
+             qd=None):
     """One tpt-iscsi-load run (args: bindir, qd, timeout) for `seconds` or
-    `nbytes`: its ops, bytes, seconds, mbps and iops."""
+    `nbytes`: its ops, bytes, seconds, mbps, iops and direct (bool).
+    direct: as the extended host (--direct), which fails the run unless
+    every byte moved host-direct; checked here again, so a fallback to
+    plain iSCSI can never be reported as a direct figure."""
     limit = ["--bytes", str(nbytes)] if nbytes else ["--seconds", f"{seconds:g}"]
     cmd = [str(args.bindir / "tpt-iscsi-load"), "--pattern", pattern, "--bs", str(bs),
-           "--qd", str(args.qd), *limit, "--span", str(span),
-           "--timeout", f"{args.timeout:g}", url]
+           "--qd", str(qd or args.qd), *limit, "--span", str(span),
+           "--timeout", f"{args.timeout:g}", *(["--direct"] if direct else []), url]
     r = subprocess.run(cmd, capture_output=True, text=True,
                        timeout=(seconds or 600) + args.timeout + 30)
     if r.returncode != 0:
         raise RuntimeError((r.stderr.strip() or r.stdout.strip()
                             or f"exit status {r.returncode}"))
     vals = dict(kv.split("=", 1) for kv in r.stdout.split())
+    if direct and vals.get("direct") != "yes":
+        raise RuntimeError(f"asked for a direct run, got direct={vals.get('direct')}")
     return {"ops": int(vals["ops"]), "bytes": int(vals["bytes"]),
             "seconds": float(vals["seconds"]), "mbps": float(vals["mbps"]),
-            "iops": float(vals["iops"])}
+            "iops": float(vals["iops"]), "direct": vals.get("direct") == "yes"}
 
 
 def measure_load(args, url, server, targets, pattern, bs, span, seconds=None,
-                 nbytes=None, counters=True):
-    """run_load() with the CPU seconds of the tgtd `server` (ctl_cpu) and
+                 nbytes=None, counters=True, direct=False, qd=None):
+    """run_load() (direct, qd: as there) with the CPU seconds of the tgtd `server` (ctl_cpu) and
     of `targets` (tgt_cpu) it cost, and the change of server's TPT-RAID
     counters while it ran (stats; empty without `counters`).  A request the
     controller counted failed fails the measurement."""
     st0 = controller_counters(server) if counters else {}
     c0 = cpu_seconds(server.proc)
     t0 = sum(cpu_seconds(t.proc) for t in targets)
-    r = run_load(args, url, pattern, bs, span, seconds, nbytes)
+    r = run_load(args, url, pattern, bs, span, seconds, nbytes, direct, qd)
     r["ctl_cpu"] = cpu_seconds(server.proc) - c0
     r["tgt_cpu"] = sum(cpu_seconds(t.proc) for t in targets) - t0
     st1 = controller_counters(server) if counters else {}
