@@ -579,9 +579,18 @@ int tpt_init_get_fds(struct tpt_init *ctx,
 
 int tpt_init_poll_timeout_ms(const struct tpt_init *ctx)
 {
-	/* Completions waiting for their callbacks: come back at once.
-	 * Otherwise once a second, for libiscsi's timeout scan and ours. */
-	return ctx->done_head ? 0 : 1000;
+	/*
+	 * Completions waiting for their callbacks: come back at once.  With
+	 * direct requests in flight, within a millisecond: the targets'
+	 * Get_Data of a WRITE is served by our passive side, which the tcp
+	 * provider only moves on when we progress it, and its event fd
+	 * does not wake us while a large answer waits for socket room
+	 * (measured: 1 MiB direct WRITEs at a third of the proxied rate).
+	 * Otherwise once a second, for libiscsi's timeout scan and ours.
+	 */
+	if (ctx->done_head)
+		return 0;
+	return ctx->dm && ctx->inflight ? 1 : 1000;
 }
 
 /* The session is gone: every request fails, and so does a connect. */
@@ -617,7 +626,8 @@ int tpt_init_service(struct tpt_init *ctx, const struct pollfd *fds, int n)
 
 	for (i = 0; i < n && ctx->state != INIT_DEAD; i++) {
 		if (ctx->dm && fds[i].fd == tpt_dm_event_fd(ctx->dm)) {
-			if (fds[i].revents) {
+			/* Woken by the timeout too: see above. */
+			if (fds[i].revents || ctx->inflight) {
 				ret = tpt_dm_progress(ctx->dm);
 				if (ret < 0)
 					init_log(ctx, TPT_INIT_LOG_ERROR,

@@ -48,6 +48,9 @@
  * stripe for its block and one for the calculator's result, out of the
  * 128 slots the mode asks each member for (mode_tpt.c). */
 #define TPT_SPAN_MAX_STRIPES 32
+/* Spans running at once, at most: the members' buffers are the real
+ * bound, which running_cap finds (span_cap_adjust). */
+#define TPT_SPAN_RUNNING_MAX 64
 /* How long creating an array may wait for its members (tgtadm waits). */
 #define TPT_ASSEMBLE_SECONDS 15
 
@@ -196,11 +199,44 @@ static void span_buffer(struct tpt_array *a, struct tpt_span *s)
  * stripes taken, -EAGAIN the mode's resources are short.  A span waiting
  * to be planned again still holds its stripes: it may have left one half
  * written, for its re-plan (without the member that failed it) to finish. */
+static unsigned int spans_running(const struct tpt_array *a)
+{
+	const struct list_head *p;
+	unsigned int n = 0;
+
+	for (p = a->running.next; p != &a->running; p = p->next)
+		n++;
+	return n;
+}
+
+/*
+ * Back-pressure from the members (protocol.md 8.4), additive increase and
+ * multiplicative decrease: a member short of buffers halves the number of
+ * spans that may run at once, each span that completes adds one.  Without
+ * it, a stream of large writes keeps every member's pool share full, and
+ * most spans are planned, refused with INSUFFICIENT RESOURCES, released
+ * and planned again: commands sent for nothing.
+ */
+static void span_cap_adjust(struct tpt_array *a, int result)
+{
+	unsigned int running = spans_running(a);
+
+	if (result == -EAGAIN)
+		a->running_cap = running > 2 ? (running + 1) / 2 : 1;
+	else if (!result && a->running_cap < TPT_SPAN_RUNNING_MAX)
+		a->running_cap++;
+}
+
 static int span_try_start(struct tpt_array *a, struct tpt_span *s)
 {
 	if (overlaps_any(s, &a->running, NULL) ||
 	    overlaps_any(s, &a->retrying, NULL))
 		return -EBUSY;
+	/* Like a mode short of resources: later spans wait too. */
+	if (spans_running(a) >= a->running_cap) {
+		a->starved = true;
+		return -EAGAIN;
+	}
 	span_settle_missing(a, s);
 	span_buffer(a, s);
 	/* Its regions marked durably first: parked until then. */
@@ -336,10 +372,13 @@ static void retry_tick(void *data)
 
 /* Plan @s again a second from now (tgt's timers tick in seconds): a
  * member that failed is out of the array by then, a target short of
- * buffers has given some back. */
-static void span_retry_later(struct tpt_array *a, struct tpt_span *s)
+ * buffers has given some back.  With @short_of_buffers, sooner: when the
+ * next span ends, which gives its buffers back (span_wake_short). */
+static void span_retry_later(struct tpt_array *a, struct tpt_span *s,
+			     bool short_of_buffers)
 {
 	s->missing = 0;
+	s->short_of_buffers = short_of_buffers;
 	list_add_tail(&s->link, &a->retrying);
 	if (!retry_armed) {
 		retry_armed = true;
@@ -367,6 +406,29 @@ void tpt_array_count(struct tpt_array *a, const struct tpt_array_counters *d)
 	pthread_mutex_unlock(&a->counters_lock);
 }
 
+/*
+ * A span ended and its members freed what it held: the spans a target
+ * turned away for want of buffers (INSUFFICIENT RESOURCES, protocol.md
+ * 8.4) try again now, ahead of the others, instead of a second later.
+ * Under a stream of large writes a target's pool share is often full
+ * for a moment; a second's pause for each of those moments cost most of
+ * the throughput.
+ */
+static void span_wake_short(struct tpt_array *a)
+{
+	struct tpt_span *o, *tmp;
+	LIST_HEAD(woken);
+
+	list_for_each_entry_safe(o, tmp, &a->retrying, link) {
+		if (!o->short_of_buffers)
+			continue;
+		o->short_of_buffers = false;
+		list_del(&o->link);
+		list_add_tail(&o->link, &woken);
+	}
+	list_splice_init(&woken, &a->waiting);
+}
+
 void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		   const struct tpt_array_counters *delta)
 {
@@ -376,6 +438,8 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 
 	list_del(&s->link);
 	array_intent_release(a, s);
+	span_wake_short(a);
+	span_cap_adjust(a, result);
 	if (delta)
 		tpt_array_count(a, delta);
 	/* A recovery that was stopped does not want its batch any more. */
@@ -393,7 +457,10 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 			s->missing = 0;
 			span_queue(a, s);
 		} else {
-			span_retry_later(a, s);
+			/* Short of buffers while other spans hold some: one
+			 * of them ending is the moment to try again. */
+			span_retry_later(a, s, result == -EAGAIN &&
+					 !list_empty(&a->running));
 		}
 		array_run_waiting(a);
 		return;
@@ -982,6 +1049,7 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 	INIT_LIST_HEAD(&a->intent_waiting);
 	INIT_LIST_HEAD(&a->hosts);
 	INIT_LIST_HEAD(&a->hosts_link);
+	a->running_cap = TPT_SPAN_RUNNING_MAX;
 	a->level = raid_level_find(spec->raid_level);
 	a->mode = spec->mode == TPT_MODE_BASELINE ? &tpt_mode_baseline :
 						    &tpt_mode_tpt;

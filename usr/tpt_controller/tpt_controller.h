@@ -304,6 +304,9 @@ struct tpt_span {
 	uint64_t need_gen;
 	bool intent_counted;
 	unsigned int attempts;
+	/* On the retry list because a target was short of buffers: tried
+	 * again when the next span ends (array.c). */
+	bool short_of_buffers;
 	struct timespec first_try;
 	struct list_head link;		/* array's running or waiting list */
 };
@@ -473,6 +476,9 @@ struct tpt_array {
 	struct list_head retrying;	/* spans waiting out a backoff */
 	struct list_head intent_waiting;	/* WRITE spans: regions being marked */
 	bool starved;			/* a waiting span lacks the mode's resources */
+	/* Spans that may run at once (array.c): halved when a member is
+	 * short of buffers, grown by one with every span that completes. */
+	unsigned int running_cap;
 	bool draining, redrain;		/* run_waiting() re-entry */
 
 	/* The region record (array_files.c): intent bits, the generation
