@@ -271,6 +271,16 @@ def test_fio_verify_through_nbdkit(tgtd_factory, workdir, report):
         assert r.returncode == 0, r.stdout + r.stderr
         assert "verify" not in r.stderr.lower() or "bad" not in r.stderr.lower(), r.stderr
         assert re.search(r"err=\s*0", r.stdout), r.stdout
+        # nbdcopy (libnbd) both ways: another NBD client, whole-export reads.
+        uri = f"nbd+unix:///?socket={sock}"
+        src, back = workdir / "src.img", workdir / "back.img"
+        src.write_bytes(os.urandom(8 * MiB))
+        for args in ([str(src), uri], [uri, str(back)]):
+            r = subprocess.run(["nbdcopy", *args], capture_output=True, text=True,
+                               timeout=120, cwd=workdir)
+            assert r.returncode == 0, r.stdout + r.stderr
+        with open(back, "rb") as f:
+            assert f.read(8 * MiB) == src.read_bytes()
         after = array_stats(c)
     finally:
         nbd.terminate()
@@ -281,5 +291,6 @@ def test_fio_verify_through_nbdkit(tgtd_factory, workdir, report):
         assert after["direct_in"] - before["direct_in"] >= 32 * MiB
     else:
         assert after["host_in"] - before["host_in"] >= 32 * MiB
-    report(f"fio nbd engine through nbdkit, verify=crc32c: 32 MiB randwrite 4k-1m QD 8, "
+    report(f"fio nbd engine (verify=crc32c, 32 MiB randwrite 4k-1m QD 8) and nbdcopy "
+           f"through nbdkit, "
            f"{'host-direct' if controller_is_direct(c) else 'plain fallback'}")

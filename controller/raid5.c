@@ -168,6 +168,64 @@ static int plan_rebuild_chain(struct tpt_plan_builder *b, uint32_t skip,
 
 /* ---- TPT READ (paper III-C, III-D 5; protocol.md 7.1, 7.5) ---- */
 
+/* A piece of a stripe unit a READ takes from a member that has it. */
+struct read_piece {
+	unsigned int member;
+	uint64_t member_lba;
+	uint32_t blocks;
+	uint64_t host_offset;		/* bytes */
+};
+
+/*
+ * One PREP READ per run of a member's pieces that are contiguous on the
+ * member (the units of consecutive stripes, where it holds data in each),
+ * with a host descriptor per piece: the transfer list covers the range in
+ * order (protocol.md 5.1), so the target reads the run in one pass and
+ * puts each piece where the host wants it.  A 1 MiB READ over 32 KiB units
+ * is then a command per member, not 32: the controller's cost of a READ
+ * is its commands.
+ */
+static int plan_prep_reads(struct tpt_plan_builder *b,
+			   struct read_piece *piece, unsigned int nr,
+			   uint32_t block_size)
+{
+	unsigned int i, j, k;
+
+	for (i = 0; i < nr; i++) {
+		struct tpt_plan_cmd *cmd;
+		uint32_t run = piece[i].blocks;
+
+		/* Taken by an earlier run of its member. */
+		if (!piece[i].blocks)
+			continue;
+		cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_PREP_READ,
+				       piece[i].member, piece[i].member_lba, run);
+		if (!cmd || tpt_plan_add_host_ref(b, piece[i].host_offset,
+						  run * block_size))
+			return -ENOMEM;
+		for (j = i + 1; j < nr; j++) {
+			const struct read_piece *p = &piece[j];
+
+			if (p->member != piece[i].member)
+				continue;
+			if (p->member_lba != piece[i].member_lba + run ||
+			    cmd->nr_refs == TPT_XFER_DESC_MAX ||
+			    run + p->blocks > TPT_VENDOR_LENGTH_MAX)
+				break;
+			if (tpt_plan_add_host_ref(b, p->host_offset,
+						  p->blocks * block_size))
+				return -ENOMEM;
+			run += p->blocks;
+			cmd->blocks = run;
+		}
+		/* Mark the run's pieces as planned. */
+		for (k = i + 1; k < j; k++)
+			if (piece[k].member == piece[i].member)
+				piece[k].blocks = 0;
+	}
+	return 0;
+}
+
 static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 		       uint32_t group, struct tpt_plan *out)
 {
@@ -175,7 +233,8 @@ static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 	uint64_t pos, end = lba + blocks;
 	struct tpt_plan_builder b;
 	struct tpt_plan_cmd *cmd;
-	unsigned int calc = 0;
+	struct read_piece *piece;
+	unsigned int calc = 0, nr = 0;
 	uint32_t n;
 	int err, F, last;
 
@@ -184,10 +243,16 @@ static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 		err = tpt_plan_begin(&b, c, lba, blocks, group, out);
 	if (err)
 		return err;
+	/* At most one piece per unit the request touches. */
+	piece = calloc(blocks / g->unit_blocks + 2, sizeof(*piece));
+	if (!piece) {
+		tpt_plan_abandon(&b);
+		return -ENOMEM;
+	}
 	if (F >= 0)
 		calc = r5_calculator(c, (unsigned int)F);
-	/* The host buffer is contiguous, member blocks are not: one PREP
-	 * READ per piece of a stripe unit, each naming where in the host
+	/* The host buffer is contiguous, member blocks are not: PREP READs
+	 * of the pieces of stripe units, each naming where in the host
 	 * buffer its blocks go, all in one step, FINAL last per member.  A
 	 * piece of the missing member is rebuilt at the calculator and sent
 	 * to the host from there, in a group of its own. */
@@ -201,11 +266,11 @@ static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 		if (n > end - pos)
 			n = (uint32_t)(end - pos);
 		if ((int)ch.member != F) {
-			if (!tpt_plan_add_cmd(&b, 0, TPT_PLAN_PREP_READ,
-					      ch.member, ch.member_lba, n) ||
-			    tpt_plan_add_host_ref(&b, (pos - lba) * c->block_size,
-						  n * c->block_size))
-				err = -ENOMEM;
+			piece[nr++] = (struct read_piece){
+				.member = ch.member, .member_lba = ch.member_lba,
+				.blocks = n,
+				.host_offset = (pos - lba) * c->block_size,
+			};
 			continue;
 		}
 		out->nr_groups = 2;
@@ -227,6 +292,9 @@ static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 		err = tpt_plan_add_host_ref(&b, (pos - lba) * c->block_size,
 					    n * c->block_size);
 	}
+	if (!err)
+		err = plan_prep_reads(&b, piece, nr, c->block_size);
+	free(piece);
 	if (!err && out->nr_groups > 1)
 		err = tpt_plan_add_end_steps(&b);
 	if (err) {

@@ -420,15 +420,23 @@ static void read_pieces_and_final(void)
 	CHECK(p.cmds[0].final && p.cmds[1].final && p.cmds[2].final);
 	tpt_plan_free(&p);
 
-	/* Two whole stripes: members 0 and 1 get two PREP READs, FINAL only
-	 * on the second. */
+	/* Two whole stripes: the units of members 0 and 1 are contiguous on
+	 * them (rows 0 and 1), so each member gets one PREP READ of 16
+	 * blocks with a host descriptor per unit: array units 0 and 4, 1 and
+	 * 5.  One command per member, so every one is FINAL. */
 	CHECK_EQ(raid5_level.tpt_read(&w.a.ctx, 0, 48, 8, &p), 0);
-	CHECK_EQ(p.nr_cmds, 6);
-	expect_cmd(&p, 0, TPT_PLAN_PREP_READ, 0, 0, 8);
-	expect_cmd(&p, 4, TPT_PLAN_PREP_READ, 0, 8, 8);
-	CHECK(!p.cmds[0].final && p.cmds[4].final);
-	CHECK(!p.cmds[1].final && p.cmds[5].final);
-	CHECK(p.cmds[2].final && p.cmds[3].final);
+	CHECK_EQ(p.nr_cmds, 4);
+	expect_cmd(&p, 0, TPT_PLAN_PREP_READ, 0, 0, 16);
+	expect_cmd(&p, 1, TPT_PLAN_PREP_READ, 1, 0, 16);
+	expect_cmd(&p, 2, TPT_PLAN_PREP_READ, 2, 0, 8);
+	expect_cmd(&p, 3, TPT_PLAN_PREP_READ, 3, 8, 8);
+	CHECK_EQ(p.cmds[0].nr_refs, 2);
+	CHECK_EQ(ref_of(&p, 0, 0)->host_offset, 0);
+	CHECK_EQ(ref_of(&p, 0, 1)->host_offset, 4 * 8 * 512);
+	CHECK_EQ(ref_of(&p, 1, 1)->host_offset, 5 * 8 * 512);
+	CHECK_EQ(ref_of(&p, 3, 0)->host_offset, 3 * 8 * 512);
+	CHECK(p.cmds[0].final && p.cmds[1].final && p.cmds[2].final &&
+	      p.cmds[3].final);
 	tpt_plan_free(&p);
 
 	world_read(&w, 6, 12);
