@@ -40,52 +40,54 @@ void tpt_datamover_register(struct tpt_datamover_user *u)
 }
 
 /*
- * A hash of the id and the key, so that two arrays that share an id but
- * not a key (a stranger's copy) never share a scope.  The value stays in
- * this process; a stranger who does not know the key cannot aim at it.
+ * A scope id: the first 8 bytes of SHA-256 over @label, @head (a
+ * big-endian number) and @secret.  Never 0, the default scope.  The value
+ * stays in this process; a stranger who does not know the secret cannot
+ * aim at it.
  */
-uint64_t tpt_datamover_scope(uint64_t array_id,
-			     const uint8_t key[TPT_ARRAY_KEY_LEN])
+_Static_assert(TPT_ARRAY_KEY_LEN == TPT_AUTH_TOKEN_LEN,
+	       "array keys and host keys are hashed alike");
+
+static uint64_t scope_hash(const char *label, size_t label_len,
+			   const uint8_t *head, size_t head_len,
+			   const uint8_t secret[TPT_AUTH_TOKEN_LEN])
 {
-	static const char label[] = "TPT-RAID datamover scope";
-	uint8_t id[8], digest[SHA256_DIGEST_SIZE];
+	uint8_t digest[SHA256_DIGEST_SIZE];
 	struct sha256_ctx ctx;
 	uint64_t scope = 0;
 	unsigned int i;
 
-	for (i = 0; i < sizeof(id); i++)
-		id[i] = (uint8_t)(array_id >> (56 - 8 * i));
 	sha256_init(&ctx);
-	sha256_update(&ctx, sizeof(label), (const uint8_t *)label);
-	sha256_update(&ctx, sizeof(id), id);
-	sha256_update(&ctx, TPT_ARRAY_KEY_LEN, key);
+	sha256_update(&ctx, label_len, (const uint8_t *)label);
+	sha256_update(&ctx, head_len, head);
+	sha256_update(&ctx, TPT_AUTH_TOKEN_LEN, secret);
 	sha256_digest(&ctx, sizeof(digest), digest);
 	for (i = 0; i < sizeof(scope); i++)
 		scope = scope << 8 | digest[i];
 	return scope ? scope : 1;
 }
 
+/* A hash of the id and the key, so that two arrays that share an id but
+ * not a key (a stranger's copy) never share a scope. */
+uint64_t tpt_datamover_scope(uint64_t array_id,
+			     const uint8_t key[TPT_ARRAY_KEY_LEN])
+{
+	static const char label[] = "TPT-RAID datamover scope";
+	uint8_t id[8];
+
+	tpt_put_be(id, array_id, sizeof(id));
+	return scope_hash(label, sizeof(label), id, sizeof(id), key);
+}
+
 uint64_t tpt_datamover_host_scope(uint64_t array_scope, uint16_t peer_id,
 				  const uint8_t token[TPT_AUTH_TOKEN_LEN])
 {
 	static const char label[] = "TPT-RAID host scope";
-	uint8_t head[10], digest[SHA256_DIGEST_SIZE];
-	struct sha256_ctx ctx;
-	uint64_t scope = 0;
-	unsigned int i;
+	uint8_t head[10];
 
-	for (i = 0; i < 8; i++)
-		head[i] = (uint8_t)(array_scope >> (56 - 8 * i));
-	head[8] = (uint8_t)(peer_id >> 8);
-	head[9] = (uint8_t)peer_id;
-	sha256_init(&ctx);
-	sha256_update(&ctx, sizeof(label), (const uint8_t *)label);
-	sha256_update(&ctx, sizeof(head), head);
-	sha256_update(&ctx, TPT_AUTH_TOKEN_LEN, token);
-	sha256_digest(&ctx, sizeof(digest), digest);
-	for (i = 0; i < sizeof(scope); i++)
-		scope = scope << 8 | digest[i];
-	return scope ? scope : 1;
+	tpt_put_be(head, array_scope, 8);
+	tpt_put_be(head + 8, peer_id, 2);
+	return scope_hash(label, sizeof(label), head, sizeof(head), token);
 }
 
 struct tpt_dm *tpt_datamover(void)
