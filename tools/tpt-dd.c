@@ -159,11 +159,63 @@ static int fail_io(struct dd *d, const char *what, int status)
 	return -1;
 }
 
+/* The slots in flight, oldest first: requests complete in any order but
+ * are retired in the order they were sent, so the output sees the bytes
+ * in sequence. */
+struct ring {
+	unsigned int head;	/* the oldest in flight */
+	unsigned int tail;	/* the next to send */
+	unsigned int busy;
+};
+
+/* Sends the tail slot, its buffer ready, as a request of @len bytes at
+ * LUN byte @at: a write if to_lun, a read otherwise. */
+static int send_tail(struct dd *d, struct ring *r, uint64_t at, size_t len)
+{
+	struct slot *s = &d->slot[r->tail];
+	int ret;
+
+	s->len = len;
+	s->busy = true;
+	if (d->to_lun)
+		ret = tpt_init_pwrite_async(d->ctx, s->buf, len, at,
+					    d->fua ? TPT_INIT_FUA : 0,
+					    io_done, s);
+	else
+		ret = tpt_init_pread_async(d->ctx, s->buf, len, at, io_done, s);
+	if (ret) {
+		s->busy = false;
+		return fail_io(d, d->to_lun ? "write" : "read", ret);
+	}
+	r->tail = (r->tail + 1) % d->qd;
+	r->busy++;
+	return 0;
+}
+
+/* Waits for the head slot and retires it: a read's bytes go to the
+ * file first, and count only once they are there. */
+static int retire_head(struct dd *d, struct ring *r)
+{
+	struct slot *s = &d->slot[r->head];
+	int ret = wait_slot(d, s);
+
+	if (ret)
+		return fail_io(d, d->to_lun ? "write" : "read", ret);
+	if (!d->to_lun && write_full(d->fd, s->buf, s->len)) {
+		fprintf(stderr, PROG ": write: %s\n", strerror(errno));
+		return -1;
+	}
+	d->bytes += s->len;
+	r->head = (r->head + 1) % d->qd;
+	r->busy--;
+	return 0;
+}
+
 /* LUN -> file. */
 static int copy_from_lun(struct dd *d)
 {
 	uint64_t size = tpt_init_size(d->ctx), at = d->skip * d->bs, end;
-	unsigned int head = 0, tail = 0, busy = 0;
+	struct ring r = { 0 };
 
 	if (at > size) {
 		fprintf(stderr, PROG ": skip=%" PRIu64 " passes the LUN's end\n",
@@ -173,39 +225,17 @@ static int copy_from_lun(struct dd *d)
 	end = d->have_count && d->count * d->bs < size - at ?
 		at + d->count * d->bs : size;
 	for (;;) {
-		while (busy < d->qd && at < end) {
-			struct slot *s = &d->slot[tail];
-			int ret;
+		while (r.busy < d->qd && at < end) {
+			size_t len = end - at < d->bs ? end - at : d->bs;
 
-			s->len = end - at < d->bs ? end - at : d->bs;
-			s->busy = true;
-			ret = tpt_init_pread_async(d->ctx, s->buf, s->len, at,
-						   io_done, s);
-			if (ret) {
-				s->busy = false;
-				return fail_io(d, "read", ret);
-			}
-			at += s->len;
-			tail = (tail + 1) % d->qd;
-			busy++;
-		}
-		if (!busy)
-			return 0;
-		{
-			struct slot *s = &d->slot[head];
-			int ret = wait_slot(d, s);
-
-			if (ret)
-				return fail_io(d, "read", ret);
-			if (write_full(d->fd, s->buf, s->len)) {
-				fprintf(stderr, PROG ": write: %s\n",
-					strerror(errno));
+			if (send_tail(d, &r, at, len))
 				return -1;
-			}
-			d->bytes += s->len;
-			head = (head + 1) % d->qd;
-			busy--;
+			at += len;
 		}
+		if (!r.busy)
+			return 0;
+		if (retire_head(d, &r))
+			return -1;
 	}
 }
 
@@ -214,15 +244,14 @@ static int copy_to_lun(struct dd *d)
 {
 	uint64_t at = d->seek * d->bs, size = tpt_init_size(d->ctx), left;
 	uint32_t bs = tpt_init_block_size(d->ctx);
-	unsigned int head = 0, tail = 0, busy = 0;
+	struct ring ring = { 0 };
 	bool eof = false;
 
 	left = d->have_count ? d->count : UINT64_MAX;
 	for (;;) {
-		while (busy < d->qd && !eof && left) {
-			struct slot *s = &d->slot[tail];
-			ssize_t r = read_full(d->fd, s->buf, d->bs);
-			int ret;
+		while (ring.busy < d->qd && !eof && left) {
+			ssize_t r = read_full(d->fd, d->slot[ring.tail].buf,
+					      d->bs);
 
 			if (r < 0) {
 				fprintf(stderr, PROG ": read: %s\n",
@@ -244,32 +273,15 @@ static int copy_to_lun(struct dd *d)
 					"LUN's end (%" PRIu64 " bytes)\n", size);
 				return -1;
 			}
-			s->len = (size_t)r;
-			s->busy = true;
-			ret = tpt_init_pwrite_async(d->ctx, s->buf, s->len, at,
-						    d->fua ? TPT_INIT_FUA : 0,
-						    io_done, s);
-			if (ret) {
-				s->busy = false;
-				return fail_io(d, "write", ret);
-			}
-			at += s->len;
+			if (send_tail(d, &ring, at, (size_t)r))
+				return -1;
+			at += (size_t)r;
 			left--;
-			tail = (tail + 1) % d->qd;
-			busy++;
 		}
-		if (!busy)
+		if (!ring.busy)
 			return 0;
-		{
-			struct slot *s = &d->slot[head];
-			int ret = wait_slot(d, s);
-
-			if (ret)
-				return fail_io(d, "write", ret);
-			d->bytes += s->len;
-			head = (head + 1) % d->qd;
-			busy--;
-		}
+		if (retire_head(d, &ring))
+			return -1;
 	}
 }
 

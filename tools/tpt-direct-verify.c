@@ -21,10 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "initiator/tpt_init_args.h"
 #include "initiator/tpt_initiator.h"
+#include "tool_model.h"
 
 #define PROG "tpt-direct-verify"
 #define MAX_QD 128
@@ -33,172 +33,62 @@ struct verify;
 
 struct io {
 	struct verify *v;
-	bool busy, write;
-	uint64_t blk;			/* first block, within the region */
-	uint32_t blocks;
-	uint8_t *buf;
+	struct model_req req;		/* blocks within the region */
 };
 
 struct verify {
 	struct tpt_init *ctx;
-	uint32_t bs;
-	uint64_t base;			/* the region's first byte on the LUN */
-	uint64_t blocks;		/* the region's blocks */
-	uint32_t max_blocks;
-	unsigned int qd, inflight;
-	uint64_t seed;
-	uint8_t *model, *unknown, *busy;	/* bytes; a byte per block */
+	struct tool_model m;		/* the region, in memory */
+	unsigned int qd;
 	struct io io[MAX_QD];
-	uint64_t writes, reads, bytes, errors, mismatches, reported;
+	uint64_t bytes, errors;
 	bool lost;
-	bool learning;			/* first pass: reads fill the model */
 };
-
-static uint64_t rnd(struct verify *v)
-{
-	uint64_t z = (v->seed += 0x9e3779b97f4a7c15);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-	return z ^ (z >> 31);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void check_read(struct verify *v, const struct io *io)
-{
-	uint32_t i;
-
-	for (i = 0; i < io->blocks; i++) {
-		uint64_t b = io->blk + i;
-
-		if (v->learning) {
-			memcpy(v->model + b * v->bs, io->buf + (size_t)i * v->bs,
-			       v->bs);
-			continue;
-		}
-		if (v->unknown[b] || !memcmp(io->buf + (size_t)i * v->bs,
-					     v->model + b * v->bs, v->bs))
-			continue;
-		v->mismatches++;
-		if (v->reported++ < 16)
-			fprintf(stderr, PROG ": block %" PRIu64 " (LUN byte "
-				"%" PRIu64 ") does not read back as written\n",
-				b, v->base + b * v->bs);
-	}
-}
 
 static void io_done(struct tpt_init *ctx, int status, void *arg)
 {
 	struct io *io = arg;
 	struct verify *v = io->v;
-	size_t len = (size_t)io->blocks * v->bs;
+	size_t len = (size_t)io->req.blocks * v->m.bs;
 
 	if (status) {
 		v->errors++;
 		if (v->errors <= 16)
 			fprintf(stderr, PROG ": %s of %zu bytes at %" PRIu64
-				" failed: %s\n", io->write ? "write" : "read",
-				len, v->base + io->blk * v->bs,
+				" failed: %s\n",
+				io->req.write ? "write" : "read", len,
+				v->m.base + io->req.blk * v->m.bs,
 				tpt_init_error(ctx));
 		if (status == -ENOTCONN || status == -ECANCELED)
 			v->lost = true;
-	} else if (io->write) {
-		memcpy(v->model + io->blk * v->bs, io->buf, len);
-		memset(v->unknown + io->blk, 0, io->blocks);
-		v->bytes += len;
 	} else {
-		check_read(v, io);
 		v->bytes += len;
 	}
-	memset(v->busy + io->blk, 0, io->blocks);
-	io->busy = false;
-	v->inflight--;
-}
-
-/* Log-uniform from one block to max_blocks: a random power of two, then
- * a random size below the next one, so small and large both come up
- * often. */
-static uint32_t pick_size(struct verify *v)
-{
-	unsigned int bits = 0, k;
-	uint32_t n;
-
-	while (bits < 31 && (2u << bits) <= v->max_blocks)
-		bits++;
-	k = (unsigned int)(rnd(v) % (bits + 1));
-	n = (1u << k) + (uint32_t)(rnd(v) % (1u << k));
-	return n > v->max_blocks ? v->max_blocks : n;
-}
-
-static bool pick_range(struct verify *v, uint64_t *blk, uint32_t *blocks)
-{
-	unsigned int tries;
-	uint32_t i;
-
-	for (tries = 0; tries < 16; tries++) {
-		uint32_t n = pick_size(v);
-		uint64_t at;
-
-		if (n > v->blocks)
-			n = (uint32_t)v->blocks;
-		at = rnd(v) % (v->blocks - n + 1);
-		if (rnd(v) % 2)
-			at -= at % n;
-		for (i = 0; i < n && !v->busy[at + i]; i++)
-			;
-		if (i == n) {
-			*blk = at;
-			*blocks = n;
-			return true;
-		}
-	}
-	return false;
+	model_completed(&v->m, &io->req, !status);
 }
 
 static int issue(struct verify *v, struct io *io, bool write, uint64_t blk,
 		 uint32_t blocks)
 {
-	size_t len = (size_t)blocks * v->bs, i;
+	size_t len = (size_t)blocks * v->m.bs;
+	uint64_t at = v->m.base + blk * v->m.bs;
 	int ret;
 
-	io->write = write;
-	io->blk = blk;
-	io->blocks = blocks;
+	model_prepare(&v->m, &io->req, write, blk, blocks);
 	if (write) {
-		for (i = 0; i + 8 <= len; i += 8) {
-			uint64_t r = rnd(v);
-
-			memcpy(io->buf + i, &r, 8);
-		}
-		/* Unknown until acknowledged. */
-		memset(v->unknown + blk, 1, blocks);
-		ret = tpt_init_pwrite_async(v->ctx, io->buf, len,
-					    v->base + blk * v->bs,
-					    rnd(v) % 8 ? 0 : TPT_INIT_FUA,
-					    io_done, io);
+		ret = tpt_init_pwrite_async(v->ctx, io->req.buf, len, at,
+					    model_rnd(&v->m) % 8 ? 0 :
+					    TPT_INIT_FUA, io_done, io);
 	} else {
-		ret = tpt_init_pread_async(v->ctx, io->buf, len,
-					   v->base + blk * v->bs, io_done, io);
+		ret = tpt_init_pread_async(v->ctx, io->req.buf, len, at,
+					   io_done, io);
 	}
 	if (ret) {
 		fprintf(stderr, PROG ": cannot queue: %s\n",
 			tpt_init_error(v->ctx));
 		return -1;
 	}
-	memset(v->busy + blk, 1, blocks);
-	io->busy = true;
-	v->inflight++;
-	if (write)
-		v->writes++;
-	else
-		v->reads++;
+	model_sent(&v->m, &io->req);
 	return 0;
 }
 
@@ -216,7 +106,7 @@ static void service(struct verify *v)
 
 static void drain(struct verify *v)
 {
-	while (v->inflight)
+	while (v->m.inflight)
 		service(v);
 }
 
@@ -226,14 +116,14 @@ static void check_all(struct verify *v)
 	uint64_t blk = 0;
 	unsigned int i;
 
-	while (blk < v->blocks && !v->lost) {
-		for (i = 0; i < v->qd && blk < v->blocks; i++) {
-			uint32_t n = v->max_blocks;
+	while (blk < v->m.blocks && !v->lost) {
+		for (i = 0; i < v->qd && blk < v->m.blocks; i++) {
+			uint32_t n = v->m.max_blocks;
 
-			if (v->io[i].busy)
+			if (v->io[i].req.busy)
 				continue;
-			if (n > v->blocks - blk)
-				n = (uint32_t)(v->blocks - blk);
+			if (n > v->m.blocks - blk)
+				n = (uint32_t)(v->m.blocks - blk);
 			if (issue(v, &v->io[i], false, blk, n)) {
 				v->errors++;
 				return;
@@ -294,9 +184,18 @@ int main(int argc, char **argv)
 	struct tpt_init_config cfg = {
 		.initiator_name = "iqn.2026-11.org.tptraid:tpt-direct-verify",
 	};
-	struct verify v = { .qd = 8, .seed = 1 };
+	struct verify v = {
+		.qd = 8,
+		.m = {
+			.prog = PROG,
+			.log_sizes = true,
+			.seed = 1,
+			.say_lun_byte = true,
+		},
+	};
 	uint64_t offset = 0, span = 0, ops = 1000, seconds = 0, max_bs = 4 << 20;
 	uint64_t x;
+	size_t buf_len;
 	bool zero = false, final_check = false;
 	struct tpt_init_stats st;
 	char dm_addr[64], err[512];
@@ -325,7 +224,10 @@ int main(int argc, char **argv)
 				goto bad;
 			cfg.max_io = (size_t)x;
 			break;
-		case 'r': if (tpt_init_parse_size(optarg, &v.seed)) goto bad; break;
+		case 'r':
+			if (tpt_init_parse_size(optarg, &v.m.seed))
+				goto bad;
+			break;
 		case 'z': zero = true; break;
 		case 'f': final_check = true; break;
 		case 'd': if (tpt_init_parse_direct(optarg, &cfg.direct)) goto bad; break;
@@ -360,11 +262,11 @@ int main(int argc, char **argv)
 		tpt_init_close(v.ctx);
 		return 1;
 	}
-	v.bs = tpt_init_block_size(v.ctx);
+	v.m.bs = tpt_init_block_size(v.ctx);
 	if (!span)
 		span = offset < tpt_init_size(v.ctx) ?
 			tpt_init_size(v.ctx) - offset : 0;
-	if (offset % v.bs || span % v.bs || !span ||
+	if (offset % v.m.bs || span % v.m.bs || !span ||
 	    offset > tpt_init_size(v.ctx) ||
 	    span > tpt_init_size(v.ctx) - offset || span > (16ULL << 30)) {
 		fprintf(stderr, PROG ": --offset/--span: whole blocks inside "
@@ -373,40 +275,42 @@ int main(int argc, char **argv)
 		tpt_init_close(v.ctx);
 		return 2;
 	}
-	v.base = offset;
-	v.blocks = span / v.bs;
-	v.max_blocks = (uint32_t)(max_bs / v.bs) ? (uint32_t)(max_bs / v.bs) : 1;
-	v.model = calloc(v.blocks, v.bs);
-	v.unknown = calloc(v.blocks, 1);
-	v.busy = calloc(v.blocks, 1);
-	if (!v.model || !v.unknown || !v.busy)
+	v.m.base = offset;
+	v.m.blocks = span / v.m.bs;
+	v.m.max_blocks = (uint32_t)(max_bs / v.m.bs) ?
+			 (uint32_t)(max_bs / v.m.bs) : 1;
+	v.m.data = calloc(v.m.blocks, v.m.bs);
+	v.m.unknown = calloc(v.m.blocks, 1);
+	v.m.busy = calloc(v.m.blocks, 1);
+	if (!v.m.data || !v.m.unknown || !v.m.busy)
 		return 1;
+	buf_len = ((size_t)v.m.max_blocks * v.m.bs + 4095) / 4096 * 4096;
 	for (i = 0; i < v.qd; i++) {
 		v.io[i].v = &v;
-		v.io[i].buf = aligned_alloc(4096, ((size_t)v.max_blocks * v.bs +
-						   4095) / 4096 * 4096);
-		if (!v.io[i].buf)
+		v.io[i].req.buf = aligned_alloc(4096, buf_len);
+		if (!v.io[i].req.buf)
 			return 1;
 	}
 	if (!zero) {
 		/* Whatever the region holds now is what it should hold. */
-		v.learning = true;
+		v.m.learning = true;
 		check_all(&v);
-		v.learning = false;
-		v.reads = v.bytes = 0;
+		v.m.learning = false;
+		v.m.reads = v.bytes = 0;
 	}
-	deadline = seconds ? now_s() + (double)seconds : 0;
-	while (!v.lost && (seconds ? now_s() < deadline :
-			   v.writes + v.reads < ops)) {
+	deadline = seconds ? model_now() + (double)seconds : 0;
+	while (!v.lost && (seconds ? model_now() < deadline :
+			   v.m.writes + v.m.reads < ops)) {
 		for (i = 0; i < v.qd && !v.lost; i++) {
 			uint64_t blk;
 			uint32_t n;
 
-			if (!seconds && v.writes + v.reads >= ops)
+			if (!seconds && v.m.writes + v.m.reads >= ops)
 				break;
-			if (v.io[i].busy || !pick_range(&v, &blk, &n))
+			if (v.io[i].req.busy ||
+			    !model_pick_range(&v.m, &blk, &n))
 				continue;
-			if (issue(&v, &v.io[i], rnd(&v) % 2, blk, n)) {
+			if (issue(&v, &v.io[i], model_rnd(&v.m) % 2, blk, n)) {
 				v.errors++;
 				v.lost = true;
 			}
@@ -421,18 +325,18 @@ int main(int argc, char **argv)
 	       " bytes=%" PRIu64 " errors=%" PRIu64 " mismatches=%" PRIu64
 	       " direct=%s direct_in=%" PRIu64 " direct_out=%" PRIu64
 	       " plain_in=%" PRIu64 " plain_out=%" PRIu64
-	       " refused_peers=%" PRIu64 "\n", v.writes + v.reads, v.writes,
-	       v.reads, v.bytes, v.errors, v.mismatches,
+	       " refused_peers=%" PRIu64 "\n", v.m.writes + v.m.reads,
+	       v.m.writes, v.m.reads, v.bytes, v.errors, v.m.mismatches,
 	       tpt_init_is_direct(v.ctx) ? "yes" : "no", st.direct_bytes_in,
 	       st.direct_bytes_out, st.plain_bytes_in, st.plain_bytes_out,
 	       st.refused_peers);
 	tpt_init_close(v.ctx);
 	for (i = 0; i < v.qd; i++)
-		free(v.io[i].buf);
-	free(v.model);
-	free(v.unknown);
-	free(v.busy);
-	return v.errors || v.mismatches || v.lost ? 1 : 0;
+		free(v.io[i].req.buf);
+	free(v.m.data);
+	free(v.m.unknown);
+	free(v.m.busy);
+	return v.errors || v.m.mismatches || v.lost ? 1 : 0;
 bad:
 	usage(stderr);
 	return 2;

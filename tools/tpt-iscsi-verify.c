@@ -29,13 +29,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
 #include "tool_iscsi.h"
+#include "tool_model.h"
 
 #define PROG "tpt-iscsi-verify"
 #define MAX_QD 64
@@ -44,45 +44,19 @@ struct verify;
 
 struct io {
 	struct verify *v;
-	bool busy;
-	bool write;
-	uint64_t lba;			/* within the span */
-	uint32_t blocks;
-	uint8_t *buf;
+	struct model_req req;		/* blocks within the span */
 	struct scsi_task *task;
 };
 
 struct verify {
 	struct tool_lun lun;
-	uint64_t span_blocks;
-	uint32_t max_blocks;
+	/* The span; data is DIR/data and unknown DIR/unknown, mapped. */
+	struct tool_model m;
 	unsigned int qd;
-	uint64_t seed;
-	uint8_t *data;			/* DIR/data, mapped */
-	uint8_t *unknown;		/* DIR/unknown, mapped: a byte per block */
-	uint8_t *busy;			/* a byte per block: a command in flight */
 	struct io io[MAX_QD];
-	unsigned int inflight;
-	uint64_t writes, reads, errors, mismatches, reported;
+	uint64_t errors;
 	bool stop, lost;
 };
-
-static uint64_t rnd(struct verify *v)
-{
-	uint64_t z = (v->seed += 0x9e3779b97f4a7c15);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-	return z ^ (z >> 31);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Map DIR/NAME, @size bytes, created (zero) when absent. */
 static uint8_t *map_file(const char *dir, const char *name, size_t size)
@@ -110,111 +84,44 @@ static uint8_t *map_file(const char *dir, const char *name, size_t size)
 	return p;
 }
 
-static void report_mismatch(struct verify *v, uint64_t block)
-{
-	v->mismatches++;
-	if (v->reported++ < 16)
-		fprintf(stderr, PROG ": block %" PRIu64 " does not read back "
-			"as written\n", block);
-}
-
-/* Compare what a read returned with the model, known blocks only. */
-static void check_read(struct verify *v, const struct io *io)
-{
-	uint32_t bs = v->lun.block_size, i;
-
-	for (i = 0; i < io->blocks; i++) {
-		uint64_t b = io->lba + i;
-
-		if (!v->unknown[b] &&
-		    memcmp(io->buf + (uint64_t)i * bs, v->data + b * bs, bs))
-			report_mismatch(v, b);
-	}
-}
-
 static void io_done(struct iscsi_context *iscsi, int status,
 		    void *command_data, void *private_data)
 {
 	struct io *io = private_data;
 	struct verify *v = io->v;
-	uint32_t bs = v->lun.block_size;
 
 	(void)command_data;
 	if (status != SCSI_STATUS_GOOD) {
 		v->errors++;
 		if (v->errors <= 16)
-			tool_iscsi_report(PROG, io->write ? "WRITE(16)" :
+			tool_iscsi_report(PROG, io->req.write ? "WRITE(16)" :
 					  "READ(16)", iscsi, status, io->task);
 		if (status == SCSI_STATUS_CANCELLED ||
 		    status == SCSI_STATUS_ERROR || status == SCSI_STATUS_TIMEOUT)
 			v->lost = true;
-	} else if (io->write) {
-		memcpy(v->data + io->lba * bs, io->buf,
-		       (uint64_t)io->blocks * bs);
-		memset(v->unknown + io->lba, 0, io->blocks);
-	} else {
-		check_read(v, io);
 	}
-	memset(v->busy + io->lba, 0, io->blocks);
+	model_completed(&v->m, &io->req, status == SCSI_STATUS_GOOD);
 	scsi_free_scsi_task(io->task);
 	io->task = NULL;
-	io->busy = false;
-	v->inflight--;
-}
-
-/* A random range of blocks that no command in flight touches. */
-static bool pick_range(struct verify *v, uint64_t *lba, uint32_t *blocks)
-{
-	unsigned int tries, i;
-
-	for (tries = 0; tries < 16; tries++) {
-		uint32_t n = 1 + (uint32_t)(rnd(v) % v->max_blocks);
-		uint64_t at;
-
-		if (n > v->span_blocks)
-			n = (uint32_t)v->span_blocks;
-		at = rnd(v) % (v->span_blocks - n + 1);
-		/* Often aligned, so whole units and stripes come up. */
-		if (rnd(v) % 2)
-			at -= at % n;
-		for (i = 0; i < n && !v->busy[at + i]; i++)
-			;
-		if (i == n) {
-			*lba = at;
-			*blocks = n;
-			return true;
-		}
-	}
-	return false;
 }
 
 static int issue(struct verify *v, struct io *io, bool write, uint64_t lba,
 		 uint32_t blocks)
 {
-	uint32_t bs = v->lun.block_size, i;
+	uint32_t bs = v->lun.block_size;
 
-	io->write = write;
-	io->lba = lba;
-	io->blocks = blocks;
+	model_prepare(&v->m, &io->req, write, lba, blocks);
 	if (write) {
-		for (i = 0; i < blocks * bs / 8; i++) {
-			uint64_t r = rnd(v);
-
-			memcpy(io->buf + (size_t)i * 8, &r, 8);
-		}
-		/* Unknown until acknowledged: the model files stay right
-		 * whenever we stop. */
-		memset(v->unknown + lba, 1, blocks);
 		io->task = iscsi_write16_task(v->lun.iscsi, v->lun.lun, lba,
-					      io->buf, blocks * bs, bs, 0, 0, 0,
-					      0, 0, io_done, io);
+					      io->req.buf, blocks * bs, bs, 0,
+					      0, 0, 0, 0, io_done, io);
 	} else {
 		io->task = iscsi_read16_task(v->lun.iscsi, v->lun.lun, lba,
 					     blocks * bs, bs, 0, 0, 0, 0, 0,
 					     io_done, io);
 		if (io->task && scsi_task_add_data_in_buffer(io->task,
 							     (int)(blocks * bs),
-							     io->buf)) {
+							     io->req.buf)) {
 			fprintf(stderr, PROG ": out of memory\n");
 			return -1;
 		}
@@ -224,13 +131,7 @@ static int issue(struct verify *v, struct io *io, bool write, uint64_t lba,
 			iscsi_get_error(v->lun.iscsi));
 		return -1;
 	}
-	memset(v->busy + lba, 1, blocks);
-	io->busy = true;
-	v->inflight++;
-	if (write)
-		v->writes++;
-	else
-		v->reads++;
+	model_sent(&v->m, &io->req);
 	return 0;
 }
 
@@ -257,14 +158,14 @@ static void check_all(struct verify *v)
 {
 	uint64_t lba;
 
-	for (lba = 0; lba < v->span_blocks && !v->lost;) {
-		uint32_t n = v->max_blocks;
+	for (lba = 0; lba < v->m.blocks && !v->lost;) {
+		uint32_t n = v->m.max_blocks;
 
-		if (n > v->span_blocks - lba)
-			n = (uint32_t)(v->span_blocks - lba);
+		if (n > v->m.blocks - lba)
+			n = (uint32_t)(v->m.blocks - lba);
 		if (issue(v, &v->io[0], false, lba, n))
 			return;
-		while (v->inflight && !v->lost)
+		while (v->m.inflight && !v->lost)
 			if (service(v, 1000))
 				return;
 		lba += n;
@@ -339,7 +240,7 @@ int main(int argc, char **argv)
 	uint64_t span = 0, max_bs = 256 << 10, ops = 0, seconds = 10, v64;
 	const char *model = NULL;
 	bool zero = false, verify_only = false, final_check = false, fresh;
-	struct verify v = { .qd = 8, .seed = 1 };
+	struct verify v = { .qd = 8, .m = { .prog = PROG, .seed = 1 } };
 	double deadline;
 	char path[4096];
 	unsigned int i;
@@ -357,7 +258,7 @@ int main(int argc, char **argv)
 		case 't': if (parse_bytes(optarg, &seconds)) goto bad; break;
 		case 'o': if (parse_bytes(optarg, &ops)) goto bad; break;
 		case 'b': if (parse_bytes(optarg, &max_bs) || !max_bs) goto bad; break;
-		case 'r': if (parse_bytes(optarg, &v.seed)) goto bad; break;
+		case 'r': if (parse_bytes(optarg, &v.m.seed)) goto bad; break;
 		case 'z': zero = true; break;
 		case 'v': verify_only = true; break;
 		case 'f': final_check = true; break;
@@ -370,15 +271,16 @@ int main(int argc, char **argv)
 		goto bad;
 	if (tool_lun_open(&how, argv[optind], &v.lun))
 		return 1;
-	v.span_blocks = span ? span / v.lun.block_size : v.lun.nr_blocks;
-	if (!v.span_blocks || v.span_blocks > v.lun.nr_blocks ||
-	    v.span_blocks > (1ULL << 32)) {
+	v.m.bs = v.lun.block_size;
+	v.m.blocks = span ? span / v.lun.block_size : v.lun.nr_blocks;
+	if (!v.m.blocks || v.m.blocks > v.lun.nr_blocks ||
+	    v.m.blocks > (1ULL << 32)) {
 		fprintf(stderr, PROG ": --span out of the LUN\n");
 		return 2;
 	}
-	v.max_blocks = (uint32_t)(max_bs / v.lun.block_size);
-	if (!v.max_blocks)
-		v.max_blocks = 1;
+	v.m.max_blocks = (uint32_t)(max_bs / v.lun.block_size);
+	if (!v.m.max_blocks)
+		v.m.max_blocks = 1;
 	if (mkdir(model, 0755) && errno != EEXIST) {
 		fprintf(stderr, PROG ": %s: %s\n", model, strerror(errno));
 		tool_lun_close(&v.lun, true);
@@ -386,60 +288,62 @@ int main(int argc, char **argv)
 	}
 	snprintf(path, sizeof(path), "%s/data", model);
 	fresh = access(path, F_OK) != 0;
-	v.data = map_file(model, "data", v.span_blocks * v.lun.block_size);
-	v.unknown = map_file(model, "unknown", v.span_blocks);
-	v.busy = calloc(v.span_blocks, 1);
+	v.m.data = map_file(model, "data", v.m.blocks * v.lun.block_size);
+	v.m.unknown = map_file(model, "unknown", v.m.blocks);
+	v.m.busy = calloc(v.m.blocks, 1);
 	for (i = 0; i < v.qd; i++) {
 		v.io[i].v = &v;
-		v.io[i].buf = aligned_alloc(4096, (size_t)v.max_blocks *
-					    v.lun.block_size);
-		if (!v.io[i].buf)
+		v.io[i].req.buf = aligned_alloc(4096, (size_t)v.m.max_blocks *
+						v.lun.block_size);
+		if (!v.io[i].req.buf)
 			return 1;
 	}
-	if (!v.data || !v.unknown || !v.busy)
+	if (!v.m.data || !v.m.unknown || !v.m.busy)
 		return 1;
 	if (fresh && !zero) {
 		/* Whatever the LUN holds now is what it should hold. */
-		memset(v.unknown, 1, v.span_blocks);
+		memset(v.m.unknown, 1, v.m.blocks);
 		check_all(&v);
-		memset(v.unknown, 0, v.span_blocks);
+		memset(v.m.unknown, 0, v.m.blocks);
 	}
 	if (verify_only) {
 		check_all(&v);
 	} else {
-		deadline = now_s() + (double)seconds;
-		while (!v.lost && (ops ? v.writes + v.reads < ops :
-				   now_s() < deadline)) {
+		deadline = model_now() + (double)seconds;
+		while (!v.lost && (ops ? v.m.writes + v.m.reads < ops :
+				   model_now() < deadline)) {
 			for (i = 0; i < v.qd && !v.lost; i++) {
 				uint64_t lba;
 				uint32_t n;
 
-				if (v.io[i].busy || !pick_range(&v, &lba, &n))
+				if (v.io[i].req.busy ||
+				    !model_pick_range(&v.m, &lba, &n))
 					continue;
-				if (issue(&v, &v.io[i], rnd(&v) % 3 != 0, lba, n))
+				if (issue(&v, &v.io[i], model_rnd(&v.m) % 3 != 0,
+					  lba, n))
 					return 1;
 			}
 			if (service(&v, 100))
 				break;
 		}
-		while (v.inflight && !v.lost)
+		while (v.m.inflight && !v.lost)
 			if (service(&v, 1000))
 				break;
 		if (final_check && !v.lost)
 			check_all(&v);
 	}
 	printf("writes=%" PRIu64 " reads=%" PRIu64 " errors=%" PRIu64
-	       " mismatches=%" PRIu64 "\n", v.writes, v.reads, v.errors,
-	       v.mismatches);
-	msync(v.data, v.span_blocks * v.lun.block_size, MS_SYNC);
-	msync(v.unknown, v.span_blocks, MS_SYNC);
+	       " mismatches=%" PRIu64 "\n", v.m.writes, v.m.reads, v.errors,
+	       v.m.mismatches);
+	msync(v.m.data, v.m.blocks * v.lun.block_size, MS_SYNC);
+	msync(v.m.unknown, v.m.blocks, MS_SYNC);
 	tool_lun_close(&v.lun, !v.lost);
 	for (i = 0; i < v.qd; i++)
-		free(v.io[i].buf);
-	free(v.busy);
-	munmap(v.data, v.span_blocks * v.lun.block_size);
-	munmap(v.unknown, v.span_blocks);
-	return v.errors || v.mismatches || v.lost ? 1 : 0;
+		free(v.io[i].req.buf);
+	free(v.m.busy);
+	munmap(v.m.data, v.m.blocks * v.lun.block_size);
+	munmap(v.m.unknown, v.m.blocks);
+	return v.errors || v.m.mismatches || v.lost ? 1 : 0;
 bad:
 	usage(stderr);
 	return 2;
