@@ -345,3 +345,16 @@ def test_cut_link_then_restored(tgtd_factory, mode, tmp_path, report):
         scrub(c)
     finally:
         link.close()
+
+
+def test_verifier_learns_a_lun_it_did_not_write(file_lun, tmp_path):
+    """tpt-iscsi-verify without --zero takes what the LUN holds as what it
+    should hold: a LUN full of someone else's data is no mismatch."""
+    t, url, backing = file_lun
+    with open(backing, "r+b") as f:
+        f.write(os.urandom(8 << 20))
+    r = subprocess.run([str(paths.tool("tpt-iscsi-verify")), "--model", str(tmp_path / "m"),
+                        "--span", str(8 << 20), "--seconds", "2", "--max-bs", "64k", url],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "mismatches=0" in r.stdout and "errors=0" in r.stdout, r.stdout + r.stderr

@@ -301,10 +301,11 @@ int main(int argc, char **argv)
 	if (!v.m.data || !v.m.unknown || !v.m.busy)
 		return 1;
 	if (fresh && !zero) {
-		/* Whatever the LUN holds now is what it should hold. */
-		memset(v.m.unknown, 1, v.m.blocks);
+		/* Whatever the LUN holds now is what it should hold: the
+		 * first pass learns it into the model. */
+		v.m.learning = true;
 		check_all(&v);
-		memset(v.m.unknown, 0, v.m.blocks);
+		v.m.learning = false;
 	}
 	if (verify_only) {
 		check_all(&v);
