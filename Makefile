@@ -285,6 +285,7 @@ check: deps
 # Benchmarks print ratios measured in one run; they assert nothing.
 .PHONY: bench
 bench: deps
+	@scripts/install-deps --bench
 	$(MAKE) --no-print-directory all
 	TPT_BINDIR=$(BINDIR) scripts/bench/datamover
 	TPT_BUILD=$(BUILD) scripts/bench/array
