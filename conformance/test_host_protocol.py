@@ -281,3 +281,45 @@ def test_degraded_blocks_are_pushed_to_the_host(tgtd_factory, client):
     client.buf_write("hbuf", 0, bytes(UNIT))
     assert h.io(False, 3 * UNIT // BS, UNIT // BS)["status"] == GOOD
     assert client.buf_read("hbuf", 0, UNIT) == new
+
+
+def test_table_i_for_a_direct_host(tgtd_factory, client, report):
+    """The paper's Table I and II for an extended host, N = 5, from the
+    controller's counters: a single-block READ is one PREP READ and one
+    Put_Data by a target, the controller moving no block; a single-block
+    WRITE is the read-modify-write of 7.2 (XDWRITE, PRE-FETCH, READ
+    PARITY PART BLOCK, two WRITE NEW DATA) with two one-sided transfers;
+    a full-stripe WRITE moves each data block once, from the host."""
+    c = start(tgtd_factory)
+    h = Host(client, c)
+    assert h.register()["status"] == GOOD
+    client.buf_write("hbuf", 0, os.urandom(1 << 20))
+
+    def run(write, lba, blocks):
+        before = array_stats(c)
+        r = h.io(write, lba, blocks)
+        assert r["status"] == GOOD, r
+        after = array_stats(c)
+        return {k: after[k] - before[k] for k in after}
+
+    # Warm the targets' links to the host: a first transfer connects.
+    assert h.io(False, 0, (MEMBERS - 1) * UNIT // BS)["status"] == GOOD
+    rows = []
+    for name, write, lba, blocks, pdus, rma in [
+            ("single-block READ", False, 3, 1, 1, 1),
+            ("single-block WRITE", True, 3, 1, 5, 2),
+            ("full-stripe READ", False, 0, (MEMBERS - 1) * UNIT // BS, MEMBERS - 1,
+             MEMBERS - 1),
+            # PREP WRITE x4, COMP TMP x3 into the calculator, COMP BLOCK,
+            # WRITE NEW DATA x5; transfers: 4 from the host, 3 + 1 slots.
+            ("full-stripe WRITE", True, 0, (MEMBERS - 1) * UNIT // BS, 13, 8)]:
+        d = run(write, lba, blocks)
+        moved = blocks * BS
+        assert d["host_in"] == 0 and d["host_out"] == 0, (name, d)
+        assert d["target_in"] == 0 and d["target_out"] == 0, (name, d)
+        assert d["xored"] == 0, (name, d)
+        assert d["direct_in" if write else "direct_out"] == moved, (name, d)
+        assert (d["pdus"], d["rma_ops"]) == (pdus, rma), (name, d)
+        rows.append(f"{name}: controller moved 0 blocks, sent {d['pdus']} commands, "
+                    f"targets started {d['rma_ops']} transfers")
+    report("Table I/II, direct host, N=5: " + "; ".join(rows))
