@@ -195,10 +195,6 @@ static void span_buffer(struct tpt_array *a, struct tpt_span *s)
 		s->buf = s->req->buf + (s->lba - s->req->lba) * a->block_size;
 }
 
-/* Start @s if no running span shares a stripe with it: 0 started, -EBUSY
- * stripes taken, -EAGAIN the mode's resources are short.  A span waiting
- * to be planned again still holds its stripes: it may have left one half
- * written, for its re-plan (without the member that failed it) to finish. */
 static unsigned int spans_running(const struct tpt_array *a)
 {
 	const struct list_head *p;
@@ -227,6 +223,10 @@ static void span_cap_adjust(struct tpt_array *a, int result)
 		a->running_cap++;
 }
 
+/* Start @s if no running span shares a stripe with it: 0 started, -EBUSY
+ * stripes taken, -EAGAIN the mode's resources are short.  A span waiting
+ * to be planned again still holds its stripes: it may have left one half
+ * written, for its re-plan (without the member that failed it) to finish. */
 static int span_try_start(struct tpt_array *a, struct tpt_span *s)
 {
 	if (overlaps_any(s, &a->running, NULL) ||
@@ -471,16 +471,14 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		return;
 	}
 	pthread_mutex_lock(&a->counters_lock);
-	if (!result && r->direct) {
-		if (s->kind == TPT_SPAN_WRITE)
-			a->counters.direct_bytes_in += bytes;
-		else
-			a->counters.direct_bytes_out += bytes;
-	} else if (!result) {
-		if (s->kind == TPT_SPAN_WRITE)
-			a->counters.host_bytes_in += bytes;
-		else
-			a->counters.host_bytes_out += bytes;
+	if (!result) {
+		/* An extended host's bytes went past the controller. */
+		struct tpt_array_counters *k = &a->counters;
+		uint64_t *in = r->direct ? &k->direct_bytes_in : &k->host_bytes_in;
+		uint64_t *out = r->direct ? &k->direct_bytes_out :
+					    &k->host_bytes_out;
+
+		*(s->kind == TPT_SPAN_WRITE ? in : out) += bytes;
 	}
 	pthread_mutex_unlock(&a->counters_lock);
 	if (result && !r->result)

@@ -601,7 +601,7 @@ static void tp_step(struct tp_run *run);
 
 /* The extended host's buffer a span's host pieces are in, or NULL when
  * they are in our own copy of an unmodified host's data. */
-static const struct tpt_host_buf *tp_direct(const struct tp_run *run)
+static struct tpt_host_buf *tp_direct(const struct tp_run *run)
 {
 	return run->span->req ? run->span->req->direct : NULL;
 }
@@ -674,8 +674,7 @@ static void tp_classify(struct tp_run *run, struct tpt_member *m,
 			int status)
 {
 	struct tpt_array *a = run->span->array;
-	struct tpt_host_buf *direct = run->span->req ?
-				      run->span->req->direct : NULL;
+	struct tpt_host_buf *direct = tp_direct(run);
 	const struct tpt_sense_code *code;
 	struct tpt_sense sense;
 
