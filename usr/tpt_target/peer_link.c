@@ -45,9 +45,11 @@ struct tpt_link_waiter {
  */
 struct tpt_link {
 	struct list_head link;
-	uint64_t scope;
+	uint64_t scope;			/* tpt_link_scope(): the link's own */
+	uint64_t list_scope;		/* the scope of the list that named it */
 	uint64_t array_id;
 	uint16_t peer_id;
+	uint8_t role;
 	uint8_t token[TPT_AUTH_TOKEN_LEN];
 	struct tpt_endpoint ep;
 	struct tpt_dm_peer *peer;
@@ -67,14 +69,15 @@ static uint64_t tpt_link_scope(const struct tpt_session *s,
 	return s->scope;
 }
 
-/* Whether @l was built for @entry of @s's list, whose link lives in
- * @scope (tpt_link_scope: a hash, so taken once per lookup). */
+/* Whether @l was built for @entry of @s's list.  The link's own scope
+ * is a hash of the list's scope and the entry, so comparing those says
+ * the same without hashing on every transfer. */
 static bool tpt_link_is_for(const struct tpt_link *l,
 			    const struct tpt_session *s,
-			    const struct tpt_peer *entry, uint64_t scope)
+			    const struct tpt_peer *entry)
 {
-	return l->scope == scope && l->array_id == s->peers->array_id &&
-	       l->peer_id == entry->id &&
+	return l->list_scope == s->scope && l->array_id == s->peers->array_id &&
+	       l->peer_id == entry->id && l->role == entry->role &&
 	       !memcmp(l->token, entry->token, sizeof(l->token)) &&
 	       l->ep.family == entry->ep.family && l->ep.port == entry->ep.port &&
 	       !memcmp(l->ep.addr, entry->ep.addr, sizeof(l->ep.addr));
@@ -83,11 +86,10 @@ static bool tpt_link_is_for(const struct tpt_link *l,
 static struct tpt_link *tpt_link_find(const struct tpt_session *s,
 				      const struct tpt_peer *entry)
 {
-	uint64_t scope = tpt_link_scope(s, entry);
 	struct tpt_link *l;
 
 	list_for_each_entry(l, &tpt_links, link)
-		if (tpt_link_is_for(l, s, entry, scope))
+		if (tpt_link_is_for(l, s, entry))
 			return l;
 	return NULL;
 }
@@ -187,6 +189,8 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 		return;
 	}
 	l->scope = tpt_link_scope(s, entry);
+	l->list_scope = s->scope;
+	l->role = entry->role;
 	l->array_id = s->peers->array_id;
 	l->peer_id = peer_id;
 	memcpy(l->token, entry->token, sizeof(l->token));
@@ -219,8 +223,7 @@ static bool tpt_link_listed(const struct tpt_link *l)
 		if (!s->peers || s->superseded)
 			continue;
 		entry = tpt_peer_list_find(s->peers, l->peer_id);
-		if (entry && tpt_link_is_for(l, s, entry,
-					     tpt_link_scope(s, entry)))
+		if (entry && tpt_link_is_for(l, s, entry))
 			return true;
 	}
 	return false;
