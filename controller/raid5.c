@@ -189,7 +189,7 @@ static int plan_prep_reads(struct tpt_plan_builder *b,
 			   struct read_piece *piece, unsigned int nr,
 			   uint32_t block_size)
 {
-	unsigned int i, j, k;
+	unsigned int i, j;
 
 	for (i = 0; i < nr; i++) {
 		struct tpt_plan_cmd *cmd;
@@ -204,7 +204,7 @@ static int plan_prep_reads(struct tpt_plan_builder *b,
 						  run * block_size))
 			return -ENOMEM;
 		for (j = i + 1; j < nr; j++) {
-			const struct read_piece *p = &piece[j];
+			struct read_piece *p = &piece[j];
 
 			if (p->member != piece[i].member)
 				continue;
@@ -217,11 +217,8 @@ static int plan_prep_reads(struct tpt_plan_builder *b,
 				return -ENOMEM;
 			run += p->blocks;
 			cmd->blocks = run;
+			p->blocks = 0;		/* planned, in this run */
 		}
-		/* Mark the run's pieces as planned. */
-		for (k = i + 1; k < j; k++)
-			if (piece[k].member == piece[i].member)
-				piece[k].blocks = 0;
 	}
 	return 0;
 }
