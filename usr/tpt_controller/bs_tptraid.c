@@ -50,7 +50,7 @@ static struct tpt_array *array_of(struct scsi_lu *lu)
 	return ((struct tptraid_bs *)BS_THREAD_I(lu))->array;
 }
 
-static void io_error(struct scsi_cmd *cmd, int err)
+void tptraid_io_error(struct scsi_cmd *cmd, int err, bool write)
 {
 	/*
 	 * The array could not complete it - two members lost under these
@@ -60,9 +60,13 @@ static void io_error(struct scsi_cmd *cmd, int err)
 	 */
 	sense_data_build(cmd, err == -ENOMEM ? HARDWARE_ERROR : MEDIUM_ERROR,
 			 err == -ENOMEM ? ASC_INTERNAL_TGT_FAILURE :
-			 (scsi_get_data_dir(cmd) == DATA_READ ?
-				  ASC_READ_ERROR : ASC_WRITE_ERROR));
+			 write ? ASC_WRITE_ERROR : ASC_READ_ERROR);
 	scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+}
+
+static void io_error(struct scsi_cmd *cmd, int err)
+{
+	tptraid_io_error(cmd, err, scsi_get_data_dir(cmd) != DATA_READ);
 }
 
 /* WRITE(10/12/16) and WRITE AND VERIFY with FUA: through to the members'

@@ -135,8 +135,9 @@ static void host_lists_sent(void *arg, int err)
 	if (err) {
 		struct tpt_host *h = host_find(hk->array, hk->tid, hk->itn_id);
 
-		eprintf("tptraid: cannot tell the members about host %s: %s\n",
-			h ? "key" : "(gone)", strerror(-err));
+		eprintf("tptraid: host key of I_T nexus %" PRIu64 " refused: "
+			"the peer list naming it could not go out: %s\n",
+			hk->itn_id, strerror(-err));
 		if (h)
 			host_remove(hk->array, h);
 		result = host_sense(cmd, TPT_SENSE_INTERNAL_FAILURE, NULL);
@@ -322,13 +323,9 @@ void tpt_hosts_io(struct tpt_array *a, struct scsi_cmd *cmd)
 		/* The host's own datamover failed the targets. */
 		scsi_set_result(cmd, host_sense(cmd, hb.fault, &info));
 	} else {
-		/* What READ(16)/WRITE(16) report when the array cannot. */
-		sense_data_build(cmd, err == -ENOMEM ? HARDWARE_ERROR :
-				 MEDIUM_ERROR, err == -ENOMEM ?
-				 ASC_INTERNAL_TGT_FAILURE :
-				 cdb.opcode == TPT_OP_HOST_WRITE ?
-				 ASC_WRITE_ERROR : ASC_READ_ERROR);
-		scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+		/* What READ(16)/WRITE(16) report when the array cannot (the
+		 * data-out is the list, whatever the data's direction). */
+		tptraid_io_error(cmd, err, cdb.opcode == TPT_OP_HOST_WRITE);
 	}
 }
 

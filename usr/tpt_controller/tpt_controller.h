@@ -47,6 +47,7 @@
 struct iscsi_context;
 struct scsi_task;
 struct scsi_lu;
+struct scsi_cmd;
 struct tpt_array;
 
 /* Peer id of the controller in the lists it delivers; boxes are 0..n-1,
@@ -522,6 +523,9 @@ void tpt_hosts_attach(struct tpt_array *a);
 void tpt_hosts_detach(struct tpt_array *a);
 /* A worker thread's part of TPT HOST READ/WRITE, checked already. */
 void tpt_hosts_io(struct tpt_array *a, struct scsi_cmd *cmd);
+/* bs_tptraid.c: the sense of an array I/O that failed with @err, as a
+ * single disk reports a READ (@write false) or WRITE it could not do. */
+void tptraid_io_error(struct scsi_cmd *cmd, int err, bool write);
 /* On the event loop: the peer id of @hb's host (0), or -ENOKEY. */
 int tpt_hosts_resolve(struct tpt_array *a, struct tpt_host_buf *hb);
 
