@@ -5,7 +5,6 @@ each in its own directory with its own control port; every instance is torn
 down when the test ends, pass or fail, and a test fails if its daemon died
 on its own or a sanitizer reported anything."""
 import itertools
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tptlib import paths
+from tptlib.client import TptClient
 from tptlib.targets import TptTargets
 from tptlib.tgtd import Tgtd
 
@@ -46,6 +46,16 @@ def workdir():
     d = Path(tempfile.mkdtemp(prefix="tpt-", dir="/tmp"))
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def client():
+    """A tpt-client co-process with a generous timeout, for suites that
+    drive a controller's LUN (test_client.py has its own)."""
+    c = TptClient(timeout=120)
+    c.start()
+    yield c
+    c.close()
 
 
 @pytest.fixture

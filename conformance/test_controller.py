@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from tptlib import cluster, paths, proto
-from tptlib.client import GOOD, TptClient
+from tptlib.client import GOOD
 
 RESERVATION_CONFLICT = 0x18
 
@@ -49,14 +49,6 @@ def extent(rnd, nblocks, max_bytes=4 << 20):
     size = min(size, max_bytes)
     lba = rnd.randrange(0, nblocks - size // BS)
     return lba, size // BS
-
-
-@pytest.fixture
-def client():
-    c = TptClient(timeout=120)
-    c.start()
-    yield c
-    c.close()
 
 
 @pytest.mark.parametrize("mode", ["tpt", "baseline"])

@@ -7,9 +7,6 @@ it as host data it carried.  libtptinitiator's own tests
 (test_host_direct.py) run the same path through the library."""
 import os
 import random
-import struct
-
-import pytest
 
 from tptlib import cluster, proto
 from tptlib.client import CHECK_CONDITION, GOOD, TptClient
@@ -64,14 +61,6 @@ class Host:
                                   self.buf["stag"] if stag is None else stag,
                                   self.buf["rma_base"], fua=fua)
         return self.client.command(self.name, cdb, data=dout, timeout_ms=60000)
-
-
-@pytest.fixture
-def client():
-    c = TptClient(timeout=120)
-    c.start()
-    yield c
-    c.close()
 
 
 def start(tgtd_factory, mode="tpt"):
