@@ -589,6 +589,10 @@ struct tp_run {
 	int failure;
 	bool retry;
 	unsigned int pdus;		/* commands actually sent */
+	/* The box serving each position when the span was planned: its
+	 * groups live there, so a later step must not go to a box that has
+	 * taken the position over since (a spare, mid-span). */
+	struct tpt_member *box[TPT_SPEC_MAX_MEMBERS];
 };
 
 struct tp_cmd {
@@ -606,10 +610,14 @@ static struct tpt_host_buf *tp_direct(const struct tp_run *run)
 	return run->span->req ? run->span->req->direct : NULL;
 }
 
-/* The box serving position @pos for this span. */
+/* The box serving position @pos for this span: the one it was planned
+ * with, while that one still serves the position; NULL once it does not,
+ * which fails the step and plans the span again. */
 static struct tpt_member *tp_box(struct tp_run *run, unsigned int pos)
 {
-	return array_position_member(run->span->array, pos);
+	struct tpt_member *m = run->box[pos];
+
+	return m && m == array_position_member(run->span->array, pos) ? m : NULL;
 }
 
 /* Counters for the span, from its plan: what the controller sent and what
@@ -1001,6 +1009,7 @@ static int tp_start(struct tpt_span *s)
 	uint64_t bytes = (uint64_t)s->blocks * a->block_size;
 	struct tp_run *run;
 	uint32_t group;
+	unsigned int p;
 	int err;
 
 	run = calloc(1, sizeof(*run));
@@ -1014,6 +1023,8 @@ static int tp_start(struct tpt_span *s)
 	if (!group || group + 1 == 0)
 		group = 1;
 	tp->next_group = group + TPT_PLAN_MAX_GROUPS;
+	for (p = 0; p < a->nr_members; p++)
+		run->box[p] = array_position_member(a, p);
 	err = tp_plan(s, run, group);
 	if (err == -EAGAIN) {
 		free(run);
