@@ -1,7 +1,10 @@
 """What the array benchmarks share: sizes on the command line, tgtd
 instances in one work directory, CPU time of a process, the controller's
-TPT-RAID counters, one tpt-iscsi-load run, and number formatting."""
+TPT-RAID counters, one tpt-iscsi-load run, number formatting, and the
+results each benchmark leaves for scripts/bench/report (a Markdown
+section, its data as JSON, PNG plots)."""
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -194,3 +197,66 @@ def ratio(a, b):
 
 def fmt_ratio(r):
     return "-" if r is None else f"{r:.2f}"
+
+
+def results_dir():
+    """Where a benchmark leaves its results: $TPT_BENCH_OUT, else
+    build/bench (what scripts/bench/report collects)."""
+    out = Path(os.environ.get("TPT_BENCH_OUT") or TOP / "build" / "bench")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def write_results(name, title, markdown, data, plots=()):
+    """Leave benchmark `name`'s section in results_dir(): NAME.md (a level-2
+    heading `title`, then `markdown`, then each plot, a PNG file name in the
+    same directory, as an image) and NAME.json (`data`, which must be
+    plain JSON: dicts, lists, numbers, strings)."""
+    out = results_dir()
+    text = f"## {title}\n\n{markdown.strip()}\n"
+    for png in plots:
+        text += f"\n![{png}]({png})\n"
+    (out / f"{name}.md").write_text(text)
+    (out / f"{name}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    print(f"{name}: results in {out / (name + '.md')}", file=sys.stderr)
+
+
+def plot_lines(png, title, xlabel, ylabel, series, logx=False, logy=False, marks=None):
+    """Draw `series` ({label: [(x, y), ...]}, y None for a missing point)
+    as lines into results_dir()/png; `marks` ({label: y}) as dashed
+    horizontal reference lines (a link limit, a goal).  Returns the file
+    name, for write_results(plots=...)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    for label, points in series.items():
+        pts = [(x, y) for x, y in points if y is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    for label, y in (marks or {}).items():
+        ax.axhline(y, linestyle="--", linewidth=1, color="grey")
+        ax.annotate(label, (0, y), xycoords=("axes fraction", "data"), fontsize=8,
+                    color="grey", va="bottom")
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(results_dir() / png)
+    plt.close(fig)
+    return png
+
+
+def markdown_table(head, rows):
+    """A Markdown table: head a list of column titles, rows lists of cells
+    (already formatted text)."""
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
