@@ -106,7 +106,11 @@ def test_random_io_matches_model(tgtd_factory, client, mode, unit, report):
 def test_sequential_write_counters(tgtd_factory, client, mode, report):
     """Table I: in TPT mode the controller XORs nothing and each host byte
     leaves it once; in Baseline a full-stripe write moves 2N-1 blocks
-    through the controller, a single-block write 5."""
+    through the controller, a single-block write 5.  An unmodified host's
+    data travels in the commands' PDUs in TPT mode (inline in XDWRITE,
+    plain READ(16) where no parity is needed): a single-block WRITE is 4
+    commands (no PRE-FETCH by default) whose only one-sided transfer is the
+    delta between targets, a single-block READ one command and none."""
     unit = 64 << 10
     c = cluster.start(tgtd_factory, n=MEMBERS, mode=mode, unit=unit, member_bytes=24 << 20)
     client.login("a", c.url)
@@ -128,8 +132,19 @@ def test_sequential_write_counters(tgtd_factory, client, mode, report):
            f"to targets, xored {st['xored']}, {st['pdus']} PDUs")
     if mode == "tpt":
         assert st["xored"] == 0
-        assert st["target_out"] == total           # each host byte pulled once
+        assert st["target_out"] == total           # each host byte sent once
         assert st["target_in"] == 0
+        for write, want in ((True, {"pdus": 4, "rma_ops": 1, "target_out": BS}),
+                            (False, {"pdus": 1, "rma_ops": 0, "target_in": BS})):
+            before = array_stats(c)
+            if write:
+                r = client.command("a", write16(3, 1), dir="out", data=os.urandom(BS))
+            else:
+                r = client.command("a", read16(3, 1), inlen=BS)
+            assert r["status"] == GOOD
+            after = array_stats(c)
+            got = {k: after[k] - before[k] for k in want}
+            assert got == want, (write, got)
     else:
         n = MEMBERS
         # Full stripes: N-1 data units in from the host, N units out.

@@ -63,9 +63,9 @@ class Host:
         return self.client.command(self.name, cdb, data=dout, timeout_ms=60000)
 
 
-def start(tgtd_factory, mode="tpt"):
+def start(tgtd_factory, mode="tpt", extra_opts=()):
     return cluster.start(tgtd_factory, n=MEMBERS, mode=mode, unit=UNIT,
-                         member_bytes=MEMBER_BYTES)
+                         member_bytes=MEMBER_BYTES, extra_opts=extra_opts)
 
 
 def test_host_data_moves_past_the_controller(tgtd_factory, client, report):
@@ -278,8 +278,10 @@ def test_table_i_for_a_direct_host(tgtd_factory, client, report):
     Put_Data by a target, the controller moving no block; a single-block
     WRITE is the read-modify-write of 7.2 (XDWRITE, PRE-FETCH, READ
     PARITY PART BLOCK, two WRITE NEW DATA) with two one-sided transfers;
-    a full-stripe WRITE moves each data block once, from the host."""
-    c = start(tgtd_factory)
+    a full-stripe WRITE moves each data block once, from the host.  The
+    array sends PRE-FETCH as the paper does (prefetch=yes; without it the
+    write is one command less, test_controller checks that)."""
+    c = start(tgtd_factory, extra_opts=("prefetch=yes",))
     h = Host(client, c)
     assert h.register()["status"] == GOOD
     client.buf_write("hbuf", 0, os.urandom(1 << 20))

@@ -348,6 +348,8 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 	if (!strcmp(key, "write_intent"))
 		return parse_yes_no(key, value, &out->write_intent, err,
 				    errlen);
+	if (!strcmp(key, "prefetch"))
+		return parse_yes_no(key, value, &out->prefetch, err, errlen);
 	if (!strcmp(key, "start_dirty_degraded"))
 		return parse_yes_no(key, value, &out->start_dirty_degraded,
 				    err, errlen);
@@ -360,7 +362,7 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 	return spec_error(err, errlen, "%s: unknown option (expected raid, "
 			  "unit, mode, dm, initiator, member, spare, "
 			  "fail_timeout, rebuild_rate, assume_clean, "
-			  "start_dirty_degraded, write_intent)", key);
+			  "start_dirty_degraded, write_intent, prefetch)", key);
 }
 
 static int check_whole(struct tpt_array_spec *out, char *err, size_t errlen)

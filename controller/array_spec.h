@@ -57,6 +57,10 @@ struct tpt_array_spec {
 	 * bitmap).  Without it every region counts as in flight while the
 	 * array runs: a controller crash resyncs the whole array. */
 	bool write_intent;
+	/* Send the parity target PRE-FETCH beside a small write's XDWRITE
+	 * (protocol.md 7.2, the paper's Table II): its old parity is read
+	 * while the data target works, for one more command per stripe. */
+	bool prefetch;
 };
 
 #define TPT_SPEC_FAIL_TIMEOUT_DEFAULT 8

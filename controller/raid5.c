@@ -550,7 +550,10 @@ static int plan_stripe_write(struct tpt_plan_builder *b, uint64_t req_lba,
 		if (x + len > hi)
 			hi = x + len;
 	}
-	if (err || lo >= hi)
+	/* The hint saves the parity member a read after the XDWRITEs, at the
+	 * price of a command, which is what the controller pays most for
+	 * small writes: only when the array asks for it. */
+	if (err || lo >= hi || !b->c->prefetch)
 		return err;
 	/* One cache hint over the read-modify-write range keeps Table II's
 	 * single PRE-FETCH; gaps between intervals cost a little extra

@@ -100,6 +100,9 @@ struct tpt_plan_ctx {
 	/* Members (positions) whose blocks cannot be used: no command goes
 	 * to them, and their blocks are reconstructed from the others. */
 	uint32_t missing;
+	/* A read-modify-write sends its parity member PRE-FETCH with the
+	 * XDWRITEs (protocol.md 7.2; array option prefetch). */
+	bool prefetch;
 };
 
 /* ---- building plans (for RAID levels) ---- */

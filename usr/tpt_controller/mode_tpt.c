@@ -1,11 +1,21 @@
 /*
  * TPT mode (paper III-C): the controller plans each span with the RAID
  * level's TPT planner and sends the commands step by step; the targets
- * move the data (to and from the host's data, which the controller holds
- * as the unmodified host's proxy and registers with the datamover) and
- * compute parity among themselves.  The controller never touches a data
- * byte after iSCSI delivered it, degraded or not: a missing member's
+ * move the data and compute parity among themselves.  The controller
+ * never computes on a data byte, degraded or not: a missing member's
  * blocks are rebuilt by the surviving targets (III-D 5).
+ *
+ * An extended host's data moves between its memory and the targets.  An
+ * unmodified host's data is in our memory either way (we are its iSCSI
+ * target), and how it travels to and from the members is ours to choose:
+ * in the iSCSI PDUs of the commands themselves is cheaper for us than
+ * serving the targets' RMA (no registration per span, no datamover round
+ * trip per piece), so the host pieces of XDWRITE, PREP WRITE and READ NEW
+ * BLOCK go inline (protocol.md 5.2), and a read that needs no parity (a
+ * plan of PREP READs only) goes as plain READ(16)s of the same ranges,
+ * each landing straight in its pieces of our buffer.  Only what needs a
+ * passive side of ours - a degraded read's PREP READ or SEND RESULT -
+ * registers the host data with the datamover.
  *
  * Set-up (III-B), per box as it comes online.  First the claim, before
  * the array reads anything from the box: its endpoint (TPT REPORT
@@ -571,6 +581,7 @@ static int tp_setup(struct tpt_array *a)
 	tp->plan_ctx.geo = &a->geo;
 	tp->plan_ctx.level = a->level;
 	tp->plan_ctx.slots = tp->slot_of;
+	tp->plan_ctx.prefetch = a->spec.prefetch;
 	for (p = 0; p < TPT_SPEC_MAX_MEMBERS; p++)
 		tp->slot_of[p] = &tp->member[0].slots;
 	return 0;
@@ -584,6 +595,11 @@ struct tp_run {
 	struct tpt_plan release;
 	bool releasing;
 	struct tpt_dm_buf *host_mr;
+	/* An unmodified host's read needing no parity: the PREP READs go as
+	 * plain READ(16)s (see the top of the file). */
+	bool plain_read;
+	/* Host pieces that moved inside iSCSI PDUs instead of by RMA. */
+	unsigned int in_pdus;
 	unsigned int step;
 	unsigned int pending;
 	int failure;
@@ -632,7 +648,7 @@ static void tp_count(struct tp_run *run, struct tpt_array_counters *d)
 	if (run->failure)
 		return;
 	tpt_plan_count(&run->plan, &k);
-	d->rma_ops = k.transfers;
+	d->rma_ops = k.transfers - run->in_pdus;
 	/* An extended host's data went between it and the targets. */
 	if (tp_direct(run))
 		return;
@@ -669,6 +685,28 @@ static void tp_fail(struct tp_run *run, int err, bool retry)
 	run->retry = retry;
 }
 
+/* A plain READ(16) sent for a PREP READ failed: SBC sense, as Baseline
+ * reads it.  A medium error is served without the member for this span,
+ * a member failing itself is failed, a command it calls wrong fails the
+ * span; anything else (the member gone or busy) is planned again. */
+static void tp_classify_plain_read(struct tp_run *run, struct tpt_member *m,
+				   const struct tpt_plan_cmd *pc,
+				   struct scsi_task *task, int status)
+{
+	if (status != SCSI_STATUS_CHECK_CONDITION || !task) {
+		tp_fail(run, -EIO, true);
+	} else if (task->sense.key == SCSI_SENSE_MEDIUM_ERROR) {
+		array_span_exclude(run->span, pc->member);
+		tp_fail(run, -ESTALE, true);
+	} else if (task->sense.key == SCSI_SENSE_HARDWARE_ERROR) {
+		array_member_error(run->span->array, m, "hardware error");
+		tp_fail(run, -EIO, true);
+	} else {
+		tp_fail(run, -EIO,
+			task->sense.key != SCSI_SENSE_ILLEGAL_REQUEST);
+	}
+}
+
 /*
  * What a failed command means for its span (protocol.md 9.1): a member
  * whose WRITE NEW DATA failed is failed, a target that failed itself is
@@ -693,6 +731,10 @@ static void tp_classify(struct tp_run *run, struct tpt_member *m,
 	if (pc->op == TPT_PLAN_WRITE_NEW_DATA) {
 		array_member_error(a, m, "WRITE NEW DATA failed");
 		tp_fail(run, -EIO, true);
+		return;
+	}
+	if (run->plain_read) {
+		tp_classify_plain_read(run, m, pc, task, status);
 		return;
 	}
 	if (status != SCSI_STATUS_CHECK_CONDITION || !task ||
@@ -778,8 +820,18 @@ static void tp_cmd_done(struct tpt_member *m, struct scsi_task *task,
 		tp_step(run);
 }
 
-/* The transfer list of @pc: host pieces name our registration of the host
- * data, slot pieces the box's slot as it reported it. */
+/* Whether @op's host pieces travel inline for an unmodified host: the
+ * commands whose passive side is a data source (protocol.md 5.2). */
+static bool tp_inline_op(enum tpt_plan_op op)
+{
+	return op == TPT_PLAN_XDWRITE || op == TPT_PLAN_PREP_WRITE ||
+	       op == TPT_PLAN_READ_NEW_BLOCK;
+}
+
+/* The transfer list of @pc, then its inline data: an extended host's
+ * pieces name its buffer, an unmodified host's travel inline where the
+ * command allows it and else name our registration of them, slot pieces
+ * the box's slot as it reported it. */
 static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 			const struct tpt_plan_cmd *pc, uint8_t **out)
 {
@@ -787,6 +839,8 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 	const struct tpt_host_buf *direct = tp_direct(run);
 	struct tpt_xfer_list *xl = calloc(1, sizeof(*xl));
 	uint64_t base = run->host_mr ? tpt_dm_buf_rma_base(run->host_mr) : 0;
+	bool inline_host = !direct && tp_inline_op(pc->op);
+	uint64_t inline_len = 0;
 	unsigned int i;
 	int len;
 
@@ -809,6 +863,10 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 			d->flags = direct->flags;
 			d->stag = direct->stag;
 			d->offset = base + ref->host_offset;
+		} else if (ref->kind == TPT_REF_HOST && inline_host) {
+			d->peer = TPT_PEER_ID_CONTROLLER;
+			d->offset = inline_len;
+			inline_len += ref->length;
 		} else if (ref->kind == TPT_REF_HOST) {
 			d->peer = TPT_CTL_PEER_ID;
 			d->flags = base ? TPT_XFER_VIRT_ADDR : 0;
@@ -831,21 +889,60 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 	}
 	/* The descriptors' sum, or what READ MEDIUM exports without any. */
 	xl->total_length = (uint64_t)pc->blocks * run->span->array->block_size;
-	*out = malloc(TPT_XFER_LIST_LEN(xl->count));
+	*out = malloc(TPT_XFER_LIST_LEN(xl->count) + inline_len);
 	len = *out ? tpt_xfer_list_encode(xl, *out, TPT_XFER_LIST_LEN(xl->count)) :
 		     -ENOMEM;
 	free(xl);
 	if (len < 0) {
 		free(*out);
 		*out = NULL;
+		return len;
+	}
+	/* The inline pieces' bytes, back to back in descriptor order. */
+	for (i = 0; inline_len && i < pc->nr_refs; i++) {
+		const struct tpt_plan_ref *ref = &p->refs[pc->first_ref + i];
+
+		if (ref->kind != TPT_REF_HOST)
+			continue;
+		memcpy(*out + len, (uint8_t *)run->span->buf + ref->host_offset,
+		       ref->length);
+		len += (int)ref->length;
 	}
 	return len;
 }
 
-static int tp_send(struct tp_run *run, const struct tpt_plan *p,
-		   const struct tpt_plan_cmd *pc)
+/* @pc, a PREP READ of an unmodified host's read that needs no parity, as
+ * a plain READ(16) of its range, the data landing in its pieces of the
+ * host data in order (a PREP READ's list covers its range in order,
+ * protocol.md 5.1). */
+static struct scsi_task *tp_plain_read_task(struct tp_run *run,
+					    const struct tpt_plan *p,
+					    const struct tpt_plan_cmd *pc)
 {
-	struct tpt_member *m = tp_box(run, pc->member);
+	uint32_t bs = run->span->array->block_size;
+	struct scsi_task *task;
+	unsigned int i;
+
+	task = scsi_cdb_read16(pc->lba, pc->blocks * bs, bs, 0, 0, 0, 0, 0);
+	for (i = 0; task && i < pc->nr_refs; i++) {
+		const struct tpt_plan_ref *ref = &p->refs[pc->first_ref + i];
+
+		if (scsi_task_add_data_in_buffer(task, (int)ref->length,
+						 (uint8_t *)run->span->buf +
+							 ref->host_offset)) {
+			scsi_free_scsi_task(task);
+			task = NULL;
+		}
+	}
+	return task;
+}
+
+/* @pc as the TPT command it is: *@task, with its data-out (the transfer
+ * list and any inline data) in *@data_out, *@len bytes.  0 or -errno. */
+static int tp_tpt_task(struct tp_run *run, const struct tpt_plan *p,
+		       const struct tpt_plan_cmd *pc, uint8_t **data_out,
+		       int *len, struct scsi_task **task)
+{
 	struct tpt_cdb cdb = {
 		.opcode = tpt_plan_opcode(pc->op),
 		.lba = pc->lba,
@@ -854,12 +951,8 @@ static int tp_send(struct tp_run *run, const struct tpt_plan *p,
 		.parity_mode = pc->parity_mode,
 	};
 	uint8_t raw[TPT_CDB_MAX_LEN] = { 0 };
-	struct scsi_task *task;
-	struct tp_cmd *c;
-	int len = 0, n;
+	int n;
 
-	if (!m)
-		return -EIO;
 	switch (pc->op) {
 	case TPT_PLAN_PREP_READ:
 	case TPT_PLAN_PREP_WRITE:
@@ -883,36 +976,53 @@ static int tp_send(struct tp_run *run, const struct tpt_plan *p,
 	default:
 		break;
 	}
+	*len = 0;
+	if (tpt_cdb_info(cdb.opcode)->param == TPT_PARAM_XFER_LIST) {
+		*len = tp_xfer_list(run, p, pc, data_out);
+		if (*len < 0)
+			return *len;
+	}
+	n = tpt_cdb_encode(&cdb, raw, sizeof(raw));
+	if (n <= 0)
+		return -EINVAL;
+	*task = scsi_create_task(n, raw, *len ? SCSI_XFER_WRITE : SCSI_XFER_NONE,
+				 *len);
+	return *task ? 0 : -ENOMEM;
+}
+
+static int tp_send(struct tp_run *run, const struct tpt_plan *p,
+		   const struct tpt_plan_cmd *pc)
+{
+	struct tpt_member *m = tp_box(run, pc->member);
+	struct scsi_task *task = NULL;
+	struct tp_cmd *c;
+	int len = 0, err;
+
+	if (!m)
+		return -EIO;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->run = run;
 	c->pc = pc;
-	if (tpt_cdb_info(cdb.opcode)->param == TPT_PARAM_XFER_LIST) {
-		len = tp_xfer_list(run, p, pc, &c->data_out);
-		if (len < 0) {
-			free(c);
-			return len;
+	if (run->plain_read) {
+		task = tp_plain_read_task(run, p, pc);
+		err = task ? 0 : -ENOMEM;
+	} else {
+		err = tp_tpt_task(run, p, pc, &c->data_out, &len, &task);
+	}
+	if (!err) {
+		run->pending++;
+		err = member_send(m, task, c->data_out, len, tp_cmd_done, c);
+		if (!err) {
+			run->pdus++;
+			return 0;
 		}
-	}
-	n = tpt_cdb_encode(&cdb, raw, sizeof(raw));
-	task = n > 0 ? scsi_create_task(n, raw, len ? SCSI_XFER_WRITE :
-						       SCSI_XFER_NONE, len) : NULL;
-	if (!task) {
-		free(c->data_out);
-		free(c);
-		return n > 0 ? -ENOMEM : -EINVAL;
-	}
-	run->pending++;
-	n = member_send(m, task, c->data_out, len, tp_cmd_done, c);
-	if (n) {
 		run->pending--;
-		free(c->data_out);
-		free(c);
-		return n;
 	}
-	run->pdus++;
-	return 0;
+	free(c->data_out);
+	free(c);
+	return err;
 }
 
 static void tp_send_step(struct tp_run *run, const struct tpt_plan *p,
@@ -1002,6 +1112,35 @@ static int tp_plan(struct tpt_span *s, struct tp_run *run, uint32_t group)
 	return -EINVAL;
 }
 
+/*
+ * How an unmodified host's pieces of @run's plan travel (see the top of
+ * the file): sets plain_read and in_pdus; true when some piece still
+ * needs our registration of the host data, a passive side for RMA.
+ */
+static bool tp_proxy_needs_rma(struct tp_run *run)
+{
+	const struct tpt_plan *p = &run->plan;
+	unsigned int i, j, by_rma = 0;
+
+	run->plain_read = run->span->kind == TPT_SPAN_READ;
+	for (i = 0; i < p->nr_cmds; i++)
+		if (p->cmds[i].op != TPT_PLAN_PREP_READ)
+			run->plain_read = false;
+	for (i = 0; i < p->nr_cmds; i++) {
+		const struct tpt_plan_cmd *pc = &p->cmds[i];
+
+		for (j = 0; j < pc->nr_refs; j++) {
+			if (p->refs[pc->first_ref + j].kind != TPT_REF_HOST)
+				continue;
+			if (run->plain_read || tp_inline_op(pc->op))
+				run->in_pdus++;
+			else
+				by_rma++;
+		}
+	}
+	return by_rma > 0;
+}
+
 static int tp_start(struct tpt_span *s)
 {
 	struct tpt_array *a = s->array;
@@ -1030,7 +1169,8 @@ static int tp_start(struct tpt_span *s)
 		free(run);
 		return -EAGAIN;
 	}
-	if (!err && s->kind != TPT_SPAN_REBUILD && !tp_direct(run))
+	if (!err && s->kind != TPT_SPAN_REBUILD && !tp_direct(run) &&
+	    tp_proxy_needs_rma(run))
 		err = tpt_dm_register(tpt_datamover(), tp_scope(a), s->buf,
 				      bytes, s->kind == TPT_SPAN_WRITE ?
 				      TPT_DM_ACCESS_REMOTE_READ :

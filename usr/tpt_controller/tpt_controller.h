@@ -106,6 +106,7 @@ struct tpt_member {
 	struct iscsi_context *iscsi;
 	int lun;
 	int fd;				/* registered with tgt's event loop */
+	int fd_events;			/* what the loop waits for on it */
 	uint64_t nr_blocks;
 	uint32_t block_size;
 	struct list_head cmds;		/* commands in flight */

@@ -22,6 +22,7 @@ static void full_spec_parses(void)
 	CHECK(!strcmp(s.initiator, "iqn.2026-11.org.tptraid:controller"));
 	CHECK(s.write_intent);
 	CHECK(!s.assume_clean);
+	CHECK(!s.prefetch);
 
 	CHECK_EQ(tpt_array_spec_parse(" raid=5; dm=10.0.0.1:4400 ;" M(0) ";" M(1)
 				      ";" M(2) ";", &s, err, sizeof(err)), 0);
@@ -31,10 +32,11 @@ static void full_spec_parses(void)
 	CHECK_EQ(s.dm_port, 4400);
 
 	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;write_intent=no;"
-				      "assume_clean=yes;" M(0) ";" M(1) ";"
-				      M(2), &s, err, sizeof(err)), 0);
+				      "assume_clean=yes;prefetch=yes;" M(0) ";"
+				      M(1) ";" M(2), &s, err, sizeof(err)), 0);
 	CHECK(!s.write_intent);
 	CHECK(s.assume_clean);
+	CHECK(s.prefetch);
 }
 
 /* Each bad spec is refused with a message naming the bad part, and the
@@ -67,6 +69,7 @@ static void bad_specs_name_their_fault(void)
 		{ "raid=5;dm=a:1;oops;" M(0), "oops" },
 		{ "raid=5;dm=a:1;initiator=bob;" M(0) ";" M(1) ";" M(2), "initiator=bob" },
 		{ "raid=5;dm=a:1;write_intent=off;" M(0) ";" M(1) ";" M(2), "write_intent=off" },
+		{ "raid=5;dm=a:1;prefetch=1;" M(0) ";" M(1) ";" M(2), "prefetch=1" },
 	};
 	struct tpt_array_spec s;
 	size_t i;

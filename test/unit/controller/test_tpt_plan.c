@@ -233,6 +233,32 @@ run:
 	}
 }
 
+/* Without the PRE-FETCH hint (the array's default) a single-block write
+ * is one command less, and the parity member reads its old parity itself
+ * in PART BLOCK: the same data, parity and slots. */
+static void single_block_write_without_prefetch(void)
+{
+	unsigned char host[512];
+	struct tpt_plan p;
+	struct world w;
+
+	world_init(&w, 5, 8, 4, 512, 64);
+	w.a.ctx.prefetch = false;
+	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 7, 1, ++w.group, &p), 0);
+	CHECK_EQ(p.nr_cmds, 4);
+	CHECK_EQ(p.nr_steps, 3);
+	if (p.nr_cmds == 4 && p.nr_steps == 3) {
+		expect_cmd(&p, 0, TPT_PLAN_XDWRITE, 0, 7, 1);
+		expect_cmd(&p, 1, TPT_PLAN_PART_BLOCK, 4, 7, 1);
+		expect_cmd(&p, 2, TPT_PLAN_WRITE_NEW_DATA, 0, 7, 1);
+		expect_cmd(&p, 3, TPT_PLAN_WRITE_NEW_DATA, 4, 7, 1);
+		CHECK_EQ(p.cmds[1].parity_mode, TPT_PARITY_XOR_MEDIUM);
+	}
+	rnd_fill(host, sizeof(host));
+	world_run_write(&w, &p, 7, host, 1, false);
+	world_destroy(&w);
+}
+
 static void full_stripe_write(void)
 {
 	unsigned int n, i, d, calc, parity;
@@ -324,7 +350,7 @@ static void wide_arrays_count_like_the_paper(void)
 	struct raid_geometry g = { .unit_blocks = 8, .member_blocks = 8 * 64 };
 	struct tpt_plan_ctx c = {
 		.geo = &g, .level = &raid5_level, .block_size = 512,
-		.slots = slot_of,
+		.slots = slot_of, .prefetch = true,
 	};
 	struct paper_counts pc;
 	struct tpt_plan p;
@@ -1060,6 +1086,7 @@ int main(void)
 	RUN(slot_alloc_never_doubles);
 	RUN(opcodes);
 	RUN(single_block_write);
+	RUN(single_block_write_without_prefetch);
 	RUN(full_stripe_write);
 	RUN(wide_arrays_count_like_the_paper);
 	RUN(reads_match_table);
