@@ -1,6 +1,7 @@
 """Port allocation, readiness checks, and network namespaces: a box whose
 link a test cuts (Link), and boxes on a modelled switch with shaped links
 (Switch)."""
+import json
 import os
 import re
 import signal
@@ -168,15 +169,31 @@ class Switch:
 
     def _shape_port(self, port, bytes_per_s, burst):
         spec = ["root", "tbf", "rate", f"{int(bytes_per_s * 8)}bit", "burst", str(burst),
-                "latency", "50ms"]
+                "limit", str(self.queue_bytes(bytes_per_s, burst))]
         _tc(port.name, "qdisc", "replace", "dev", port.box_if, *spec)
         _tc(self.netns, "qdisc", "replace", "dev", port.switch_if, *spec)
 
-    def unshape(self):
-        self.rate = None
+    @staticmethod
+    def queue_bytes(bytes_per_s, burst):
+        """A port's queue: half a second at its rate.  Storage fabrics are
+        lossless (InfiniBand credits, Ethernet pause frames): a sender
+        waits rather than loses packets, and a deep queue is how a token
+        bucket gets near that.  A shallow one drops the many-to-one bursts
+        of striping (incast), and TCP's 200 ms retransmission timeouts,
+        not the link, set the pace."""
+        return int(bytes_per_s * 0.5) + burst
+
+    def drops(self) -> int:
+        """Packets every shaped port has dropped so far, both ends."""
+        total = 0
         for port in self.ports:
-            _tc(port.name, "qdisc", "del", "dev", port.box_if, "root", check=False)
-            _tc(self.netns, "qdisc", "del", "dev", port.switch_if, "root", check=False)
+            for netns, dev in ((port.name, port.box_if), (self.netns, port.switch_if)):
+                r = _tc(netns, "-s", "-j", "qdisc", "show", "dev", dev, check=False)
+                try:
+                    total += sum(q.get("drops", 0) for q in json.loads(r.stdout or "[]"))
+                except ValueError:
+                    pass
+        return total
 
     def exec_prefix(self, port: Port):
         """What runs a command inside port's box."""
