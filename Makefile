@@ -3,8 +3,8 @@
 #   make            fetch pinned upstream tgt, patch, overlay, build, stage
 #   make check      unit tests, fuzz smoke runs, then the pytest suites
 #   make demo       a local TPT-RAID cluster doing real I/O with stock libiscsi
-#   make bench      datamover, array, recovery and host-direct benchmarks,
-#                   printed as ratios
+#   make bench      datamover, array, recovery, host-direct and scalability
+#                   (modelled switch) benchmarks, printed as ratios
 #   make deps       install the Debian packages all of this needs (check and
 #                   demo do it first)
 #   make SAN=1 ...  the same with AddressSanitizer and UBSan
@@ -291,6 +291,7 @@ bench: deps
 	TPT_BUILD=$(BUILD) scripts/bench/array
 	TPT_BUILD=$(BUILD) scripts/bench/recovery
 	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/direct
+	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/scale
 
 .PHONY: demo
 demo: deps

@@ -1,12 +1,15 @@
-"""make bench's array, recovery and host-direct benchmarks, run small and short so they
+"""make bench's array, recovery, host-direct and scalability benchmarks, run small and short so they
 cannot rot between bench runs: each must start its clusters, measure every
 workload, print its summary lines and stop everything, exit status 0.  The
 numbers themselves are not looked at (make bench is where they mean
 something)."""
+import os
 import re
 import subprocess
 
-from tptlib import paths
+import pytest
+
+from tptlib import net, paths
 
 BENCH = paths.TOP / "scripts" / "bench"
 
@@ -42,3 +45,24 @@ def test_direct_bench_runs():
     assert out.count("PASS (") + out.count("MISS (") == 7, out
     assert "goal: " in out and "one direct host, seq-read 4m" in out, out
     assert "FAIL" not in out, out
+
+
+
+@pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
+def test_scale_bench_runs(tmp_path):
+    # Its results go to tmp_path, never over build/bench's.
+    r = subprocess.run([str(BENCH / "scale"), "--quick"], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "TPT_BENCH_OUT": str(tmp_path)})
+    out = r.stdout
+    assert r.returncode == 0, out[-4000:] + r.stderr[-4000:]
+    # Every client and op, normal at H = 1 and 2 and degraded at H = 2.
+    rows = re.findall(r"^\| (normal|degraded) \| 3 \| [12] \| (direct|proxied|baseline) \| "
+                      r"(write|read) \| [0-9.]+ \|", out, re.M)
+    assert len(rows) == 3 * 2 * 3, out
+    assert "Rate: tc " in out and out.count("goal WRITE") == 2, out
+    assert (tmp_path / "scale.md").exists() and (tmp_path / "scale.json").exists()
+    assert len(list(tmp_path.glob("scale-*.png"))) == 4
+    # Its namespaces (named with its pid, as its work directory is) are gone.
+    pid = re.search(r"tpt-bench-scale-(\d+)\.", r.stderr).group(1)
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"{net.Switch.PREFIX}{pid}-" not in left, left

@@ -10,9 +10,10 @@
  * error, short transfer or stall ends the run with exit status 1 after
  * the outstanding commands drain, and nothing is printed on stdout.
  *
- * Commands are sized --bs and aligned to --bs inside the first --span
- * bytes of the LUN.  Sequential patterns walk the span from offset 0 and
- * wrap; random ones pick aligned offsets uniformly.  Write data is random,
+ * Commands are sized --bs and aligned to --bs inside the --span bytes
+ * from --offset (default: the first bytes of the LUN), so several loads
+ * can share one LUN without overlapping.  Sequential patterns walk the
+ * span from its start and wrap; random ones pick aligned offsets uniformly.  Write data is random,
  * generated once before the clock starts, one buffer per queue slot;
  * reads land in per-slot buffers libiscsi fills in place.
  *
@@ -71,7 +72,8 @@ struct load_opts {
 	uint64_t bs;
 	double seconds;
 	uint64_t bytes;		/* 0: run for --seconds instead */
-	uint64_t span;		/* 0: the whole LUN */
+	uint64_t span;		/* 0: the whole LUN from offset */
+	uint64_t offset;	/* where the span starts */
 	double timeout;
 	uint64_t seed;
 	bool use_lib;		/* --direct given: through libtptinitiator */
@@ -121,8 +123,9 @@ static void usage(FILE *out)
 		"  --qd N            commands kept outstanding (%u)\n"
 		"  --seconds S       stop issuing after S seconds (%.0f)\n"
 		"  --bytes N         stop issuing after N bytes instead\n"
-		"  --span BYTES      use only the first BYTES of the LUN\n"
-		"                    (default: all of it)\n"
+		"  --span BYTES      use only BYTES of the LUN from --offset\n"
+		"                    (default: the rest of it)\n"
+		"  --offset BYTES    where the span starts, a multiple of --bs (0)\n"
 		"  --timeout S       fail if no command completes for S seconds\n"
 		"                    (%.0f)\n"
 		"  --seed N          random offset seed (1)\n"
@@ -195,6 +198,7 @@ static int parse_args(int argc, char **argv, struct load_opts *o)
 		{ "seconds", required_argument, NULL, 's' },
 		{ "bytes", required_argument, NULL, 'n' },
 		{ "span", required_argument, NULL, 'S' },
+		{ "offset", required_argument, NULL, 'o' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "seed", required_argument, NULL, 'r' },
 		{ "initiator", required_argument, NULL, 'i' },
@@ -268,6 +272,10 @@ static int parse_args(int argc, char **argv, struct load_opts *o)
 				fprintf(stderr, PROG ": --span must be > 0\n");
 				return -1;
 			}
+			break;
+		case 'o':
+			if (parse_size(optarg, "--offset", &o->offset))
+				return -1;
 			break;
 		case 't':
 			if (parse_seconds(optarg, "--timeout", &o->timeout))
@@ -425,7 +433,7 @@ static uint64_t next_offset(struct load *l)
 	} else {
 		unit = rng_next(&l->rng) % l->nr_units;
 	}
-	return unit * l->o->bs;
+	return l->o->offset + unit * l->o->bs;
 }
 
 /* Issue one command from slot s, unless the byte budget is spent. */
@@ -563,10 +571,17 @@ static int check_geometry(struct load *l)
 			" the LUN's %u-byte blocks\n", o->bs, l->lu.block_size);
 		return -1;
 	}
-	l->span = o->span ? o->span : l->lun_bytes;
-	if (l->span > l->lun_bytes) {
-		fprintf(stderr, PROG ": --span %" PRIu64 " is larger than the"
-			" LUN (%" PRIu64 " bytes)\n", l->span, l->lun_bytes);
+	if (o->offset % o->bs || o->offset >= l->lun_bytes) {
+		fprintf(stderr, PROG ": --offset %" PRIu64 " is not a multiple"
+			" of --bs inside the LUN (%" PRIu64 " bytes)\n",
+			o->offset, l->lun_bytes);
+		return -1;
+	}
+	l->span = o->span ? o->span : l->lun_bytes - o->offset;
+	if (l->span > l->lun_bytes - o->offset) {
+		fprintf(stderr, PROG ": --span %" PRIu64 " from --offset %"
+			PRIu64 " ends past the LUN (%" PRIu64 " bytes)\n",
+			l->span, o->offset, l->lun_bytes);
 		return -1;
 	}
 	l->nr_units = l->span / o->bs;

@@ -34,10 +34,12 @@ class Cluster:
 
 def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
           block_size=512, spares=0, host="127.0.0.1", boxes=None, extra_opts=(), name="",
-          chap=False):
+          chap=False, controller_box=None):
     """n members and `spares` spares; boxes maps a target index to a
-    tptlib.net.Link that target runs behind (its own namespace and
-    address); everything else listens on host.  chap: mutual CHAP on
+    tptlib.net.Link (or a net.Switch port) that target runs behind (its
+    own namespace and address); controller_box is such a box for the
+    controller, which then listens on its address instead of host;
+    targets without a box listen on host.  chap: mutual CHAP on
     every hop with new random secrets, as scripts/tpt-cluster start --chap
     sets it up (each target accepts "controller" and answers as tK; the
     array accepts "host" and answers as "array")."""
@@ -52,22 +54,33 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
         backings.append(t.new_file_lun(1, 1, member_bytes,
                                        blocksize=None if block_size == 512 else block_size))
         t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
-                 "--lun", 1, "--params", f"tpt_dm={addr}:{net.free_port(host)},tpt=on")
+                 "--lun", 1, "--params", f"tpt_dm={addr}:{_listen_port(link, host)},tpt=on")
         targets.append(t)
         urls.append(member_chap.url(t.url(iqn, 1)) if chap else t.url(iqn, 1))
-    c = tgtd_factory(name=f"{name}controller", host=host)
+    if controller_box:
+        host = controller_box.box_addr
+        c = tgtd_factory(name=f"{name}controller", host=host, netns=controller_box.name)
+    else:
+        c = tgtd_factory(name=f"{name}controller", host=host)
     host_chap = Chap.new("host", "array") if chap else None
     ciqn = c.new_target(1, f"{IQN}:{name}array", chap=host_chap)
     # Fresh sparse member files hold zeroes: their parity agrees.
     opts = [f"raid=5", f"unit={unit // 1024}k", f"mode={mode}", "assume_clean=yes"]
     if mode == "tpt":
-        opts.append(f"dm={host}:{net.free_port(host)}")
+        opts.append(f"dm={host}:{_listen_port(controller_box, host)}")
     opts += [f"member={u}" for u in urls[:n]]
     opts += [f"spare={u}" for u in urls[n:]]
     opts += list(extra_opts)
     c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid", bsopts=";".join(opts),
               blocksize=None if block_size == 512 else block_size)
     return Cluster(targets, c, backings, c.url(ciqn, 1), mode, unit, ciqn, urls, host_chap)
+
+
+def _listen_port(box, host):
+    """A port for a datamover to listen on at host, in box's namespace if
+    it has one: a fresh namespace has every port free, so any number this
+    one hands out will do there (host may not even exist here)."""
+    return net.free_port("127.0.0.1" if box else host)
 
 
 def allow_plain_reads(targets):

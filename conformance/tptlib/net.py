@@ -1,6 +1,10 @@
-"""Port allocation, readiness checks, and network namespaces for boxes
-whose link a test cuts."""
+"""Port allocation, readiness checks, and network namespaces: a box whose
+link a test cuts (Link), and boxes on a modelled switch with shaped links
+(Switch)."""
+import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import time
@@ -81,6 +85,169 @@ class Link:
     def close(self):
         _ip("link", "del", self.host_if, check=False)
         _ip("netns", "del", self.name, check=False)
+
+
+def _tc(netns: str, *args, check=True):
+    return subprocess.run(["tc", "-n", netns, *args], capture_output=True, text=True,
+                          check=check)
+
+
+class Port:
+    """A box on a Switch: network namespace NAME, its interface BOX_IF at
+    BOX_ADDR, joined to the switch's bridge by SWITCH_IF.  ROLE says what
+    the box is (a bench's own label)."""
+
+    def __init__(self, name: str, role: str, box_addr: str, switch_if: str):
+        self.name, self.role, self.box_addr = name, role, box_addr
+        self.box_if, self.switch_if = "eth0", switch_if
+
+
+class Switch:
+    """A modelled switch: every box in a network namespace of its own, each
+    joined by a veth pair to one Linux bridge, which lives in a namespace
+    of its own too (the "switch").  Nothing is added to the namespace this
+    runs in, so neither its firewall nor its bridge netfilter sees the
+    traffic, and deleting the namespaces removes every veth and the bridge
+    with them.  shape() makes every port a full-duplex link of one rate: a
+    token bucket on both ends of each veth (the box's end shapes what it
+    sends, the switch's end what it receives).
+
+    Names carry this process's pid (tptsw<pid>-<role>), so sweep_stale()
+    can tell the leftovers of a run that was killed from a live run's."""
+
+    PREFIX = "tptsw"
+    SUBNET = "10.233.0"
+
+    def __init__(self):
+        self.tag = f"{self.PREFIX}{os.getpid()}"
+        self.netns = f"{self.tag}-switch"
+        self.ports = []
+        self.rate = None
+        self._namespaces = []
+        self._add_netns(self.netns)
+        try:
+            _ip("-n", self.netns, "link", "add", "br0", "type", "bridge")
+            _ip("-n", self.netns, "link", "set", "br0", "up")
+        except Exception:
+            self.close()
+            raise
+
+    def _add_netns(self, name):
+        _ip("netns", "add", name)
+        self._namespaces.append(name)
+        _ip("-n", name, "link", "set", "lo", "up")
+
+    def add_box(self, role: str) -> Port:
+        """A new box ROLE (letters and digits) on its own port."""
+        if not re.fullmatch(r"[a-z0-9]{1,8}", role):
+            raise ValueError(f"box role {role!r}: 1-8 lower-case letters or digits")
+        index = len(self.ports) + 1
+        if index > 250:
+            raise ValueError("a switch has at most 250 ports")
+        port = Port(f"{self.tag}-{role}", role, f"{self.SUBNET}.{index}", f"p{index}")
+        self._add_netns(port.name)
+        _ip("-n", self.netns, "link", "add", port.switch_if, "type", "veth", "peer", "name",
+            port.box_if, "netns", port.name)
+        _ip("-n", self.netns, "link", "set", port.switch_if, "master", "br0")
+        _ip("-n", self.netns, "link", "set", port.switch_if, "up")
+        _ip("-n", port.name, "addr", "add", f"{port.box_addr}/24", "dev", port.box_if)
+        _ip("-n", port.name, "link", "set", port.box_if, "up")
+        self.ports.append(port)
+        if self.rate:
+            self._shape_port(port, *self.rate)
+        return port
+
+    def shape(self, bytes_per_s: float, burst: int):
+        """Every port, present and future, a full-duplex link of
+        bytes_per_s (tc counts Ethernet frames: headers are part of it).
+        A token bucket passes a packet only once it holds the packet's
+        bytes, and veth hands it whole GSO packets of up to 64 KiB: burst
+        must exceed that or tbf splits them in software."""
+        self.rate = (bytes_per_s, burst)
+        for port in self.ports:
+            self._shape_port(port, bytes_per_s, burst)
+
+    def _shape_port(self, port, bytes_per_s, burst):
+        spec = ["root", "tbf", "rate", f"{int(bytes_per_s * 8)}bit", "burst", str(burst),
+                "limit", str(self.queue_bytes(bytes_per_s, burst))]
+        _tc(port.name, "qdisc", "replace", "dev", port.box_if, *spec)
+        _tc(self.netns, "qdisc", "replace", "dev", port.switch_if, *spec)
+
+    @staticmethod
+    def queue_bytes(bytes_per_s, burst):
+        """A port's queue: half a second at its rate.  Storage fabrics are
+        lossless (InfiniBand credits, Ethernet pause frames): a sender
+        waits rather than loses packets, and a deep queue is how a token
+        bucket gets near that.  A shallow one drops the many-to-one bursts
+        of striping (incast), and TCP's 200 ms retransmission timeouts,
+        not the link, set the pace."""
+        return int(bytes_per_s * 0.5) + burst
+
+    def drops(self) -> int:
+        """Packets every shaped port has dropped so far, both ends."""
+        total = 0
+        for port in self.ports:
+            for netns, dev in ((port.name, port.box_if), (self.netns, port.switch_if)):
+                r = _tc(netns, "-s", "-j", "qdisc", "show", "dev", dev, check=False)
+                try:
+                    total += sum(q.get("drops", 0) for q in json.loads(r.stdout or "[]"))
+                except ValueError:
+                    pass
+        return total
+
+    def exec_prefix(self, port: Port):
+        """What runs a command inside port's box."""
+        return ["ip", "netns", "exec", port.name]
+
+    def kill_processes(self, port: Port):
+        """SIGKILL whatever still runs in port's box: only what we started
+        there can be in it."""
+        _kill_in(port.name)
+
+    def close(self):
+        """Remove every namespace, boxes first (a veth goes with either
+        end), killing what still runs in them (stop daemons properly
+        first)."""
+        for name in reversed(self._namespaces):
+            _kill_in(name)
+            _ip("netns", "del", name, check=False)
+        self._namespaces = []
+        self.ports = []
+
+    @classmethod
+    def sweep_stale(cls) -> list:
+        """Remove what a killed earlier run left: namespaces named after a
+        process that no longer exists, and what still runs in them (that
+        run's daemons).  Returns the names removed."""
+        r = _ip("netns", "list", check=False)
+        removed = []
+        for line in r.stdout.splitlines():
+            name = line.split()[0] if line.split() else ""
+            m = re.fullmatch(rf"{cls.PREFIX}(\d+)-[a-z0-9]+", name)
+            if not m or _pid_alive(int(m.group(1))):
+                continue
+            _kill_in(name)
+            _ip("netns", "del", name, check=False)
+            removed.append(name)
+        return removed
+
+
+def _kill_in(netns: str):
+    for pid in _ip("netns", "pids", netns, check=False).stdout.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def netns_usable() -> bool:

@@ -66,16 +66,21 @@ def array_state(server):
 
 
 def run_load(args, url, pattern, bs, span, seconds=None, nbytes=None, direct=False,
-             qd=None):
+             qd=None, netns=None, extra_args=()):
     """One tpt-iscsi-load run (args: bindir, qd, timeout) for `seconds` or
     `nbytes`: its ops, bytes, seconds, mbps, iops and direct (bool).
     direct: as the extended host (--direct), which fails the run unless
     every byte moved host-direct; checked here again, so a fallback to
-    plain iSCSI can never be reported as a direct figure."""
+    plain iSCSI can never be reported as a direct figure.  netns: run it
+    in that network namespace (a host box); extra_args: more options of
+    tpt-iscsi-load (--offset, --initiator)."""
     limit = ["--bytes", str(nbytes)] if nbytes else ["--seconds", f"{seconds:g}"]
     cmd = [str(args.bindir / "tpt-iscsi-load"), "--pattern", pattern, "--bs", str(bs),
            "--qd", str(qd or args.qd), *limit, "--span", str(span),
-           "--timeout", f"{args.timeout:g}", *(["--direct"] if direct else []), url]
+           "--timeout", f"{args.timeout:g}", *(["--direct"] if direct else []),
+           *extra_args, url]
+    if netns:
+        cmd = ["ip", "netns", "exec", netns, *cmd]
     r = subprocess.run(cmd, capture_output=True, text=True,
                        timeout=(seconds or 600) + args.timeout + 30)
     if r.returncode != 0:
