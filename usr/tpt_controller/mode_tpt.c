@@ -633,6 +633,7 @@ static void tp_count(struct tp_run *run, struct tpt_array_counters *d)
 		return;
 	tpt_plan_count(&run->plan, &k);
 	d->rma_ops = k.transfers;
+	d->peer_bytes = k.peer_bytes;
 	/* An extended host's data went between it and the targets. */
 	if (tp_direct(run))
 		return;
