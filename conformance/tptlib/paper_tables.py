@@ -28,60 +28,70 @@ REQUESTS = ("single-block READ", "full-stripe READ", "single-block WRITE",
             "full-stripe WRITE")
 ENTITIES = ("host", "controller", "targets")
 
+# The paper's formulas as printed (Python syntax, N the number of
+# targets), per mode, table and entity, in REQUESTS order.
+FORMULAS = {
+    "baseline": {
+        "blocks": {"host": ("1", "N-1", "1", "N-1"),
+                   "controller": ("2", "2*(N-1)", "5", "2*N-1"),
+                   "targets": ("1", "N-1", "4", "N"),
+                   "total": ("4", "4*(N-1)", "10", "4*N-2")},
+        "ops": {"host": ("1", "1", "1", "1"),
+                "controller": ("3", "N+1", "6", "N+2"),
+                "targets": ("2", "2*(N-1)", "8", "2*N"),
+                "total": ("6", "3*N", "15", "3*(N+1)")}},
+    "tpt": {
+        "blocks": {"host": ("1", "N-1", "1", "N-1"),
+                   "controller": ("0", "0", "0", "0"),
+                   "targets": ("1", "N-1", "3", "3*(N-1)"),
+                   "total": ("2", "2*(N-1)", "4", "4*(N-1)")},
+        "ops": {"host": ("1", "1", "1", "1"),
+                "controller": ("2", "N", "6", "3*N-1"),
+                "targets": ("2", "2*(N-1)", "7", "5*N-4"),
+                "total": ("5", "3*N-1", "14", "8*N-4")}},
+}
 
-def _rows(n, **formulas):
-    """{entity: {request: value}} from per-entity tuples in REQUESTS order."""
-    return {e: dict(zip(REQUESTS, formulas[e])) for e in ENTITIES}
+
+def _proxied():
+    """A stock host on a tpt array, which the paper does not have: its
+    TPT-RAID terms plus the controller relaying each host block (once
+    from or to the host, once to or from the targets) and starting one
+    data transfer with the host."""
+    t = FORMULAS["tpt"]
+    host_blocks = t["blocks"]["host"]
+    relay = tuple(f"{h}" if h == "1" else f"({h})" for h in host_blocks)
+    return {
+        "blocks": {"host": host_blocks,
+                   "controller": tuple(f"2*{h}" for h in relay),
+                   "targets": t["blocks"]["targets"],
+                   "total": tuple(f"{a}+2*{h}" for a, h in zip(t["blocks"]["total"], relay))},
+        "ops": {**t["ops"],
+                "controller": tuple(f"{c}+1" for c in t["ops"]["controller"]),
+                "total": tuple(f"{c}+1" for c in t["ops"]["total"])}}
 
 
-def paper(mode, n):
-    """Tables I and II for a mode ('baseline' or 'tpt') and N targets:
-    {"blocks": {entity: {request: int}}, "ops": {...}}, with a "total"
-    entity each."""
-    if mode == "baseline":
-        blocks = _rows(n, host=(1, n - 1, 1, n - 1),
-                       controller=(2, 2 * (n - 1), 5, 2 * n - 1),
-                       targets=(1, n - 1, 4, n))
-        ops = _rows(n, host=(1, 1, 1, 1),
-                    controller=(3, n + 1, 6, n + 2),
-                    targets=(2, 2 * (n - 1), 8, 2 * n))
-    elif mode == "tpt":
-        blocks = _rows(n, host=(1, n - 1, 1, n - 1),
-                       controller=(0, 0, 0, 0),
-                       targets=(1, n - 1, 3, 3 * (n - 1)))
-        ops = _rows(n, host=(1, 1, 1, 1),
-                    controller=(2, n, 6, 3 * n - 1),
-                    targets=(2, 2 * (n - 1), 7, 5 * n - 4))
-    else:
-        raise ValueError(f"no table for mode {mode!r}")
-    return {"blocks": _with_total(blocks), "ops": _with_total(ops)}
+# What each client kind should show: an extended host on a tpt array is
+# the paper's TPT-RAID, a stock host on a baseline array its Baseline.
+CLIENT_FORMULAS = {"direct": FORMULAS["tpt"], "baseline": FORMULAS["baseline"],
+                   "proxied": _proxied()}
+
+
+def evaluate(formula, n):
+    return eval(formula, {"__builtins__": {}}, {"N": n})  # our own constant text
 
 
 def expected(client, n):
-    """What our array should show for a client kind: 'direct' (an extended
-    host on a tpt array: the paper's TPT-RAID), 'baseline' (a stock host on
-    a baseline array: the paper's Baseline), or 'proxied' (a stock host on
-    a tpt array, which the paper does not have: its TPT-RAID terms plus the
-    controller relaying each host block, once from or to the host and once
-    to or from the targets, and one data transfer with the host)."""
-    if client == "direct":
-        return paper("tpt", n)
-    if client == "baseline":
-        return paper("baseline", n)
-    if client != "proxied":
-        raise ValueError(f"no expectation for client {client!r}")
-    t = paper("tpt", n)
-    blocks = {e: dict(t["blocks"][e]) for e in ENTITIES}
-    ops = {e: dict(t["ops"][e]) for e in ENTITIES}
-    for req in REQUESTS:
-        blocks["controller"][req] = 2 * blocks["host"][req]
-        ops["controller"][req] += 1
-    return {"blocks": _with_total(blocks), "ops": _with_total(ops)}
+    """The terms client kind 'direct', 'proxied' or 'baseline' should show
+    with N = n targets: {"blocks": {entity: {request: int}}, "ops": ...},
+    entities including "total"."""
+    return {table: {e: {r: evaluate(f, n) for r, f in zip(REQUESTS, formulas)}
+                    for e, formulas in rows.items()}
+            for table, rows in CLIENT_FORMULAS[client].items()}
 
 
-def _with_total(table):
-    table["total"] = {r: sum(table[e][r] for e in ENTITIES) for r in REQUESTS}
-    return table
+def formula(client, table, entity, request):
+    """The printed formula of one term."""
+    return CLIENT_FORMULAS[client][table][entity][REQUESTS.index(request)]
 
 
 def measured(delta, requests, unit, mode):
