@@ -1,44 +1,89 @@
-"""make bench's array, recovery and host-direct benchmarks, run small and short so they
-cannot rot between bench runs: each must start its clusters, measure every
-workload, print its summary lines and stop everything, exit status 0.  The
+"""make bench's benchmarks, run small and short so they cannot rot between
+bench runs (make bench-smoke): each must start its clusters, measure every
+workload, print its summary lines, leave its results section and stop
+everything, exit status 0; then the report collects the sections.  The
 numbers themselves are not looked at (make bench is where they mean
-something)."""
+something), except Tables I and II, which are counts.  Every section goes
+to pytest's tmp_path, never build/bench."""
+import json
+import os
 import re
 import subprocess
+
+import pytest
 
 from tptlib import paths
 
 BENCH = paths.TOP / "scripts" / "bench"
 
 
-def run(script, *args, timeout=300):
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    """One results directory for the module: the report test collects
+    what the others left."""
+    return tmp_path_factory.mktemp("bench")
+
+
+def run(out, script, *args, timeout=300):
     r = subprocess.run([str(BENCH / script), *args], capture_output=True, text=True,
-                       timeout=timeout)
+                       timeout=timeout, env={**os.environ, "TPT_BENCH_OUT": str(out)})
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert (out / f"{script}.md").exists() or script == "report", r.stderr
     return r.stdout
 
 
-def test_array_bench_runs():
-    out = run("array", "--targets", "3", "--member-size", "16m", "--seconds", "0.5",
-              "--passes", "1", "--no-stock")
-    assert out.count("summary ") == 6, out
-    assert "FAIL" not in out, out
+def test_datamover_bench_runs(out):
+    text = run(out, "datamover", "--seconds", "0.3", "--repeat", "1")
+    assert "lowest ratio" in text, text
+    data = json.loads((out / "datamover.json").read_text())
+    assert {r["op"] for r in data["rows"]} == {"put", "get"}, data
 
 
-def test_recovery_bench_runs():
-    out = run("recovery", "--targets", "3", "--member-size", "16m", "--seconds", "0.5",
-              "--passes", "2")
+def test_array_bench_runs(out):
+    text = run(out, "array", "--targets", "3", "--member-size", "16m", "--seconds", "0.5",
+               "--passes", "1", "--no-stock")
+    assert text.count("summary ") == 6, text
+    assert "FAIL" not in text, text
+
+
+def test_recovery_bench_runs(out):
+    text = run(out, "recovery", "--targets", "3", "--member-size", "16m", "--seconds", "0.5",
+               "--passes", "2")
     for mode in ("tpt", "baseline"):
-        assert f"summary {mode}: degraded seq-read 1m" in out, out
-        assert f"{mode} controller: position 2 rebuilt" in out, out
+        assert f"summary {mode}: degraded seq-read 1m" in text, text
+        assert f"{mode} controller: position 2 rebuilt" in text, text
 
 
-def test_direct_bench_runs():
-    out = run("direct", "--quick")
+def test_direct_bench_runs(out):
+    text = run(out, "direct", "--quick")
     # Both tables, every workload's three clients, the goal lines, the
     # one-host read; the PASS/MISS verdicts themselves are not looked at.
-    rows = re.findall(r"^ *32k \S+ \S+ +(direct|proxied|baseline) ", out, re.M)
-    assert len(rows) == 3 * 7, out
-    assert out.count("PASS (") + out.count("MISS (") == 7, out
-    assert "goal: " in out and "one direct host, seq-read 4m" in out, out
-    assert "FAIL" not in out, out
+    rows = re.findall(r"^ *32k \S+ \S+ +(direct|proxied|baseline) ", text, re.M)
+    assert len(rows) == 3 * 7, text
+    assert text.count("PASS (") + text.count("MISS (") == 7, text
+    assert "goal: " in text and "one direct host, seq-read 4m" in text, text
+    assert "FAIL" not in text, text
+    for png in ("direct-read.png", "direct-write.png"):
+        assert (out / png).stat().st_size > 0
+
+
+def test_tables_bench_matches_the_paper(out):
+    text = run(out, "tables", "--quick")
+    assert "mismatches: 0" in text, text
+    data = json.loads((out / "tables.json").read_text())
+    assert len(data["rows"]) == 3 * 4 and not data["mismatches"], data
+
+
+def test_report_collects_every_section(out):
+    text = run(out, "report")
+    assert "scale: no section, skipped" in text, text
+    assert "STALE" not in text, text
+    md = (out / "results.md").read_text()
+    data = json.loads((out / "results.json").read_text())
+    for name in ("datamover", "array", "recovery", "direct", "tables"):
+        assert name in data["sections"], data.keys()
+    assert data["missing"] == ["scale"] and data["header"]["cores"] == os.cpu_count()
+    # In the fixed order, each under its own heading.
+    heads = [md.index(f"## {t}") for t in ("Datamover", "Array", "Host-direct", "Tables",
+                                           "Recovery")]
+    assert heads == sorted(heads), md[:2000]
