@@ -3,8 +3,10 @@
 #   make            fetch pinned upstream tgt, patch, overlay, build, stage
 #   make check      unit tests, fuzz smoke runs, then the pytest suites
 #   make demo       a local TPT-RAID cluster doing real I/O with stock libiscsi
-#   make bench      datamover, array, recovery, host-direct and scalability
-#                   (modelled switch) benchmarks, printed as ratios
+#   make bench      datamover, array, recovery, host-direct, Tables I/II and
+#                   scalability (modelled switch) benchmarks, printed as
+#                   ratios, collected into build/bench/results.md and .json
+#   make bench-smoke every benchmark once, tiny and short (make check runs it)
 #   make deps       install the Debian packages all of this needs (check and
 #                   demo do it first)
 #   make SAN=1 ...  the same with AddressSanitizer and UBSan
@@ -291,7 +293,15 @@ bench: deps
 	TPT_BUILD=$(BUILD) scripts/bench/array
 	TPT_BUILD=$(BUILD) scripts/bench/recovery
 	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/direct
+	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/tables
 	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/scale
+	scripts/bench/report
+
+# The benchmarks run small and short, results in pytest's tmp_path (never
+# build/bench): that each still runs, not what it measures.
+.PHONY: bench-smoke
+bench-smoke: all
+	TPT_BUILD=$(BUILD) TPT_SAN=$(SAN) $(PYTHON) -m pytest conformance/test_bench.py $(PYTEST_ARGS)
 
 .PHONY: demo
 demo: deps

@@ -1,8 +1,11 @@
-"""make bench's array, recovery, host-direct and scalability benchmarks, run small and short so they
-cannot rot between bench runs: each must start its clusters, measure every
-workload, print its summary lines and stop everything, exit status 0.  The
+"""make bench's benchmarks, run small and short so they cannot rot between
+bench runs (make bench-smoke): each must start its clusters, measure every
+workload, print its summary lines, leave its results section and stop
+everything, exit status 0; then the report collects the sections.  The
 numbers themselves are not looked at (make bench is where they mean
-something)."""
+something), except Tables I and II, which are counts.  Every section goes
+to pytest's tmp_path, never build/bench."""
+import json
 import os
 import re
 import subprocess
@@ -14,55 +17,92 @@ from tptlib import net, paths
 BENCH = paths.TOP / "scripts" / "bench"
 
 
-def run(script, *args, timeout=300):
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    """One results directory for the module: the report test collects
+    what the others left."""
+    return tmp_path_factory.mktemp("bench")
+
+
+def run(out, script, *args, timeout=300):
     r = subprocess.run([str(BENCH / script), *args], capture_output=True, text=True,
-                       timeout=timeout)
+                       timeout=timeout, env={**os.environ, "TPT_BENCH_OUT": str(out)})
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert (out / f"{script}.md").exists() or script == "report", r.stderr
     return r.stdout
 
 
-def test_array_bench_runs():
-    out = run("array", "--targets", "3", "--member-size", "16m", "--seconds", "0.5",
-              "--passes", "1", "--no-stock")
-    assert out.count("summary ") == 6, out
-    assert "FAIL" not in out, out
+def test_datamover_bench_runs(out):
+    text = run(out, "datamover", "--seconds", "0.3", "--repeat", "1")
+    assert "lowest ratio" in text, text
+    data = json.loads((out / "datamover.json").read_text())
+    assert {r["op"] for r in data["rows"]} == {"put", "get"}, data
 
 
-def test_recovery_bench_runs():
-    out = run("recovery", "--targets", "3", "--member-size", "16m", "--seconds", "0.5",
-              "--passes", "2")
+def test_array_bench_runs(out):
+    text = run(out, "array", "--targets", "3", "--member-size", "16m", "--seconds", "0.5",
+               "--passes", "1", "--no-stock")
+    assert text.count("summary ") == 6, text
+    assert "FAIL" not in text, text
+
+
+def test_recovery_bench_runs(out):
+    text = run(out, "recovery", "--targets", "3", "--member-size", "16m", "--seconds", "0.5",
+               "--passes", "2")
     for mode in ("tpt", "baseline"):
-        assert f"summary {mode}: degraded seq-read 1m" in out, out
-        assert f"{mode} controller: position 2 rebuilt" in out, out
+        assert f"summary {mode}: degraded seq-read 1m" in text, text
+        assert f"{mode} controller: position 2 rebuilt" in text, text
 
 
-def test_direct_bench_runs():
-    out = run("direct", "--quick")
+def test_direct_bench_runs(out):
+    text = run(out, "direct", "--quick")
     # Both tables, every workload's three clients, the goal lines, the
     # one-host read; the PASS/MISS verdicts themselves are not looked at.
-    rows = re.findall(r"^ *32k \S+ \S+ +(direct|proxied|baseline) ", out, re.M)
-    assert len(rows) == 3 * 7, out
-    assert out.count("PASS (") + out.count("MISS (") == 7, out
-    assert "goal: " in out and "one direct host, seq-read 4m" in out, out
-    assert "FAIL" not in out, out
+    rows = re.findall(r"^ *32k \S+ \S+ +(direct|proxied|baseline) ", text, re.M)
+    assert len(rows) == 3 * 7, text
+    assert text.count("PASS (") + text.count("MISS (") == 7, text
+    assert "goal: " in text and "one direct host, seq-read 4m" in text, text
+    assert "FAIL" not in text, text
+    for png in ("direct-read.png", "direct-write.png"):
+        assert (out / png).stat().st_size > 0
 
 
+def test_tables_bench_matches_the_paper(out):
+    text = run(out, "tables", "--quick")
+    assert "mismatches: 0" in text, text
+    data = json.loads((out / "tables.json").read_text())
+    assert len(data["rows"]) == 3 * 4 and not data["mismatches"], data
 
-@pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
-def test_scale_bench_runs(tmp_path):
-    # Its results go to tmp_path, never over build/bench's.
-    r = subprocess.run([str(BENCH / "scale"), "--quick"], capture_output=True, text=True,
-                       timeout=300, env={**os.environ, "TPT_BENCH_OUT": str(tmp_path)})
-    out = r.stdout
-    assert r.returncode == 0, out[-4000:] + r.stderr[-4000:]
+
+NETNS = net.netns_usable()
+
+
+@pytest.mark.skipif(not NETNS, reason="needs network namespaces (root, iproute2)")
+def test_scale_bench_runs(out):
+    text = run(out, "scale", "--quick")
     # Every client and op, normal at H = 1 and 2 and degraded at H = 2.
     rows = re.findall(r"^\| (normal|degraded) \| 3 \| [12] \| (direct|proxied|baseline) \| "
-                      r"(write|read) \| [0-9.]+ \|", out, re.M)
-    assert len(rows) == 3 * 2 * 3, out
-    assert "Rate: tc " in out and out.count("goal WRITE") == 2, out
-    assert (tmp_path / "scale.md").exists() and (tmp_path / "scale.json").exists()
-    assert len(list(tmp_path.glob("scale-*.png"))) == 4
-    # Its namespaces (named with its pid, as its work directory is) are gone.
-    pid = re.search(r"tpt-bench-scale-(\d+)\.", r.stderr).group(1)
+                      r"(write|read) \| [0-9.]+ \|", text, re.M)
+    assert len(rows) == 3 * 2 * 3, text
+    assert "Rate: tc " in text and text.count("goal WRITE") == 2, text
+    assert (out / "scale.json").exists()
+    assert len(list(out.glob("scale-*.png"))) == 4
+    # Its namespaces (named with its pid) are gone.
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert f"{net.Switch.PREFIX}{pid}-" not in left, left
+    assert net.Switch.PREFIX not in left, left
+
+
+def test_report_collects_every_section(out):
+    text = run(out, "report")
+    assert ("scale: no section, skipped" in text) != NETNS, text
+    assert "STALE" not in text, text
+    md = (out / "results.md").read_text()
+    data = json.loads((out / "results.json").read_text())
+    for name in ("datamover", "array", "recovery", "direct", "tables"):
+        assert name in data["sections"], data.keys()
+    assert data["missing"] == ([] if NETNS else ["scale"])
+    assert data["header"]["cores"] == os.cpu_count()
+    # In the fixed order, each under its own heading.
+    titles = ["Datamover", "Array", "Host-direct", "Tables", "Recovery"]
+    heads = [md.index(f"## {t}") for t in titles + (["Scalability"] if NETNS else [])]
+    assert heads == sorted(heads), md[:2000]

@@ -8,8 +8,9 @@ it as host data it carried.  libtptinitiator's own tests
 import os
 import random
 
-from tptlib import cluster, proto
+from tptlib import cluster, paper_tables, proto
 from tptlib.client import CHECK_CONDITION, GOOD, TptClient
+from tptlib.host import Host
 
 from test_controller import array_stats, read16, scrub, write16
 
@@ -34,33 +35,9 @@ def assert_sense(r, name, byte=None, bit=None, in_cdb=None):
         assert s.in_cdb == in_cdb, s
 
 
-class Host:
-    """An extended host: a datamover that listens and admits the array's
-    targets by its key, a session with the controller, one buffer."""
-
-    def __init__(self, client, c, name="h", buf_bytes=1 << 20):
-        self.client, self.c, self.name = client, c, name
-        self.key = os.urandom(16)
-        opened = client.dm_open("host", listen="127.0.0.1")
-        self.port = opened["port"]
-        # Targets are boxes 0..N-1 of the array's peer list; they prove
-        # this host's key (6.5).
-        for i in range(MEMBERS):
-            client.dm_allow(i, self.key, role="target")
-        client.login(name, c.url)
-        client.clear_unit_attentions(name)
-        self.buf = client.buf("hbuf", buf_bytes, access="rw")
-
-    def register(self):
-        data = proto.host_key(self.port, self.key)
-        return self.client.command(self.name, proto.setup_cdb(proto.HOST_KEY, len(data)),
-                                   data=data)
-
-    def io(self, write, lba, blocks, fua=False, stag=None):
-        cdb, dout = proto.host_io(write, lba, blocks, BS,
-                                  self.buf["stag"] if stag is None else stag,
-                                  self.buf["rma_base"], fua=fua)
-        return self.client.command(self.name, cdb, data=dout, timeout_ms=60000)
+def new_host(client, c, name="h"):
+    """An extended host on array c with this suite's geometry."""
+    return Host(client, c, name=name, members=MEMBERS, block_size=BS)
 
 
 def start(tgtd_factory, mode="tpt", extra_opts=()):
@@ -70,7 +47,7 @@ def start(tgtd_factory, mode="tpt", extra_opts=()):
 
 def test_host_data_moves_past_the_controller(tgtd_factory, client, report):
     c = start(tgtd_factory)
-    h = Host(client, c)
+    h = new_host(client, c)
     r = h.register()
     assert r["ok"] and r["status"] == GOOD, r
     before = array_stats(c)
@@ -120,7 +97,7 @@ def test_host_data_moves_past_the_controller(tgtd_factory, client, report):
 
 def test_host_commands_are_refused_as_documented(tgtd_factory, client):
     c = start(tgtd_factory)
-    h = Host(client, c)
+    h = new_host(client, c)
     stag, base = h.buf["stag"], h.buf["rma_base"]
     # No key yet.
     assert_sense(h.io(False, 0, 8), "HOST_KEY_MISSING")
@@ -173,7 +150,7 @@ def test_baseline_array_has_no_host_commands(tgtd_factory, client):
     extended host learns from INVALID COMMAND OPERATION CODE to use
     READ and WRITE."""
     c = start(tgtd_factory, mode="baseline")
-    h = Host(client, c)
+    h = new_host(client, c)
     assert_sense(h.register(), "INVALID_OPCODE")
     assert_sense(h.io(False, 0, 8), "INVALID_OPCODE")
     assert_sense(h.io(True, 0, 8), "INVALID_OPCODE")
@@ -184,7 +161,7 @@ def test_host_datamover_failure_is_the_hosts_alone(tgtd_factory, client):
     the passive-peer sense naming itself (INFORMATION FFFEh), no box is
     failed and the request is not retried."""
     c = start(tgtd_factory)
-    h = Host(client, c)
+    h = new_host(client, c)
     assert h.register()["status"] == GOOD
     data = os.urandom(128 * BS)
     client.buf_write("hbuf", 0, data)
@@ -206,7 +183,7 @@ def test_host_datamover_failure_is_the_hosts_alone(tgtd_factory, client):
     other = TptClient(timeout=60)
     other.start()
     try:
-        h2 = Host(other, c, name="h2")
+        h2 = new_host(other, c, name="h2")
         h2.key = os.urandom(16)      # registers a key its datamover does not admit
         assert h2.register()["status"] == GOOD
         s = sense_of(h2.io(False, 0, 8))
@@ -223,7 +200,7 @@ def test_logout_revokes_the_host(tgtd_factory, client):
     """III-B step 3: the key lives as long as the session.  After logout the
     targets no longer list the host; a new session must register anew."""
     c = start(tgtd_factory)
-    h = Host(client, c)
+    h = new_host(client, c)
     assert h.register()["status"] == GOOD
     assert h.io(False, 0, 8)["status"] == GOOD
     assert client.stats()["accepted_peers"] >= 1
@@ -244,7 +221,7 @@ def test_degraded_blocks_are_pushed_to_the_host(tgtd_factory, client):
     the controller still moves no data and XORs nothing."""
     c = cluster.start(tgtd_factory, n=MEMBERS, mode="tpt", unit=UNIT,
                       member_bytes=MEMBER_BYTES, extra_opts=("fail_timeout=3",))
-    h = Host(client, c)
+    h = new_host(client, c)
     assert h.register()["status"] == GOOD
     # Two whole stripes: every member holds a unit of them.
     blocks = 2 * (MEMBERS - 1) * UNIT // BS
@@ -273,16 +250,17 @@ def test_degraded_blocks_are_pushed_to_the_host(tgtd_factory, client):
 
 
 def test_table_i_for_a_direct_host(tgtd_factory, client, report):
-    """The paper's Table I and II for an extended host, N = 5, from the
-    controller's counters: a single-block READ is one PREP READ and one
-    Put_Data by a target, the controller moving no block; a single-block
-    WRITE is the read-modify-write of 7.2 (XDWRITE, PRE-FETCH, READ
-    PARITY PART BLOCK, two WRITE NEW DATA) with two one-sided transfers;
-    a full-stripe WRITE moves each data block once, from the host.  The
-    array sends PRE-FETCH as the paper does (prefetch=yes; without it the
-    write is one command less, test_controller checks that)."""
+    """The paper's Tables I and II for an extended host, N = 5, from the
+    controller's counters (tptlib.paper_tables): a single-block READ is one
+    PREP READ and one Put_Data by a target, the controller moving no block;
+    a single-block WRITE is the read-modify-write of 7.2 (XDWRITE,
+    PRE-FETCH, READ PARITY PART BLOCK, two WRITE NEW DATA) with two
+    one-sided transfers; a full-stripe WRITE moves each data block once,
+    from the host, and N-1 between targets.  A block is a striping unit.
+    The array sends PRE-FETCH as the paper does (prefetch=yes; without it
+    the write is one command less, test_controller checks that)."""
     c = start(tgtd_factory, extra_opts=("prefetch=yes",))
-    h = Host(client, c)
+    h = new_host(client, c)
     assert h.register()["status"] == GOOD
     client.buf_write("hbuf", 0, os.urandom(1 << 20))
 
@@ -293,24 +271,24 @@ def test_table_i_for_a_direct_host(tgtd_factory, client, report):
         after = array_stats(c)
         return {k: after[k] - before[k] for k in after}
 
+    unit_blocks = UNIT // BS
+    stripe_blocks = (MEMBERS - 1) * unit_blocks
     # Warm the targets' links to the host: a first transfer connects.
-    assert h.io(False, 0, (MEMBERS - 1) * UNIT // BS)["status"] == GOOD
+    assert h.io(False, 0, stripe_blocks)["status"] == GOOD
+    want = paper_tables.expected("direct", MEMBERS)
     rows = []
-    for name, write, lba, blocks, pdus, rma in [
-            ("single-block READ", False, 3, 1, 1, 1),
-            ("single-block WRITE", True, 3, 1, 5, 2),
-            ("full-stripe READ", False, 0, (MEMBERS - 1) * UNIT // BS, MEMBERS - 1,
-             MEMBERS - 1),
-            # PREP WRITE x4, COMP TMP x3 into the calculator, COMP BLOCK,
-            # WRITE NEW DATA x5; transfers: 4 from the host, 3 + 1 slots.
-            ("full-stripe WRITE", True, 0, (MEMBERS - 1) * UNIT // BS, 13, 8)]:
+    for name, lba, blocks in [("single-block READ", 3 * unit_blocks, unit_blocks),
+                              ("single-block WRITE", 3 * unit_blocks, unit_blocks),
+                              ("full-stripe READ", 0, stripe_blocks),
+                              ("full-stripe WRITE", 0, stripe_blocks)]:
+        write = name.endswith("WRITE")
         d = run(write, lba, blocks)
-        moved = blocks * BS
-        assert d["host_in"] == 0 and d["host_out"] == 0, (name, d)
-        assert d["target_in"] == 0 and d["target_out"] == 0, (name, d)
+        assert d["direct_in" if write else "direct_out"] == blocks * BS, (name, d)
         assert d["xored"] == 0, (name, d)
-        assert d["direct_in" if write else "direct_out"] == moved, (name, d)
-        assert (d["pdus"], d["rma_ops"]) == (pdus, rma), (name, d)
+        got = paper_tables.measured(d, 1, UNIT)
+        for table in ("blocks", "ops"):
+            for entity, value in got[table].items():
+                assert value == want[table][entity][name], (name, table, entity, got, d)
         rows.append(f"{name}: controller moved 0 blocks, sent {d['pdus']} commands, "
                     f"targets started {d['rma_ops']} transfers")
     report("Table I/II, direct host, N=5: " + "; ".join(rows))

@@ -329,7 +329,6 @@ def test_a_host_reaches_no_slot_through_the_link_a_target_opened(tpt):
 
     tpt.start(1)
     t0 = tpt.targets[0]
-    c = tpt.client
     hdr, row, group = proto.SLOT_HDR_LEN, 5, 0x61
     data = tpt.host_buffer("d", os.urandom(UNIT))
     r = tpt.cmd(t0, proto.vendor_cdb(proto.XDWRITE_16, row * UBLK, UBLK, group,

@@ -65,7 +65,7 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     host_chap = Chap.new("host", "array") if chap else None
     ciqn = c.new_target(1, f"{IQN}:{name}array", chap=host_chap)
     # Fresh sparse member files hold zeroes: their parity agrees.
-    opts = [f"raid=5", f"unit={unit // 1024}k", f"mode={mode}", "assume_clean=yes"]
+    opts = ["raid=5", f"unit={unit // 1024}k", f"mode={mode}", "assume_clean=yes"]
     if mode == "tpt":
         opts.append(f"dm={host}:{_listen_port(controller_box, host)}")
     opts += [f"member={u}" for u in urls[:n]]

@@ -259,6 +259,41 @@ def plot_lines(png, title, xlabel, ylabel, series, logx=False, logy=False, marks
     return png
 
 
+class Printed:
+    """`with Printed() as p:` prints as usual; p.text is what was printed
+    inside, for a section that carries a benchmark's terminal report."""
+
+    def __enter__(self):
+        self._stdout, self._parts = sys.stdout, []
+        sys.stdout = self
+        return self
+
+    def write(self, text):
+        self._parts.append(text)
+        return self._stdout.write(text)
+
+    def flush(self):
+        self._stdout.flush()
+
+    def __exit__(self, *exc):
+        sys.stdout = self._stdout
+
+    @property
+    def text(self):
+        return "".join(self._parts)
+
+
+def fenced(text):
+    """text as a Markdown code block (a terminal report, columns kept)."""
+    return "```\n" + text.strip("\n") + "\n```"
+
+
+def run_args(args, *names):
+    """The named options of an argparse namespace as plain JSON values."""
+    return {n: (str(v) if isinstance(v, Path) else v)
+            for n in names for v in [getattr(args, n, None)]}
+
+
 def markdown_table(head, rows):
     """A Markdown table: head a list of column titles, rows lists of cells
     (already formatted text)."""

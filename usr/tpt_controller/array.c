@@ -403,6 +403,8 @@ void tpt_array_count(struct tpt_array *a, const struct tpt_array_counters *d)
 	a->counters.bytes_xored += d->bytes_xored;
 	a->counters.pdus += d->pdus;
 	a->counters.rma_ops += d->rma_ops;
+	a->counters.peer_bytes += d->peer_bytes;
+	a->counters.pdu_moves += d->pdu_moves;
 	pthread_mutex_unlock(&a->counters_lock);
 }
 

@@ -81,6 +81,8 @@ static void bl_end(struct bl_run *run)
 
 	d.pdus = run->pdus;
 	if (!run->failure) {
+		/* Each member READ or WRITE carries its data. */
+		d.pdu_moves = run->pdus;
 		bl_plan_count(&run->plan, &k);
 		d.target_bytes_in = k.member_in;
 		d.target_bytes_out = k.member_out;

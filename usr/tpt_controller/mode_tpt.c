@@ -649,6 +649,8 @@ static void tp_count(struct tp_run *run, struct tpt_array_counters *d)
 		return;
 	tpt_plan_count(&run->plan, &k);
 	d->rma_ops = k.transfers - run->in_pdus;
+	d->peer_bytes = k.peer_bytes;
+	d->pdu_moves = run->in_pdus;
 	/* An extended host's data went between it and the targets. */
 	if (tp_direct(run))
 		return;

@@ -74,6 +74,13 @@ struct tpt_array_counters {
 	uint64_t bytes_xored;			/* by the controller */
 	uint64_t pdus;				/* commands sent to members */
 	uint64_t rma_ops;			/* one-sided transfers members started */
+	/* Of those, the bytes moved between members (slot to slot), each
+	 * transfer once; Table I counts them at both ends. */
+	uint64_t peer_bytes;
+	/* Pieces of an unmodified host's data the controller moved inside
+	 * its commands' PDUs instead (inline data, plain READ in tpt mode;
+	 * every member READ and WRITE in baseline mode). */
+	uint64_t pdu_moves;
 	uint64_t failed;			/* host requests that failed */
 	uint64_t replans;			/* spans planned again after a fault */
 	uint64_t degraded_spans;		/* spans planned without a member */
