@@ -12,6 +12,12 @@
  * ...) are expressed here in terms of whole-array reads and writes, run on
  * tgt's worker threads, which block while the event loop drives the
  * members; array.c and the modes do the RAID work.
+ *
+ * READ and WRITE, which carry nearly all the data, skip the workers: they
+ * go to the array from the event loop and are answered from the array's
+ * callback.  The hand-off to a worker and back (a condition variable, an
+ * eventfd and a semaphore to the loop and back, a signal to answer) was
+ * most of what a small request cost the controller.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +35,7 @@
 #include "spc.h"
 #include "util.h"
 #include "bs_thread.h"
+#include "work.h"
 #include "controller/state_file.h"
 #include "tpt.h"
 #include "tpt_controller.h"
@@ -43,6 +50,26 @@ struct tptraid_bs {
 	 * this exclusively, every other command shares it.
 	 */
 	pthread_rwlock_t rmw_lock;
+	/*
+	 * READ and WRITE on the event loop hold no rmw_lock.  While a
+	 * read-modify-write command is pending they go to the workers like
+	 * everything else, and the read-modify-write waits, holding the lock
+	 * exclusively, until those already on the loop are done.
+	 */
+	pthread_mutex_t loop_lock;
+	pthread_cond_t loop_drained;
+	unsigned int loop_running;	/* READ/WRITE on the event loop */
+	unsigned int rmw_pending;	/* COMPARE AND WRITE, ORWRITE not done */
+};
+
+/* A READ or WRITE run from the event loop. */
+struct tptraid_io {
+	struct tpt_req r;
+	struct scsi_cmd *cmd;
+	/* The array answered before tpt_array_submit() returned: tgt takes
+	 * the answer only after bs_cmd_submit has returned. */
+	bool submitting;
+	struct tgt_work answer_later;
 };
 
 static struct tpt_array *array_of(struct scsi_lu *lu)
@@ -74,6 +101,13 @@ static void io_error(struct scsi_cmd *cmd, int err)
 static bool cmd_fua(const struct scsi_cmd *cmd)
 {
 	return cmd->scb[0] != WRITE_6 && (cmd->scb[1] & 0x08);
+}
+
+/* Read-modify-write commands: no other write may come between their read
+ * and their write. */
+static bool is_rmw(const struct scsi_cmd *cmd)
+{
+	return cmd->scb[0] == COMPARE_AND_WRITE || cmd->scb[0] == ORWRITE_16;
 }
 
 static int array_rw(struct scsi_cmd *cmd, bool write, uint64_t offset,
@@ -221,11 +255,18 @@ static void tptraid_request(struct scsi_cmd *cmd)
 	bool verify = false, rmw;
 	int err = 0;
 
-	rmw = cmd->scb[0] == COMPARE_AND_WRITE || cmd->scb[0] == ORWRITE_16;
-	if (rmw)
+	rmw = is_rmw(cmd);
+	if (rmw) {
 		pthread_rwlock_wrlock(&bs->rmw_lock);
-	else
+		/* No READ or WRITE starts on the loop any more (rmw_pending):
+		 * wait for those that did. */
+		pthread_mutex_lock(&bs->loop_lock);
+		while (bs->loop_running)
+			pthread_cond_wait(&bs->loop_drained, &bs->loop_lock);
+		pthread_mutex_unlock(&bs->loop_lock);
+	} else {
 		pthread_rwlock_rdlock(&bs->rmw_lock);
+	}
 	scsi_set_result(cmd, SAM_STAT_GOOD);
 	switch (cmd->scb[0]) {
 	case READ_6:
@@ -304,6 +345,116 @@ static void tptraid_request(struct scsi_cmd *cmd)
 	if (err)
 		io_error(cmd, err);
 	pthread_rwlock_unlock(&bs->rmw_lock);
+	if (rmw) {
+		pthread_mutex_lock(&bs->loop_lock);
+		bs->rmw_pending--;
+		pthread_mutex_unlock(&bs->loop_lock);
+	}
+}
+
+static void loop_io_end(struct tptraid_bs *bs)
+{
+	pthread_mutex_lock(&bs->loop_lock);
+	if (!--bs->loop_running)
+		pthread_cond_broadcast(&bs->loop_drained);
+	pthread_mutex_unlock(&bs->loop_lock);
+}
+
+static void loop_io_answer(struct tptraid_io *io)
+{
+	struct scsi_cmd *cmd = io->cmd;
+
+	if (io->r.result)
+		io_error(cmd, io->r.result);
+	else
+		scsi_set_result(cmd, SAM_STAT_GOOD);
+	loop_io_end((struct tptraid_bs *)BS_THREAD_I(cmd->dev));
+	free(io);
+	target_cmd_io_done(cmd, scsi_get_result(cmd));
+}
+
+static void loop_io_answer_later(void *data)
+{
+	loop_io_answer(data);
+}
+
+static void loop_io_done(struct tpt_req *r, int result)
+{
+	struct tptraid_io *io = r->priv;
+
+	(void)result;			/* r->result */
+	if (io->submitting) {
+		io->answer_later.func = loop_io_answer_later;
+		io->answer_later.data = io;
+		add_work(&io->answer_later, 0);
+		return;
+	}
+	loop_io_answer(io);
+}
+
+/* READ and WRITE from the event loop, the rest on the workers
+ * (tptraid_request). */
+static int tptraid_cmd_submit(struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->dev;
+	struct tptraid_bs *bs = (struct tptraid_bs *)BS_THREAD_I(lu);
+	uint32_t block_bytes = 1U << lu->blk_shift;
+	struct tptraid_io *io;
+	bool write, on_loop;
+	uint32_t len;
+
+	switch (cmd->scb[0]) {
+	case READ_6:
+	case READ_10:
+	case READ_12:
+	case READ_16:
+		write = false;
+		len = scsi_get_in_length(cmd);
+		break;
+	case WRITE_6:
+	case WRITE_10:
+	case WRITE_12:
+	case WRITE_16:
+		/* As tptraid_request: an underflow writes the whole blocks
+		 * that were sent. */
+		write = true;
+		len = scsi_get_out_length(cmd) & ~(block_bytes - 1);
+		break;
+	default:
+		goto worker;
+	}
+	pthread_mutex_lock(&bs->loop_lock);
+	on_loop = !bs->rmw_pending;
+	if (on_loop)
+		bs->loop_running++;
+	pthread_mutex_unlock(&bs->loop_lock);
+	if (!on_loop)
+		goto worker;
+	io = calloc(1, sizeof(*io));
+	if (!io) {
+		loop_io_end(bs);
+		goto worker;
+	}
+	io->cmd = cmd;
+	io->r.kind = write ? TPT_REQ_WRITE : TPT_REQ_READ;
+	io->r.lba = cmd->offset >> lu->blk_shift;
+	io->r.blocks = len >> lu->blk_shift;
+	io->r.buf = write ? scsi_get_out_buffer(cmd) : scsi_get_in_buffer(cmd);
+	io->r.fua = write && cmd_fua(cmd);
+	io->r.done = loop_io_done;
+	io->r.priv = io;
+	io->submitting = true;
+	set_cmd_async(cmd);
+	tpt_array_submit(bs->array, &io->r);
+	io->submitting = false;
+	return 0;
+worker:
+	if (is_rmw(cmd)) {
+		pthread_mutex_lock(&bs->loop_lock);
+		bs->rmw_pending++;
+		pthread_mutex_unlock(&bs->loop_lock);
+	}
+	return bs_thread_cmd_submit(cmd);
 }
 
 static tgtadm_err tptraid_init(struct scsi_lu *lu, char *bsopts)
@@ -323,6 +474,8 @@ static tgtadm_err tptraid_init(struct scsi_lu *lu, char *bsopts)
 	pthread_rwlockattr_setkind_np(&rmw_lock_attr,
 			PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&bs->rmw_lock, &rmw_lock_attr);
+	pthread_mutex_init(&bs->loop_lock, NULL);
+	pthread_cond_init(&bs->loop_drained, NULL);
 	adm = bs_thread_open(&bs->th, tptraid_request, nr_iothreads);
 	if (adm) {
 		free(bs->bsopts);
@@ -508,7 +661,7 @@ static struct backingstore_template tptraid_bst = {
 	.bs_close		= tptraid_close,
 	.bs_init		= tptraid_init,
 	.bs_exit		= tptraid_exit,
-	.bs_cmd_submit		= bs_thread_cmd_submit,
+	.bs_cmd_submit		= tptraid_cmd_submit,
 };
 
 __attribute__((constructor)) static void tptraid_constructor(void)
