@@ -13,9 +13,9 @@
  * tgt's worker threads, which block while the event loop drives the
  * members; array.c and the modes do the RAID work.
  *
- * READ and WRITE, which carry nearly all the data, skip the workers: they
- * go to the array from the event loop and are answered from the array's
- * callback.  The hand-off to a worker and back (a condition variable, an
+ * READ and WRITE, which carry nearly all the data, skip the workers, as do
+ * an extended host's TPT HOST READ and WRITE: they go to the array from
+ * the event loop and are answered from the array's callback.  The hand-off to a worker and back (a condition variable, an
  * eventfd and a semaphore to the loop and back, a signal to answer) was
  * most of what a small request cost the controller.
  */
@@ -62,9 +62,10 @@ struct tptraid_bs {
 	unsigned int rmw_pending;	/* COMPARE AND WRITE, ORWRITE not done */
 };
 
-/* A READ or WRITE run from the event loop. */
+/* A READ or WRITE (or TPT HOST READ/WRITE) run from the event loop. */
 struct tptraid_io {
 	struct tpt_req r;
+	struct tpt_host_buf host;	/* TPT HOST READ/WRITE: r.direct */
 	struct scsi_cmd *cmd;
 	/* The array answered before tpt_array_submit() returned: tgt takes
 	 * the answer only after bs_cmd_submit has returned. */
@@ -364,7 +365,9 @@ static void loop_io_answer(struct tptraid_io *io)
 {
 	struct scsi_cmd *cmd = io->cmd;
 
-	if (io->r.result)
+	if (io->r.direct)
+		tpt_hosts_io_answer(cmd, &io->r);
+	else if (io->r.result)
 		io_error(cmd, io->r.result);
 	else
 		scsi_set_result(cmd, SAM_STAT_GOOD);
@@ -400,8 +403,8 @@ static int tptraid_cmd_submit(struct scsi_cmd *cmd)
 	struct tptraid_bs *bs = (struct tptraid_bs *)BS_THREAD_I(lu);
 	uint32_t block_bytes = 1U << lu->blk_shift;
 	struct tptraid_io *io;
-	bool write, on_loop;
-	uint32_t len;
+	bool write = false, on_loop;
+	uint32_t len = 0;
 
 	switch (cmd->scb[0]) {
 	case READ_6:
@@ -420,6 +423,9 @@ static int tptraid_cmd_submit(struct scsi_cmd *cmd)
 		write = true;
 		len = scsi_get_out_length(cmd) & ~(block_bytes - 1);
 		break;
+	case TPT_OP_HOST_READ:
+	case TPT_OP_HOST_WRITE:
+		break;
 	default:
 		goto worker;
 	}
@@ -436,11 +442,21 @@ static int tptraid_cmd_submit(struct scsi_cmd *cmd)
 		goto worker;
 	}
 	io->cmd = cmd;
-	io->r.kind = write ? TPT_REQ_WRITE : TPT_REQ_READ;
-	io->r.lba = cmd->offset >> lu->blk_shift;
-	io->r.blocks = len >> lu->blk_shift;
-	io->r.buf = write ? scsi_get_out_buffer(cmd) : scsi_get_in_buffer(cmd);
-	io->r.fua = write && cmd_fua(cmd);
+	if (cmd->scb[0] == TPT_OP_HOST_READ || cmd->scb[0] == TPT_OP_HOST_WRITE) {
+		if (tpt_hosts_io_req(bs->array, cmd, &io->r, &io->host)) {
+			/* Out of memory: the worker answers it. */
+			free(io);
+			loop_io_end(bs);
+			goto worker;
+		}
+	} else {
+		io->r.kind = write ? TPT_REQ_WRITE : TPT_REQ_READ;
+		io->r.lba = cmd->offset >> lu->blk_shift;
+		io->r.blocks = len >> lu->blk_shift;
+		io->r.buf = write ? scsi_get_out_buffer(cmd) :
+				    scsi_get_in_buffer(cmd);
+		io->r.fua = write && cmd_fua(cmd);
+	}
 	io->r.done = loop_io_done;
 	io->r.priv = io;
 	io->submitting = true;

@@ -287,46 +287,66 @@ static int host_cmd_perform(int host_no, struct scsi_cmd *cmd)
 	return host_key_perform(a, cmd, &cdb);
 }
 
-void tpt_hosts_io(struct tpt_array *a, struct scsi_cmd *cmd)
+int tpt_hosts_io_req(struct tpt_array *a, struct scsi_cmd *cmd,
+		     struct tpt_req *r, struct tpt_host_buf *hb)
 {
-	struct tpt_sense_info info = { .info_valid = true,
-				       .information = TPT_PEER_ID_INITIATOR };
 	struct tpt_xfer_list *xl = malloc(sizeof(*xl));
-	struct tpt_host_buf hb = { 0 };
 	struct tpt_field_ptr where;
 	struct tpt_cdb cdb;
-	int err;
 
 	/* Checked on the event loop already: only memory can fail here. */
 	if (!xl || host_io_decode(a, cmd, &cdb, xl, &where)) {
 		free(xl);
 		scsi_set_result(cmd, host_sense(cmd, TPT_SENSE_INTERNAL_FAILURE,
 						NULL));
-		return;
+		return -1;
 	}
-	hb.tid = cmd->c_target->tid;
-	hb.itn_id = cmd->cmd_itn_id;
-	hb.flags = xl->desc[0].flags;
-	hb.stag = xl->desc[0].stag;
-	hb.rma_addr = xl->desc[0].offset;
+	memset(hb, 0, sizeof(*hb));
+	hb->tid = cmd->c_target->tid;
+	hb->itn_id = cmd->cmd_itn_id;
+	hb->flags = xl->desc[0].flags;
+	hb->stag = xl->desc[0].stag;
+	hb->rma_addr = xl->desc[0].offset;
 	free(xl);
-	err = tpt_array_io_direct(a, cdb.opcode == TPT_OP_HOST_WRITE ?
-				  TPT_REQ_WRITE : TPT_REQ_READ, cdb.lba,
-				  cdb.transfer_length, &hb,
-				  cdb.flags & TPT_CDB_FUA);
+	r->kind = cdb.opcode == TPT_OP_HOST_WRITE ? TPT_REQ_WRITE : TPT_REQ_READ;
+	r->lba = cdb.lba;
+	r->blocks = cdb.transfer_length;
+	r->buf = NULL;
+	r->direct = hb;
+	r->fua = cdb.flags & TPT_CDB_FUA;
+	return 0;
+}
+
+void tpt_hosts_io_answer(struct scsi_cmd *cmd, const struct tpt_req *r)
+{
+	struct tpt_sense_info info = { .info_valid = true,
+				       .information = TPT_PEER_ID_INITIATOR };
+	int err = r->result;
+
 	if (!err) {
 		scsi_set_result(cmd, SAM_STAT_GOOD);
 	} else if (err == -ENOKEY) {
 		scsi_set_result(cmd, host_sense(cmd,
 				TPT_SENSE_HOST_KEY_MISSING, NULL));
-	} else if (err == -ECOMM && hb.fault) {
+	} else if (err == -ECOMM && r->direct->fault) {
 		/* The host's own datamover failed the targets. */
-		scsi_set_result(cmd, host_sense(cmd, hb.fault, &info));
+		scsi_set_result(cmd, host_sense(cmd, r->direct->fault, &info));
 	} else {
 		/* What READ(16)/WRITE(16) report when the array cannot (the
 		 * data-out is the list, whatever the data's direction). */
-		tptraid_io_error(cmd, err, cdb.opcode == TPT_OP_HOST_WRITE);
+		tptraid_io_error(cmd, err, r->kind == TPT_REQ_WRITE);
 	}
+}
+
+void tpt_hosts_io(struct tpt_array *a, struct scsi_cmd *cmd)
+{
+	struct tpt_host_buf hb;
+	struct tpt_req r;
+
+	if (tpt_hosts_io_req(a, cmd, &r, &hb))
+		return;
+	r.result = tpt_array_io_direct(a, r.kind, r.lba, r.blocks, &hb, r.fua);
+	tpt_hosts_io_answer(cmd, &r);
 }
 
 int tpt_hosts_resolve(struct tpt_array *a, struct tpt_host_buf *hb)

@@ -529,7 +529,15 @@ struct tpt_host {
 void tpt_hosts_attach(struct tpt_array *a);
 /* At teardown: forget every host. */
 void tpt_hosts_detach(struct tpt_array *a);
-/* A worker thread's part of TPT HOST READ/WRITE, checked already. */
+/* TPT HOST READ/WRITE @cmd, checked already, as the array request @r
+ * with the host's buffer in @hb (0); -1 when memory ran out, @cmd's
+ * answer set. */
+int tpt_hosts_io_req(struct tpt_array *a, struct scsi_cmd *cmd,
+		     struct tpt_req *r, struct tpt_host_buf *hb);
+/* @cmd's answer from its request @r (tpt_hosts_io_req), r->result set. */
+void tpt_hosts_io_answer(struct scsi_cmd *cmd, const struct tpt_req *r);
+/* A worker thread's part of TPT HOST READ/WRITE, checked already: the
+ * same from tpt_array_io_direct(). */
 void tpt_hosts_io(struct tpt_array *a, struct scsi_cmd *cmd);
 /* bs_tptraid.c: the sense of an array I/O that failed with @err, as a
  * single disk reports a READ (@write false) or WRITE it could not do. */
