@@ -135,9 +135,14 @@ static uint64_t first_difference(const uint8_t *a, const uint8_t *b,
 static void tptraid_compare(struct scsi_cmd *cmd, uint64_t offset,
 			    const uint8_t *expect, uint32_t len)
 {
-	uint8_t *now = malloc(len);
+	uint8_t *now;
 	int err;
 
+	/* A WRITE AND VERIFY of zero blocks has no data-out buffer at all:
+	 * nothing to read back, nothing to compare. */
+	if (!len)
+		return;
+	now = malloc(len);
 	if (!now) {
 		io_error(cmd, -ENOMEM);
 		return;
