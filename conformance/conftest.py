@@ -5,6 +5,7 @@ each in its own directory with its own control port; every instance is torn
 down when the test ends, pass or fail, and a test fails if its daemon died
 on its own or a sanitizer reported anything."""
 import itertools
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -16,7 +17,9 @@ from tptlib.client import TptClient
 from tptlib.targets import TptTargets
 from tptlib.tgtd import Tgtd
 
-_control_ports = itertools.count(101)
+# tgtd's control port numbers its management socket: two test runs at once
+# need apart ranges (TPT_CONTROL_PORT_BASE).
+_control_ports = itertools.count(int(os.environ.get("TPT_CONTROL_PORT_BASE", "101")))
 _notes = []
 
 
@@ -45,7 +48,9 @@ def workdir():
     """A short scratch directory: unix socket paths must stay under 108 bytes."""
     d = Path(tempfile.mkdtemp(prefix="tpt-", dir="/tmp"))
     yield d
-    shutil.rmtree(d, ignore_errors=True)
+    # TPT_KEEP_WORKDIR=1 keeps the daemons' logs and files for a post-mortem.
+    if os.environ.get("TPT_KEEP_WORKDIR") != "1":
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -17,10 +17,11 @@
  * has its superblock read (controller/member_sb.h), then it is set up by
  * the mode.  What it is depends on what the superblock says and on the
  * array: the member of its position, a box that missed writes and must
- * catch up (recovery.c), a spare, or a foreign box that is refused.  A member that fails leaves its
- * position MISSING; every write from then on records its region in the
- * position's missed-write map, which is what the box has to catch up on
- * if it returns.  Each change of membership raises the array's event
+ * catch up (recovery.c), a spare, or a foreign box that is refused.  A
+ * member that fails leaves its position MISSING; the spans under way then,
+ * and every write from then on, record their regions in the position's
+ * missed-write map, which is what the box has to catch up on if it
+ * returns.  Each change of membership raises the array's event
  * count, written to every member's superblock.
  */
 #include <errno.h>
@@ -293,6 +294,22 @@ void array_run_waiting(struct tpt_array *a)
 		}
 	} while (a->redrain);
 	a->draining = false;
+}
+
+void array_spans_missed(struct tpt_array *a, unsigned int p)
+{
+	struct list_head *lists[] = { &a->running, &a->retrying };
+	struct tpt_position *pos = &a->pos[p];
+	struct tpt_span *s;
+	unsigned int i;
+	uint64_t r;
+
+	for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+		list_for_each_entry(s, lists[i], link)
+			for (r = s->first_stripe / TPT_RECOVERY_REGION_STRIPES;
+			     r <= s->last_stripe / TPT_RECOVERY_REGION_STRIPES;
+			     r++)
+				pos->missed[r / 8] |= 1u << (r % 8);
 }
 
 static void span_queue(struct tpt_array *a, struct tpt_span *s)
@@ -695,6 +712,39 @@ void array_span_exclude(struct tpt_span *s, unsigned int member)
 	pthread_mutex_lock(&a->counters_lock);
 	a->counters.medium_errors++;
 	pthread_mutex_unlock(&a->counters_lock);
+}
+
+/*
+ * A medium error on a read of a read span is served without the member,
+ * for this span only, and planned again at once; a member failing its own
+ * media (a medium error while a write reads, a hardware error) is failed;
+ * a command it calls wrong fails the span; anything else - the member
+ * gone (member.c failed it) or busy - is planned again.
+ */
+int array_read_failed(struct tpt_span *s, struct tpt_member *m,
+		      unsigned int pos, const struct scsi_task *task,
+		      int status, bool *retry)
+{
+	*retry = true;
+	if (status != SCSI_STATUS_CHECK_CONDITION || !task)
+		return -EIO;
+	switch (task->sense.key) {
+	case SCSI_SENSE_MEDIUM_ERROR:
+		if (s->kind == TPT_SPAN_READ) {
+			array_span_exclude(s, pos);
+			return -ESTALE;
+		}
+		array_member_error(s->array, m, "medium error");
+		return -EIO;
+	case SCSI_SENSE_HARDWARE_ERROR:
+		array_member_error(s->array, m, "hardware error");
+		return -EIO;
+	case SCSI_SENSE_ILLEGAL_REQUEST:
+		*retry = false;
+		return -EIO;
+	default:
+		return -EIO;
+	}
 }
 
 /* ---- assembly and teardown ---- */

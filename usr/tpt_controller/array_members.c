@@ -136,6 +136,9 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 		if (pos->state == TPT_POS_IN_SYNC) {
 			pos->missing_since = a->event + 1;
 			pos->missed_valid = true;
+		}
+		if (pos->missed_valid) {
+			array_spans_missed(a, (unsigned int)m->position);
 			array_regions_changed(a);
 		}
 		pos->state = TPT_POS_MISSING;

@@ -162,6 +162,7 @@ static void member_teardown(struct tpt_member *m)
 			MEMBER_RECONNECT_INTERVAL);
 	m->unreachable_said = true;
 	m->link = MEMBER_OFFLINE;
+	m->session++;
 	m->fenced = false;
 	m->next_connect = now_s() + MEMBER_RECONNECT_INTERVAL;
 	m->nop_sent = 0;

@@ -98,9 +98,7 @@ static void bl_end(struct bl_run *run)
 
 /*
  * What a failed READ or WRITE means: a member whose WRITE failed is
- * failed; one that is gone (member.c failed it) or busy is planned around
- * on a retry; a medium error on a read is served without that member for
- * this span; anything else a member says about its own media fails it.
+ * failed, a READ's failure is read as in TPT mode (array_read_failed()).
  */
 static void bl_classify(struct bl_run *run, struct tpt_member *m,
 			const struct bl_cmd *cmd, struct scsi_task *task,
@@ -109,22 +107,13 @@ static void bl_classify(struct bl_run *run, struct tpt_member *m,
 	bool retry = true;
 	int err = -EIO;
 
-	if (cmd->op == BL_WRITE) {
+	if (cmd->op == BL_WRITE)
 		/* Data or parity may be on the others already: a re-plan with
 		 * this member would fold its stale unit into the parity. */
 		array_member_error(m->array, m, "WRITE failed");
-	} else if (status == SCSI_STATUS_CHECK_CONDITION && task) {
-		if (task->sense.key == SCSI_SENSE_MEDIUM_ERROR &&
-		    cmd->op == BL_READ && run->span->kind == TPT_SPAN_READ) {
-			array_span_exclude(run->span, cmd->member);
-			err = -ESTALE;
-		} else if (task->sense.key == SCSI_SENSE_MEDIUM_ERROR ||
-			   task->sense.key == SCSI_SENSE_HARDWARE_ERROR) {
-			array_member_error(m->array, m, "medium error");
-		} else if (task->sense.key == SCSI_SENSE_ILLEGAL_REQUEST) {
-			retry = false;
-		}
-	}
+	else
+		err = array_read_failed(run->span, m, cmd->member, task,
+					status, &retry);
 	if (!run->failure || run->retry) {
 		run->failure = err;
 		run->retry = retry;
@@ -235,6 +224,7 @@ static int bl_send(struct bl_run *run, const struct bl_cmd *cmd)
 static void bl_step(struct bl_run *run)
 {
 	const struct plan_step *st;
+	bool writes = false, sent = false;
 	unsigned int i;
 	int err = 0;
 
@@ -249,13 +239,34 @@ static void bl_step(struct bl_run *run)
 		if (cmd->op == BL_COPY || cmd->op == BL_XOR)
 			err = bl_local(run, cmd);
 	}
-	/* Held open while the step's commands go out. */
+	/* Held open while the step's commands go out.  A READ that cannot
+	 * be sent fails the span and the rest of the step is not worth
+	 * sending; a step of WRITEs goes out in full: once some members have
+	 * their part of a stripe, every other must, or the stripe is torn
+	 * and a re-plan reads the new data back as old.  A member that cannot
+	 * take its WRITE is failed instead: its unit is then the others' to
+	 * give. */
+	for (i = 0; i < st->nr_cmds; i++)
+		if (run->plan.cmds[st->first_cmd + i].op == BL_WRITE)
+			writes = true;
 	run->pending++;
-	for (i = 0; i < st->nr_cmds && !err; i++) {
+	/* (Nothing goes out after a local step failed.) */
+	for (i = 0; i < st->nr_cmds && (!err || (writes && sent)); i++) {
 		const struct bl_cmd *cmd = &run->plan.cmds[st->first_cmd + i];
+		struct tpt_member *m;
+		int e;
 
-		if (cmd->op == BL_READ || cmd->op == BL_WRITE)
-			err = bl_send(run, cmd);
+		if (cmd->op != BL_READ && cmd->op != BL_WRITE)
+			continue;
+		e = bl_send(run, cmd);
+		sent = true;
+		if (!e)
+			continue;
+		err = e;
+		m = array_position_member(run->span->array, cmd->member);
+		if (cmd->op == BL_WRITE && m)
+			array_member_error(m->array, m,
+					   "WRITE could not be sent");
 	}
 	if (err && (!run->failure || run->retry)) {
 		/* A member gone since the plan: the re-plan knows. */

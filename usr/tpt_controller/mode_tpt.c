@@ -605,10 +605,13 @@ struct tp_run {
 	int failure;
 	bool retry;
 	unsigned int pdus;		/* commands actually sent */
-	/* The box serving each position when the span was planned: its
-	 * groups live there, so a later step must not go to a box that has
-	 * taken the position over since (a spare, mid-span). */
+	/* The box serving each position when the span was planned, and its
+	 * session then: its groups live there, so a later step must not go
+	 * to a box that has taken the position over since (a spare,
+	 * mid-span), nor to the same box in a later session (a box back
+	 * from a cut link, whose groups of ours were dropped). */
 	struct tpt_member *box[TPT_SPEC_MAX_MEMBERS];
+	unsigned int box_session[TPT_SPEC_MAX_MEMBERS];
 };
 
 struct tp_cmd {
@@ -627,13 +630,14 @@ static struct tpt_host_buf *tp_direct(const struct tp_run *run)
 }
 
 /* The box serving position @pos for this span: the one it was planned
- * with, while that one still serves the position; NULL once it does not,
- * which fails the step and plans the span again. */
+ * with, in the same session, while that one still serves the position;
+ * NULL once it does not, which fails the step and plans the span again. */
 static struct tpt_member *tp_box(struct tp_run *run, unsigned int pos)
 {
 	struct tpt_member *m = run->box[pos];
 
-	return m && m == array_position_member(run->span->array, pos) ? m : NULL;
+	return m && m == array_position_member(run->span->array, pos) &&
+	       m->session == run->box_session[pos] ? m : NULL;
 }
 
 /* Counters for the span, from its plan: what the controller sent and what
@@ -687,28 +691,6 @@ static void tp_fail(struct tp_run *run, int err, bool retry)
 	run->retry = retry;
 }
 
-/* A plain READ(16) sent for a PREP READ failed: SBC sense, as Baseline
- * reads it.  A medium error is served without the member for this span,
- * a member failing itself is failed, a command it calls wrong fails the
- * span; anything else (the member gone or busy) is planned again. */
-static void tp_classify_plain_read(struct tp_run *run, struct tpt_member *m,
-				   const struct tpt_plan_cmd *pc,
-				   struct scsi_task *task, int status)
-{
-	if (status != SCSI_STATUS_CHECK_CONDITION || !task) {
-		tp_fail(run, -EIO, true);
-	} else if (task->sense.key == SCSI_SENSE_MEDIUM_ERROR) {
-		array_span_exclude(run->span, pc->member);
-		tp_fail(run, -ESTALE, true);
-	} else if (task->sense.key == SCSI_SENSE_HARDWARE_ERROR) {
-		array_member_error(run->span->array, m, "hardware error");
-		tp_fail(run, -EIO, true);
-	} else {
-		tp_fail(run, -EIO,
-			task->sense.key != SCSI_SENSE_ILLEGAL_REQUEST);
-	}
-}
-
 /*
  * What a failed command means for its span (protocol.md 9.1): a member
  * whose WRITE NEW DATA failed is failed, a target that failed itself is
@@ -736,7 +718,11 @@ static void tp_classify(struct tp_run *run, struct tpt_member *m,
 		return;
 	}
 	if (run->plain_read) {
-		tp_classify_plain_read(run, m, pc, task, status);
+		bool retry;
+		int err = array_read_failed(run->span, m, pc->member, task,
+					    status, &retry);
+
+		tp_fail(run, err, retry);
 		return;
 	}
 	if (status != SCSI_STATUS_CHECK_CONDITION || !task ||
@@ -1027,24 +1013,53 @@ static int tp_send(struct tp_run *run, const struct tpt_plan *p,
 	return err;
 }
 
+/* Whether @s writes to a medium: a step of WRITE NEW DATA. */
+static bool tp_step_writes(const struct tpt_plan *p, const struct plan_step *s)
+{
+	unsigned int i;
+
+	for (i = 0; i < s->nr_cmds; i++)
+		if (p->cmds[s->first_cmd + i].op == TPT_PLAN_WRITE_NEW_DATA)
+			return true;
+	return false;
+}
+
+/*
+ * Send a step.  A command that cannot be sent fails the span, and the
+ * rest of an ordinary step is not worth sending; but a step that writes
+ * goes out in full: once some members have written their part of a
+ * stripe, every other must, or the stripe is torn, and a re-plan would
+ * read the new data back as old and fold a wrong delta into the parity.
+ * A member that cannot take its WRITE NEW DATA is failed instead (its
+ * unit is then the others' to give), unless it is no longer the span's
+ * box: a box that took over or came back since is not in sync there.
+ * Releases, too, go to every member that can take one.
+ */
 static void tp_send_step(struct tp_run *run, const struct tpt_plan *p,
 			 unsigned int step)
 {
 	const struct plan_step *s = &p->steps[step];
+	bool in_full = run->releasing || tp_step_writes(p, s);
 	unsigned int i;
 	int err;
 
 	/* Held open while the step's commands go out. */
 	run->pending++;
 	for (i = 0; i < s->nr_cmds; i++) {
-		err = tp_send(run, p, &p->cmds[s->first_cmd + i]);
+		const struct tpt_plan_cmd *pc = &p->cmds[s->first_cmd + i];
+		struct tpt_member *m;
+
+		err = tp_send(run, p, pc);
 		if (!err)
 			continue;
 		/* A member gone since the plan: the re-plan knows. */
 		tp_fail(run, err, err == -EIO);
-		/* Releases go to every member that can take one. */
-		if (!run->releasing)
+		if (!in_full)
 			break;
+		m = tp_box(run, pc->member);
+		if (m && pc->op == TPT_PLAN_WRITE_NEW_DATA)
+			array_member_error(run->span->array, m,
+					   "WRITE NEW DATA could not be sent");
 	}
 	if (!--run->pending)
 		tp_step(run);
@@ -1115,11 +1130,13 @@ static int tp_plan(struct tpt_span *s, struct tp_run *run, uint32_t group)
 }
 
 /*
- * How an unmodified host's pieces of @run's plan travel (see the top of
- * the file): sets plain_read and in_pdus; true when some piece still
- * needs our registration of the host data, a passive side for RMA.
+ * Route an unmodified host's pieces of @run's plan (see the top of the
+ * file): a read needing no parity goes as plain READs (plain_read), the
+ * pieces of commands that take them inline travel in PDUs (in_pdus).
+ * Returns how many pieces are left to move by RMA, which need our
+ * registration of the host data as their passive side.
  */
-static bool tp_proxy_needs_rma(struct tp_run *run)
+static unsigned int tp_route_proxy(struct tp_run *run)
 {
 	const struct tpt_plan *p = &run->plan;
 	unsigned int i, j, by_rma = 0;
@@ -1140,7 +1157,7 @@ static bool tp_proxy_needs_rma(struct tp_run *run)
 				by_rma++;
 		}
 	}
-	return by_rma > 0;
+	return by_rma;
 }
 
 static int tp_start(struct tpt_span *s)
@@ -1164,20 +1181,26 @@ static int tp_start(struct tpt_span *s)
 	if (!group || group + 1 == 0)
 		group = 1;
 	tp->next_group = group + TPT_PLAN_MAX_GROUPS;
-	for (p = 0; p < a->nr_members; p++)
+	for (p = 0; p < a->nr_members; p++) {
 		run->box[p] = array_position_member(a, p);
+		run->box_session[p] = run->box[p] ? run->box[p]->session : 0;
+	}
 	err = tp_plan(s, run, group);
 	if (err == -EAGAIN) {
 		free(run);
 		return -EAGAIN;
 	}
-	if (!err && s->kind != TPT_SPAN_REBUILD && !tp_direct(run) &&
-	    tp_proxy_needs_rma(run))
-		err = tpt_dm_register(tpt_datamover(), tp_scope(a), s->buf,
-				      bytes, s->kind == TPT_SPAN_WRITE ?
-				      TPT_DM_ACCESS_REMOTE_READ :
-				      TPT_DM_ACCESS_REMOTE_WRITE,
-				      &run->host_mr);
+	if (!err && s->kind != TPT_SPAN_REBUILD && !tp_direct(run)) {
+		unsigned int by_rma = tp_route_proxy(run);
+
+		if (by_rma)
+			err = tpt_dm_register(tpt_datamover(), tp_scope(a),
+					      s->buf, bytes,
+					      s->kind == TPT_SPAN_WRITE ?
+					      TPT_DM_ACCESS_REMOTE_READ :
+					      TPT_DM_ACCESS_REMOTE_WRITE,
+					      &run->host_mr);
+	}
 	if (err) {
 		if (err != -ENODATA)
 			eprintf("tptraid: cannot plan %u blocks at %" PRIu64

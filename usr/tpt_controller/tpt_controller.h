@@ -110,6 +110,9 @@ struct tpt_member {
 	/* As defined, secrets included: for the login and the state file. */
 	char login_url[TPT_SPEC_URL_MAX];
 	enum member_link link;
+	/* Sessions ended so far: what a TPT target held for us (groups,
+	 * slots) lived in one session and is gone with it. */
+	unsigned int session;
 	struct iscsi_context *iscsi;
 	int lun;
 	int fd;				/* registered with tgt's event loop */
@@ -353,12 +356,22 @@ void array_member_admit(struct tpt_array *a, struct tpt_member *m);
 void array_member_refuse(struct tpt_array *a, struct tpt_member *m);
 /* array.c: start the waiting spans that may start now. */
 void array_run_waiting(struct tpt_array *a);
+/* Record in position @p's missed map the regions of every span that has
+ * started and not ended (running, or to be planned again): one may have
+ * written some members of a stripe and not the box @p just lost. */
+void array_spans_missed(struct tpt_array *a, unsigned int p);
 /* A command to @m failed in a way only @m can be blamed for. */
 void array_member_error(struct tpt_array *a, struct tpt_member *m,
 			const char *why);
 /* @member had a medium error reading for @s: @s is served without it (the
  * member stays), and the error is counted. */
 void array_span_exclude(struct tpt_span *s, unsigned int member);
+/* A READ(16) of @s to @m, serving position @pos, ended with @status and
+ * @task's SBC sense (both modes send plain reads): the span's error, and
+ * in *@retry whether planning it again may cure that. */
+int array_read_failed(struct tpt_span *s, struct tpt_member *m,
+		      unsigned int pos, const struct scsi_task *task,
+		      int status, bool *retry);
 
 enum tpt_pos_state {
 	TPT_POS_IN_SYNC,
