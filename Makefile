@@ -295,6 +295,7 @@ bench: deps
 	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/direct
 	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/tables
 	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/scale
+	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/gather
 	scripts/bench/report
 
 # The benchmarks run small and short, results in pytest's tmp_path (never

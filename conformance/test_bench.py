@@ -92,17 +92,30 @@ def test_scale_bench_runs(out):
     assert net.Switch.PREFIX not in left, left
 
 
+@pytest.mark.skipif(not NETNS, reason="needs network namespaces (root, iproute2)")
+def test_gather_bench_runs(out):
+    text = run(out, "gather", "--quick")
+    # Both link settings at N = 3 and 5, each with star and tree.
+    assert len(re.findall(r"^summary (loopback|shaped) N=[35]: tree/star latency [0-9.]+, "
+                          r"throughput at qd 8 [0-9.]+$", text, re.M)) == 4, text
+    assert len(list(out.glob("gather-*.png"))) == 2
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert net.Switch.PREFIX not in left, left
+
+
 def test_report_collects_every_section(out):
     text = run(out, "report")
-    assert ("scale: no section, skipped" in text) != NETNS, text
+    for name in ("scale", "gather"):
+        assert (f"{name}: no section, skipped" in text) != NETNS, text
     assert "STALE" not in text, text
     md = (out / "results.md").read_text()
     data = json.loads((out / "results.json").read_text())
     for name in ("datamover", "array", "recovery", "direct", "tables"):
         assert name in data["sections"], data.keys()
-    assert data["missing"] == ([] if NETNS else ["scale"])
+    assert data["missing"] == ([] if NETNS else ["scale", "gather"])
     assert data["header"]["cores"] == os.cpu_count()
     # In the fixed order, each under its own heading.
     titles = ["Datamover", "Array", "Host-direct", "Tables", "Recovery"]
-    heads = [md.index(f"## {t}") for t in titles + (["Scalability"] if NETNS else [])]
+    heads = [md.index(f"## {t}")
+             for t in titles + (["Scalability", "Star and binary-tree"] if NETNS else [])]
     assert heads == sorted(heads), md[:2000]

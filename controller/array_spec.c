@@ -350,6 +350,23 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 				    errlen);
 	if (!strcmp(key, "prefetch"))
 		return parse_yes_no(key, value, &out->prefetch, err, errlen);
+	if (!strcmp(key, "parity_gather")) {
+		static const char *const names[] = {
+			[TPT_GATHER_AUTO] = "auto",
+			[TPT_GATHER_STAR] = "star",
+			[TPT_GATHER_TREE] = "tree",
+		};
+		unsigned int i;
+
+		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+			if (!strcmp(value, names[i])) {
+				out->parity_gather = (enum tpt_parity_gather)i;
+				return 0;
+			}
+		}
+		return spec_error(err, errlen, "parity_gather=%s: expected "
+				  "auto, star or tree", value);
+	}
 	if (!strcmp(key, "start_dirty_degraded"))
 		return parse_yes_no(key, value, &out->start_dirty_degraded,
 				    err, errlen);
@@ -362,7 +379,8 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 	return spec_error(err, errlen, "%s: unknown option (expected raid, "
 			  "unit, mode, dm, initiator, member, spare, "
 			  "fail_timeout, rebuild_rate, assume_clean, "
-			  "start_dirty_degraded, write_intent, prefetch)", key);
+			  "start_dirty_degraded, write_intent, prefetch, "
+			  "parity_gather)", key);
 }
 
 static int check_whole(struct tpt_array_spec *out, char *err, size_t errlen)

@@ -34,6 +34,11 @@ enum tpt_array_mode {
 	TPT_MODE_BASELINE,	/* the paper's in-band controller */
 };
 
+/* How a full stripe's parity is gathered (protocol.md 7.4): at its
+ * calculator one block per step (star), or pairwise in rounds (binary
+ * tree); auto picks by the number of members.  Zero is auto. */
+enum tpt_parity_gather { TPT_GATHER_AUTO, TPT_GATHER_STAR, TPT_GATHER_TREE };
+
 struct tpt_array_spec {
 	unsigned int raid_level;	/* 5 */
 	uint32_t unit_bytes;		/* stripe unit: 4 KiB .. 1 MiB, power of 2 */
@@ -61,6 +66,7 @@ struct tpt_array_spec {
 	 * (protocol.md 7.2, the paper's Table II): its old parity is read
 	 * while the data target works, for one more command per stripe. */
 	bool prefetch;
+	enum tpt_parity_gather parity_gather;
 };
 
 #define TPT_SPEC_FAIL_TIMEOUT_DEFAULT 8

@@ -563,18 +563,68 @@ static int plan_stripe_write(struct tpt_plan_builder *b, uint64_t req_lba,
 	return cmd ? 0 : -ENOMEM;
 }
 
+/* One COMP TMP of a full stripe's parity gathering: in @step, the data
+ * block of tree index @to folds in the one of index @from. */
+struct gather_edge {
+	unsigned int step, to, from;
+};
+
 /*
- * Full stripes @first_stripe.. (@nr of them): star topology with a
- * calculator per stripe (paper III-A, III-C; protocol.md 7.4).
+ * How a full stripe's @k data blocks gather into one, by tree index: 0 is
+ * the calculator, index t is data index (calculator + t) mod k.  Returns
+ * the number of steps; the k-1 edges are in @e, in step order.
  *
- * Step 1 PREP WRITEs every block to its data member, each but the
- * calculator's exporting its block into a slot.  Then the calculator C
- * folds the other data members' blocks into its own with COMP TMP, one
- * per step, all naming one slot c of C so the target accumulates in place
- * (4.9); C's own block stays private so that the chain never touches its
- * staged data (8.2).  Stripes are independent, so the chains of all the
- * stripes run side by side, step j of each in one plan step.  Finally the
- * parity member reads the finished parity from slot c with COMP BLOCK.
+ * Star (paper III-A): the calculator folds in every other block, one per
+ * step, k-1 steps, all k-1 blocks crossing its link.  Binary tree: in
+ * step r (s = 2^(r-1)) every t that is a multiple of 2s folds in t + s,
+ * ceil(log2 k) steps, at most that many blocks into any one target.  Both
+ * are k-1 commands and k-1 transfers: the tree shortens the chain and
+ * spreads it over the links.
+ */
+static unsigned int gather_edges(enum tpt_parity_gather how, unsigned int k,
+				 struct gather_edge *e)
+{
+	unsigned int n = 0, step = 0, s, t;
+
+	if (how == TPT_GATHER_STAR) {
+		for (t = 1; t < k; t++)
+			e[n++] = (struct gather_edge){ t, 0, t };
+		return k - 1;
+	}
+	for (s = 1; s < k; s *= 2) {
+		step++;
+		for (t = 0; t + s < k; t += 2 * s)
+			e[n++] = (struct gather_edge){ step, t, t + s };
+	}
+	return step;
+}
+
+/* The gathering @c plans for an array of @members. */
+static enum tpt_parity_gather gather_of(const struct tpt_plan_ctx *c,
+					unsigned int members)
+{
+	if (c->gather != TPT_GATHER_AUTO)
+		return c->gather;
+	/* The tree is shorter from 4 data blocks on (2 steps against 3),
+	 * and the same below. */
+	return members - 1 >= 4 ? TPT_GATHER_TREE : TPT_GATHER_STAR;
+}
+
+/*
+ * Full stripes @first_stripe.. (@nr of them), with a calculator per
+ * stripe (paper III-A, III-C; protocol.md 7.4), its parity gathered in a
+ * star or a binary tree (gather_edges()).
+ *
+ * Step 1 PREP WRITEs every block to its data member; a block that is
+ * sent before it has folded anything in is exported into a slot.  Then
+ * each edge is a COMP TMP at the receiving member, naming as operand the
+ * sender's slot - its own block, or what it has gathered so far - and as
+ * RESULT SLOT the receiver's accumulator, where the target accumulates in
+ * place (4.9); a receiver's own block stays private so that the gathering
+ * never touches its staged data (8.2).  Stripes are independent, so the
+ * gatherings of all the stripes run side by side, step j of each in one
+ * plan step.  Finally the parity member reads the finished parity from
+ * the calculator's accumulator with COMP BLOCK.
  *
  * The calculator is the data member at data index calculator_rr mod
  * (N-1) of each stripe, and calculator_rr advances once per request.
@@ -592,54 +642,68 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 	const struct raid_geometry *g = b->c->geo;
 	const struct raid_level_ops *l = b->c->level;
 	uint32_t bs = b->c->block_size, unit = g->unit_blocks;
-	unsigned int data = g->members - 1;
-	unsigned int calc_index = b->c->calculator_rr % data;
-	uint16_t ordinal[RAID_MAX_MEMBERS], acc;
+	unsigned int k = g->members - 1;
+	unsigned int root = b->c->calculator_rr % k;
+	struct gather_edge edge[RAID_MAX_MEMBERS];
+	uint16_t own[RAID_MAX_MEMBERS], acc[RAID_MAX_MEMBERS];
+	bool receives[RAID_MAX_MEMBERS] = { false };
+	bool sends[RAID_MAX_MEMBERS] = { false };
+	unsigned int steps, e, t, d, m;
 	struct tpt_plan_cmd *cmd;
 	uint64_t i, s, base;
-	unsigned int d, m, calc, step;
 	int err;
 
+	steps = gather_edges(gather_of(b->c, g->members), k, edge);
+	for (e = 0; e < k - 1; e++) {
+		receives[edge[e].to] = true;
+		sends[edge[e].from] = true;
+	}
 	for (i = 0; i < nr; i++) {
 		s = first_stripe + i;
 		base = s * unit;
-		for (d = 0; d < data; d++) {
+		for (t = 0; t < k; t++) {
+			d = (root + t) % k;
 			m = l->data_member(g, s, d);
-			if (d != calc_index) {
-				err = tpt_plan_want_slot(b, m, &ordinal[d]);
-				if (err)
-					return err;
-			}
+			/* A block sent as it is lives in a slot; a receiver's
+			 * gathering gets a slot of its own. */
+			err = sends[t] && !receives[t] ?
+			      tpt_plan_want_slot(b, m, &own[t]) : 0;
+			if (!err && receives[t])
+				err = tpt_plan_want_slot(b, m, &acc[t]);
+			if (err)
+				return err;
 			cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_PREP_WRITE, m,
 					       base, unit);
 			if (!cmd)
 				return -ENOMEM;
-			if (d != calc_index)
-				cmd->result_slot = ordinal[d];
-			if (tpt_plan_add_host_ref(b, ((s * data + d) * unit -
+			if (sends[t] && !receives[t])
+				cmd->result_slot = own[t];
+			if (tpt_plan_add_host_ref(b, ((s * k + d) * unit -
 						      req_lba) * bs, unit * bs))
 				return -ENOMEM;
 		}
-		calc = l->data_member(g, s, calc_index);
-		err = tpt_plan_want_slot(b, calc, &acc);
-		if (err)
-			return err;
-		step = 1;
-		for (d = 0; d < data; d++) {
-			if (d == calc_index)
-				continue;
-			cmd = tpt_plan_add_cmd(b, step++, TPT_PLAN_COMP_TMP,
-					       calc, base, unit);
+		for (e = 0; e < k - 1; e++) {
+			const struct gather_edge *x = &edge[e];
+			unsigned int from = x->from;
+
+			cmd = tpt_plan_add_cmd(b, x->step, TPT_PLAN_COMP_TMP,
+					       l->data_member(g, s,
+							      (root + x->to) % k),
+					       base, unit);
 			if (!cmd)
 				return -ENOMEM;
-			cmd->result_slot = acc;
-			if (tpt_plan_add_slot_ref(b, l->data_member(g, s, d),
-						  ordinal[d], unit * bs))
+			cmd->result_slot = acc[x->to];
+			if (tpt_plan_add_slot_ref(b, l->data_member(g, s,
+								    (root + from) % k),
+						  receives[from] ? acc[from] :
+								   own[from],
+						  unit * bs))
 				return -ENOMEM;
 		}
-		if (!tpt_plan_add_cmd(b, step, TPT_PLAN_COMP_BLOCK,
+		if (!tpt_plan_add_cmd(b, steps + 1, TPT_PLAN_COMP_BLOCK,
 				      l->parity_member(g, s, 0), base, unit) ||
-		    tpt_plan_add_slot_ref(b, calc, acc, unit * bs))
+		    tpt_plan_add_slot_ref(b, l->data_member(g, s, root),
+					  acc[0], unit * bs))
 			return -ENOMEM;
 	}
 	return 0;

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "controller/array_spec.h"
 #include "controller/plan_steps.h"
 #include "controller/raid_level.h"
 #include "controller/slot_alloc.h"
@@ -48,6 +49,7 @@ enum tpt_plan_op {			/* protocol.md opcodes */
 #define TPT_PLAN_MAX_GROUPS 2
 
 enum tpt_plan_ref_kind { TPT_REF_HOST, TPT_REF_SLOT };
+
 
 struct tpt_plan_ref {			/* one transfer descriptor, in order */
 	enum tpt_plan_ref_kind kind;
@@ -103,6 +105,9 @@ struct tpt_plan_ctx {
 	/* A read-modify-write sends its parity member PRE-FETCH with the
 	 * XDWRITEs (protocol.md 7.2; array option prefetch). */
 	bool prefetch;
+	/* How a full stripe's parity is gathered (protocol.md 7.4; array
+	 * option parity_gather); zero is auto. */
+	enum tpt_parity_gather gather;
 };
 
 /* ---- building plans (for RAID levels) ---- */

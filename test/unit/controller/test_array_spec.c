@@ -23,6 +23,7 @@ static void full_spec_parses(void)
 	CHECK(s.write_intent);
 	CHECK(!s.assume_clean);
 	CHECK(!s.prefetch);
+	CHECK_EQ(s.parity_gather, TPT_GATHER_AUTO);
 
 	CHECK_EQ(tpt_array_spec_parse(" raid=5; dm=10.0.0.1:4400 ;" M(0) ";" M(1)
 				      ";" M(2) ";", &s, err, sizeof(err)), 0);
@@ -37,6 +38,13 @@ static void full_spec_parses(void)
 	CHECK(!s.write_intent);
 	CHECK(s.assume_clean);
 	CHECK(s.prefetch);
+
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;parity_gather=star;" M(0)
+				      ";" M(1) ";" M(2), &s, err, sizeof(err)), 0);
+	CHECK_EQ(s.parity_gather, TPT_GATHER_STAR);
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;parity_gather=tree;" M(0)
+				      ";" M(1) ";" M(2), &s, err, sizeof(err)), 0);
+	CHECK_EQ(s.parity_gather, TPT_GATHER_TREE);
 }
 
 /* Each bad spec is refused with a message naming the bad part, and the
@@ -70,6 +78,8 @@ static void bad_specs_name_their_fault(void)
 		{ "raid=5;dm=a:1;initiator=bob;" M(0) ";" M(1) ";" M(2), "initiator=bob" },
 		{ "raid=5;dm=a:1;write_intent=off;" M(0) ";" M(1) ";" M(2), "write_intent=off" },
 		{ "raid=5;dm=a:1;prefetch=1;" M(0) ";" M(1) ";" M(2), "prefetch=1" },
+		{ "raid=5;dm=a:1;parity_gather=ring;" M(0) ";" M(1) ";" M(2),
+		  "parity_gather=ring" },
 	};
 	struct tpt_array_spec s;
 	size_t i;

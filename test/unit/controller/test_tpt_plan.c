@@ -274,6 +274,7 @@ static void full_stripe_write(void)
 		uint64_t lba = blocks;		/* stripe 1 */
 
 		world_init(&w, n, unit, 4, 512, 64);
+		w.a.ctx.gather = TPT_GATHER_STAR;
 		CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, lba, blocks, ++w.group, &p), 0);
 		CHECK_EQ(p.nr_cmds, 3 * n - 2);
 		CHECK_EQ(p.nr_steps, n + 1);
@@ -341,6 +342,101 @@ run:
 	}
 }
 
+/*
+ * A full stripe's parity gathered in a binary tree: the same commands and
+ * transfers as the star (Table II holds), in ceil(log2(N-1)) gathering
+ * steps; no target takes in more than that many blocks, each receiver
+ * accumulates in a slot of its own, and the parity reads the root's,
+ * which is the calculator's.  Executed against the byte model, also
+ * with several stripes side by side.
+ */
+static void full_stripe_write_tree(void)
+{
+	const struct raid_level_ops *l = &raid5_level;
+	unsigned int n, i, rounds, in[MAX_MEMBERS];
+	struct paper_counts pc;
+	struct tpt_plan p;
+	unsigned char *host;
+	struct world w;
+
+	for (n = 3; n <= MAX_MEMBERS; n++) {
+		uint32_t unit = 16, blocks = (n - 1) * unit;
+		uint64_t lba = blocks;		/* stripe 1 */
+		unsigned int calc;
+
+		for (rounds = 0; (1u << rounds) < n - 1; rounds++)
+			;
+		world_init(&w, n, unit, 4, 512, 64);
+		w.a.ctx.gather = TPT_GATHER_TREE;
+		w.a.ctx.calculator_rr = n;	/* a root other than index 0 */
+		calc = l->data_member(&w.a.geo, 1, n % (n - 1));
+		CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, lba, blocks, ++w.group, &p), 0);
+		CHECK_EQ(p.nr_cmds, 3 * n - 2);
+		CHECK_EQ(p.nr_steps, rounds + 3);
+		memset(in, 0, sizeof(in));
+		for (i = 0; i < p.nr_cmds; i++) {
+			const struct tpt_plan_cmd *c = &p.cmds[i];
+
+			if (c->op == TPT_PLAN_PREP_WRITE)
+				/* a gathering's own block stays private */
+				CHECK(c->result_slot == TPT_SLOT_NONE ||
+				      c->member != calc);
+			if (c->op == TPT_PLAN_COMP_TMP) {
+				in[c->member]++;
+				CHECK(c->result_slot != TPT_SLOT_NONE);
+				CHECK(ref_of(&p, i, 0)->member != c->member);
+			}
+			if (c->op == TPT_PLAN_COMP_BLOCK)
+				CHECK_EQ(ref_of(&p, i, 0)->member, calc);
+		}
+		for (i = 0; i < n; i++)
+			CHECK(in[i] <= rounds);
+		CHECK_EQ(in[calc], rounds);
+		paper_counts(&p, unit * 512, &pc);
+		CHECK_EQ(pc.controller_ops, 3 * n - 1);
+		CHECK_EQ(pc.target_ops, 5 * n - 4);
+		CHECK_EQ(pc.target_units, 3 * (n - 1));
+		host = xcalloc(blocks, 512);
+		rnd_fill(host, (uint64_t)blocks * 512);
+		world_run_write(&w, &p, lba, host, blocks, false);
+		free(host);
+
+		/* Three stripes and a partial one, side by side. */
+		blocks = 3 * (n - 1) * unit + 5;
+		CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, blocks, ++w.group, &p), 0);
+		host = xcalloc(blocks, 512);
+		rnd_fill(host, (uint64_t)blocks * 512);
+		world_run_write(&w, &p, 0, host, blocks, false);
+		free(host);
+		world_destroy(&w);
+	}
+}
+
+/* auto: the star while it is as short (up to 3 data blocks), the tree
+ * from 4 on. */
+static void parity_gather_auto(void)
+{
+	unsigned int n, i, comp_steps;
+	struct tpt_plan p;
+	struct world w;
+
+	for (n = 3; n <= MAX_MEMBERS; n++) {
+		uint32_t unit = 8;
+
+		world_init(&w, n, unit, 4, 512, 64);
+		CHECK_EQ(w.a.ctx.gather, TPT_GATHER_AUTO);
+		CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, (n - 1) * unit, ++w.group, &p), 0);
+		comp_steps = 0;
+		for (i = 0; i < p.nr_steps; i++)
+			if (p.cmds[p.steps[i].first_cmd].op == TPT_PLAN_COMP_TMP)
+				comp_steps++;
+		CHECK_EQ(comp_steps, n - 1 >= 4 ? (n - 1 > 4 ? 3 : 2) : n - 2);
+		tpt_plan_return_slots(&p);
+		tpt_plan_free(&p);
+		world_destroy(&w);
+	}
+}
+
 /* Tables I and II up to the widest array, without executing: the
  * simulator stops at MAX_MEMBERS. */
 static void wide_arrays_count_like_the_paper(void)
@@ -354,7 +450,7 @@ static void wide_arrays_count_like_the_paper(void)
 	};
 	struct paper_counts pc;
 	struct tpt_plan p;
-	unsigned int n, m;
+	unsigned int n, m, rounds;
 
 	for (m = 0; m < RAID_MAX_MEMBERS; m++)
 		slot_of[m] = &slots[m];
@@ -368,7 +464,10 @@ static void wide_arrays_count_like_the_paper(void)
 		CHECK_EQ(pc.controller_ops, 3 * n - 1);
 		CHECK_EQ(pc.target_ops, 5 * n - 4);
 		CHECK_EQ(pc.target_units, 3 * (n - 1));
-		CHECK_EQ(p.nr_steps, n + 1);
+		/* auto gathers in a tree here: ceil(log2(N-1)) steps. */
+		for (rounds = 0; (1u << rounds) < n - 1; rounds++)
+			;
+		CHECK_EQ(p.nr_steps, rounds + 3);
 		tpt_plan_return_slots(&p);
 		tpt_plan_free(&p);
 
@@ -1088,6 +1187,8 @@ int main(void)
 	RUN(single_block_write);
 	RUN(single_block_write_without_prefetch);
 	RUN(full_stripe_write);
+	RUN(full_stripe_write_tree);
+	RUN(parity_gather_auto);
 	RUN(wide_arrays_count_like_the_paper);
 	RUN(reads_match_table);
 	RUN(read_pieces_and_final);
