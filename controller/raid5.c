@@ -662,12 +662,13 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 		s = first_stripe + i;
 		base = s * unit;
 		for (t = 0; t < k; t++) {
-			d = (root + t) % k;
-			m = l->data_member(g, s, d);
 			/* A block sent as it is lives in a slot; a receiver's
 			 * gathering gets a slot of its own. */
-			err = sends[t] && !receives[t] ?
-			      tpt_plan_want_slot(b, m, &own[t]) : 0;
+			bool exported = sends[t] && !receives[t];
+
+			d = (root + t) % k;
+			m = l->data_member(g, s, d);
+			err = exported ? tpt_plan_want_slot(b, m, &own[t]) : 0;
 			if (!err && receives[t])
 				err = tpt_plan_want_slot(b, m, &acc[t]);
 			if (err)
@@ -676,7 +677,7 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 					       base, unit);
 			if (!cmd)
 				return -ENOMEM;
-			if (sends[t] && !receives[t])
+			if (exported)
 				cmd->result_slot = own[t];
 			if (tpt_plan_add_host_ref(b, ((s * k + d) * unit -
 						      req_lba) * bs, unit * bs))

@@ -50,7 +50,6 @@ enum tpt_plan_op {			/* protocol.md opcodes */
 
 enum tpt_plan_ref_kind { TPT_REF_HOST, TPT_REF_SLOT };
 
-
 struct tpt_plan_ref {			/* one transfer descriptor, in order */
 	enum tpt_plan_ref_kind kind;
 	uint64_t host_offset;		/* HOST: byte offset in the request's host buffer */

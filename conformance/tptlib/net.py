@@ -157,12 +157,20 @@ class Switch:
             self._shape_port(port, *self.rate)
         return port
 
-    def shape(self, bytes_per_s: float, burst: int):
+    @staticmethod
+    def burst(bytes_per_s: float) -> int:
+        """The token bucket of a port of bytes_per_s: 4 ms at the rate, and
+        at least 256 KiB.  A token bucket passes a packet only once it
+        holds the packet's bytes, and veth hands it whole GSO packets of up
+        to 64 KiB: the burst must exceed that or tbf splits them in
+        software."""
+        return max(256 << 10, int(bytes_per_s * 0.004))
+
+    def shape(self, bytes_per_s: float):
         """Every port, present and future, a full-duplex link of
-        bytes_per_s (tc counts Ethernet frames: headers are part of it).
-        A token bucket passes a packet only once it holds the packet's
-        bytes, and veth hands it whole GSO packets of up to 64 KiB: burst
-        must exceed that or tbf splits them in software."""
+        bytes_per_s (tc counts Ethernet frames: headers are part of it),
+        with burst(bytes_per_s)."""
+        burst = self.burst(bytes_per_s)
         self.rate = (bytes_per_s, burst)
         for port in self.ports:
             self._shape_port(port, bytes_per_s, burst)

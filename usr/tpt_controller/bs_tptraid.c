@@ -15,9 +15,10 @@
  *
  * READ and WRITE, which carry nearly all the data, skip the workers, as do
  * an extended host's TPT HOST READ and WRITE: they go to the array from
- * the event loop and are answered from the array's callback.  The hand-off to a worker and back (a condition variable, an
- * eventfd and a semaphore to the loop and back, a signal to answer) was
- * most of what a small request cost the controller.
+ * the event loop and are answered from the array's callback.  The
+ * hand-off to a worker and back (a condition variable, an eventfd and a
+ * semaphore to the loop and back, a signal to answer) was most of what a
+ * small request cost the controller.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -109,6 +110,13 @@ static bool cmd_fua(const struct scsi_cmd *cmd)
 static bool is_rmw(const struct scsi_cmd *cmd)
 {
 	return cmd->scb[0] == COMPARE_AND_WRITE || cmd->scb[0] == ORWRITE_16;
+}
+
+/* The bytes a WRITE writes: an initiator that sent less than the CDB
+ * asked for (an underflow) gets the whole blocks it sent written. */
+static uint32_t write_bytes(struct scsi_cmd *cmd)
+{
+	return scsi_get_out_length(cmd) & ~((1U << cmd->dev->blk_shift) - 1);
 }
 
 static int array_rw(struct scsi_cmd *cmd, bool write, uint64_t offset,
@@ -257,7 +265,7 @@ static void tptraid_request(struct scsi_cmd *cmd)
 {
 	struct tptraid_bs *bs = (struct tptraid_bs *)BS_THREAD_I(cmd->dev);
 	struct tpt_array *a = bs->array;
-	uint32_t bs_bytes = 1U << cmd->dev->blk_shift, len;
+	uint32_t len;
 	bool verify = false, rmw;
 	int err = 0;
 
@@ -291,9 +299,7 @@ static void tptraid_request(struct scsi_cmd *cmd)
 	case WRITE_10:
 	case WRITE_12:
 	case WRITE_16:
-		/* An initiator that sent less than the CDB asked for (an
-		 * underflow) gets the whole blocks it sent written. */
-		len = scsi_get_out_length(cmd) & ~(bs_bytes - 1);
+		len = write_bytes(cmd);
 		err = array_rw(cmd, true, cmd->offset, scsi_get_out_buffer(cmd),
 			       len);
 		if (!err && verify)
@@ -406,7 +412,6 @@ static int tptraid_cmd_submit(struct scsi_cmd *cmd)
 {
 	struct scsi_lu *lu = cmd->dev;
 	struct tptraid_bs *bs = (struct tptraid_bs *)BS_THREAD_I(lu);
-	uint32_t block_bytes = 1U << lu->blk_shift;
 	struct tptraid_io *io;
 	bool write = false, on_loop;
 	uint32_t len = 0;
@@ -416,17 +421,14 @@ static int tptraid_cmd_submit(struct scsi_cmd *cmd)
 	case READ_10:
 	case READ_12:
 	case READ_16:
-		write = false;
 		len = scsi_get_in_length(cmd);
 		break;
 	case WRITE_6:
 	case WRITE_10:
 	case WRITE_12:
 	case WRITE_16:
-		/* As tptraid_request: an underflow writes the whole blocks
-		 * that were sent. */
 		write = true;
-		len = scsi_get_out_length(cmd) & ~(block_bytes - 1);
+		len = write_bytes(cmd);
 		break;
 	case TPT_OP_HOST_READ:
 	case TPT_OP_HOST_WRITE:

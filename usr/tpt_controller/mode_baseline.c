@@ -224,7 +224,7 @@ static int bl_send(struct bl_run *run, const struct bl_cmd *cmd)
 static void bl_step(struct bl_run *run)
 {
 	const struct plan_step *st;
-	bool writes = false, sent = false;
+	bool writes = false, local_err;
 	unsigned int i;
 	int err = 0;
 
@@ -239,6 +239,7 @@ static void bl_step(struct bl_run *run)
 		if (cmd->op == BL_COPY || cmd->op == BL_XOR)
 			err = bl_local(run, cmd);
 	}
+	local_err = err != 0;
 	/* Held open while the step's commands go out.  A READ that cannot
 	 * be sent fails the span and the rest of the step is not worth
 	 * sending; a step of WRITEs goes out in full: once some members have
@@ -250,8 +251,8 @@ static void bl_step(struct bl_run *run)
 		if (run->plan.cmds[st->first_cmd + i].op == BL_WRITE)
 			writes = true;
 	run->pending++;
-	/* (Nothing goes out after a local step failed.) */
-	for (i = 0; i < st->nr_cmds && (!err || (writes && sent)); i++) {
+	/* Nothing goes out after a local step failed. */
+	for (i = 0; !local_err && i < st->nr_cmds && (!err || writes); i++) {
 		const struct bl_cmd *cmd = &run->plan.cmds[st->first_cmd + i];
 		struct tpt_member *m;
 		int e;
@@ -259,7 +260,6 @@ static void bl_step(struct bl_run *run)
 		if (cmd->op != BL_READ && cmd->op != BL_WRITE)
 			continue;
 		e = bl_send(run, cmd);
-		sent = true;
 		if (!e)
 			continue;
 		err = e;
