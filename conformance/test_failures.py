@@ -134,6 +134,14 @@ def restart_target(c, i):
              "--lun", 1, "--params", f"tpt_dm={t.host}:{net.free_port(t.host)},tpt=on")
 
 
+def close_link(c, link):
+    """The controller stops first: it logs out of the box behind the link
+    and unbinds it, which needs the link up."""
+    if c is not None:
+        c.controller.stop()
+    link.close()
+
+
 # -- the tests -----------------------------------------------------------------
 
 def test_killed_target_is_rebuilt_onto_a_spare(tgtd_factory, mode, tmp_path, report):
@@ -328,7 +336,7 @@ def test_cut_link_then_restored(tgtd_factory, mode, tmp_path, report):
     the link goes down as a pulled cable does - no reset, nothing heard -
     and comes back.  The member is failed within fail_timeout, the host
     sees nothing, and the member catches up when its link is back."""
-    link = net.Link(0)
+    link, c = net.Link(0), None
     try:
         c = start(tgtd_factory, mode, n=4, host=link.host_addr, boxes={2: link})
 
@@ -344,7 +352,7 @@ def test_cut_link_then_restored(tgtd_factory, mode, tmp_path, report):
         verify_all(c, tmp_path)
         scrub(c)
     finally:
-        link.close()
+        close_link(c, link)
 
 
 def test_link_flaps_under_load(tgtd_factory, mode, tmp_path, report):
@@ -358,7 +366,7 @@ def test_link_flaps_under_load(tgtd_factory, mode, tmp_path, report):
     the next catch-up to rebuild (it did: 16-85 blocks, once in a few
     runs).  Every acknowledged write reads back, and every stripe's
     parity is right."""
-    link = net.Link(0)
+    link, c = net.Link(0), None
     cycles = []
     try:
         c = start(tgtd_factory, mode, n=4, host=link.host_addr, boxes={2: link})
@@ -379,7 +387,50 @@ def test_link_flaps_under_load(tgtd_factory, mode, tmp_path, report):
         verify_all(c, tmp_path)
         scrub(c)
     finally:
-        link.close()
+        close_link(c, link)
+
+
+@pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
+def test_array_serves_every_stripe_while_a_link_stays_cut(tgtd_factory, mode, tmp_path,
+                                                          report):
+    """A cable pulled and left out: once the member is failed, every
+    stripe is served, including the stripes of spans that were in flight
+    when the link went (their commands on the other targets waiting on
+    the lost box over the datamover, which TCP alone would keep waiting
+    for a quarter of an hour).  The load started before the cut must end,
+    error-free, while the link is still down; a second load then covers
+    the whole LUN degraded, still with the link down."""
+    link, c = net.Link(0), None
+    try:
+        c = start(tgtd_factory, mode, n=4, host=link.host_addr, boxes={2: link})
+        load = Load(c, tmp_path, 8, qd=16)
+        time.sleep(2)
+        link.cut()
+        wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+        try:
+            res, err = load.result(timeout=40)
+        except subprocess.TimeoutExpired:
+            load.proc.kill()
+            load.proc.communicate()
+            raise AssertionError("the load stalled behind the cut link:\n" + show(c))
+        report(f"{mode}: load across the cut: {res}")
+        assert res["errors"] == 0 and res["mismatches"] == 0, err
+        second = Load(c, tmp_path, 4, qd=16)
+        try:
+            res2, err2 = second.result(timeout=40)
+        except subprocess.TimeoutExpired:
+            second.proc.kill()
+            second.proc.communicate()
+            raise AssertionError("the degraded load stalled:\n" + show(c))
+        report(f"{mode}: degraded load with the link still cut: {res2}")
+        assert res2["errors"] == 0 and res2["mismatches"] == 0, err2
+        assert array_state(c) == "degraded"
+        link.restore()
+        wait_state(c, {"optimal"}, timeout=60)
+        verify_all(c, tmp_path)
+        scrub(c)
+    finally:
+        close_link(c, link)
 
 
 def test_verifier_learns_a_lun_it_did_not_write(file_lun, tmp_path):

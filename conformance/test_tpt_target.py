@@ -660,6 +660,63 @@ def test_send_result_leaves_staged_data_for_write_new_data(tpt):
     assert_sense(tpt.cmd(t0, cdb, out=out), "RELEASED_BY_COMMAND")
 
 
+def test_a_peer_dropped_from_the_list_fails_what_waits_on_it(tpt):
+    """6.3 step 6: a peer that takes the TCP connection and then says
+    nothing (a hung box; a cut cable looks the same once the connection
+    is up) keeps a transfer to it waiting for as long as TCP would.  The
+    next generation of the list without that peer drops the link, even
+    one still being set up, and the command ends at once in PASSIVE PEER
+    UNREACHABLE naming the peer; the result stays for a retry.  The
+    other way too: a target dropped from t0's list loses the connection
+    it had opened to t0, and cannot open another."""
+    import socket
+    import time
+    from tptlib.targets import ARRAY_ID
+
+    tpt.start(2, deliver=False)
+    t0, t1 = tpt.targets
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent_sock:
+        # Listening and never accepting: the kernel completes the
+        # handshake, nobody answers the datamover's hello.
+        silent_sock.bind(("127.0.0.1", 0))
+        silent_sock.listen(8)
+        silent = proto.Peer(201, proto.ROLE_HOST, silent_sock.getsockname()[1], os.urandom(16))
+        tpt.deliver_peer_lists(tpt.peers() + [silent])
+        t0.slots = tpt.report_slots(t0, UNIT, 4)
+        row, group = 3, 0x7401
+        assert tpt.wait([read_medium(tpt, t0, row, group)])[0].good
+
+        cdb, out = proto.send_result(row * UBLK, UBLK, group, [proto.Desc(silent.id, UNIT, 1, 0)])
+        waiting = tpt.send(t0, cdb, out=out)
+        time.sleep(2)
+        tpt.deliver_peer_lists(tpt.peers())
+        s = assert_sense(tpt.wait([waiting], timeout_ms=5000)[0], "PEER_UNREACHABLE")
+        assert (s.info_valid, s.information) == (True, silent.id)
+    assert "peer 201 of array" in t0.tgtd.log() and "no longer listed" in t0.tgtd.log()
+    host = tpt.host_buffer("h", bytes(UNIT))
+    cdb, out = proto.send_result(row * UBLK, UBLK, group, [host.desc(0, UNIT)])
+    assert tpt.cmd(t0, cdb, out=out).good
+
+    # t1 reads t0's slot over a connection it opens to t0...
+    t1.slots = tpt.report_slots(t1, UNIT, 4)
+    slot = 1
+    assert tpt.wait([read_medium(tpt, t0, row, group + 1, slot)])[0].good
+    pull = tpt.slot_desc(t0, slot, UNIT)
+    # (a slot is read under the group number it was published with)
+    assert tpt.wait([part(tpt, t1, proto.READ_PARITY_PART_TMP, row, group + 1,
+                          proto.PARITY_COPY, pull)])[0].good
+    # ...until t0's list no longer names t1.
+    tpt.generation += 1
+    pl = proto.peer_list(ARRAY_ID, tpt.generation, t0.index, [p for p in tpt.peers()
+                                                              if p.id != t1.index])
+    assert tpt.cmd(t0, proto.setup_cdb(proto.SET_PEER_LIST, len(pl)), out=pl).good
+    assert "peer id 1 (role 1" in t0.tgtd.log() and "no longer admitted" in t0.tgtd.log()
+    r = tpt.wait([part(tpt, t1, proto.READ_PARITY_PART_TMP, row, group + 1,
+                       proto.PARITY_COPY, pull)])[0]
+    assert r.status == 2 and r.parsed_sense().code in (proto.SENSE["PEER_UNREACHABLE"],
+                                                        proto.SENSE["PEER_REFUSED"]), r
+
+
 def test_send_result_to_a_lost_passive_side(tpt):
     """A SEND RESULT whose passive side is gone fails with the passive-peer
     sense of 9.1 naming the peer and the descriptor (INFORMATION, CSI): a

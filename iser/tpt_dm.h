@@ -146,6 +146,12 @@ int tpt_dm_connect(struct tpt_dm *dm, uint64_t scope, const char *addr,
  * connect), then frees it.  No peer-down callback follows.  Safe from
  * inside callbacks. */
 void tpt_dm_disconnect(struct tpt_dm_peer *peer);
+/* Asks the accept policy again about every accepted connection and ends
+ * those it no longer admits, or would admit into another scope, as if
+ * they had gone down (their operations fail with -ECONNRESET, the
+ * peer-down callback runs): the owner calls it when what its policy
+ * rests on changed, e.g. a peer list that no longer names a peer. */
+void tpt_dm_readmit(struct tpt_dm *dm);
 /* For accepted peers: who they said they were. */
 const struct tpt_dm_hello *tpt_dm_peer_hello(const struct tpt_dm_peer *peer);
 /* The scope the peer's connection lives in: its transfers take local

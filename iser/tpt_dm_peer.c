@@ -319,6 +319,49 @@ void tpt_dm_disconnect(struct tpt_dm_peer *peer)
 	dm_reap(dm);
 }
 
+/* Whether the accept policy still lets @peer in, into the scope its
+ * connection lives in. */
+static bool dm_still_admitted(struct tpt_dm *dm, struct tpt_dm_peer *peer)
+{
+	uint8_t token[TPT_DM_TOKEN_LEN];
+	uint64_t scope = 0;
+
+	if (!dm->cfg.accept)
+		return false;
+	dm->callbacks_run++;
+	if (dm->cfg.accept(dm->cfg.accept_arg, &peer->hello,
+			   peer->srclen ? (struct sockaddr *)&peer->src : NULL,
+			   peer->srclen, token, &scope))
+		return false;
+	return tpt_dm_hello_proves(&peer->hello, token) &&
+	       peer->scope && scope == peer->scope->id;
+}
+
+void tpt_dm_readmit(struct tpt_dm *dm)
+{
+	struct dm_list *pos;
+
+	dm->busy++;
+	/* Peers are only freed by dm_reap, never while busy: a callback
+	 * below may add peers, none goes away under us. */
+	for (pos = dm->peers.next; pos != &dm->peers; pos = pos->next) {
+		struct tpt_dm_peer *peer =
+			dm_container_of(pos, struct tpt_dm_peer, link);
+
+		if (!peer->accepted || peer->state == DM_PEER_DOWN ||
+		    dm_still_admitted(dm, peer))
+			continue;
+		dm_log(dm, "peer id %u (role %u, array %llu) from %s is no "
+		       "longer admitted: disconnected", peer->hello.peer_id,
+		       peer->hello.role,
+		       (unsigned long long)peer->hello.array_id,
+		       peer->addr_str);
+		dm_peer_teardown(peer, -ECONNRESET, true);
+	}
+	dm->busy--;
+	dm_reap(dm);
+}
+
 const struct tpt_dm_hello *tpt_dm_peer_hello(const struct tpt_dm_peer *peer)
 {
 	return &peer->hello;
@@ -449,6 +492,10 @@ static void dm_on_connreq(struct tpt_dm *dm, struct fi_eq_cm_entry *entry,
 	}
 	peer->accepted = true;
 	peer->hello = hello;
+	if (src && srclen <= sizeof(peer->src)) {
+		memcpy(&peer->src, src, srclen);
+		peer->srclen = srclen;
+	}
 	snprintf(peer->addr_str, sizeof(peer->addr_str), "%s", from);
 	/* The connection lives in the scope the owner named: its endpoint
 	 * reaches that scope's registrations and no others. */

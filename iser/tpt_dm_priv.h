@@ -193,6 +193,9 @@ struct tpt_dm_peer {
 	int fail_pending;	/* a post failed outside progress: teardown
 				 * with this status at the next progress */
 	struct tpt_dm_hello hello;	/* ours (connect) or theirs (accept) */
+	/* Accepted: where it came from, for tpt_dm_readmit(). */
+	struct sockaddr_storage src;
+	socklen_t srclen;
 	tpt_dm_connect_cb connect_cb;
 	void *connect_arg;
 	struct dm_list queued;	/* ops with chunks still to post, FIFO */

@@ -495,15 +495,39 @@ static void tp_member_unclaim(struct tpt_array *a, struct tpt_member *m,
 		tp_step_end(m, 0);
 }
 
+/* @arg: the lost member's id (the array may be gone by now). */
+static void tp_loss_lists_done(void *arg, int err)
+{
+	if (err)
+		eprintf("tptraid: the peer list without member %u could not go "
+			"out: %s\n", (unsigned int)(uintptr_t)arg,
+			strerror(-err));
+}
+
+/*
+ * The others learn at once that @m is gone: a new generation of the peer
+ * list without it.  A target drops its links to a peer no list names
+ * (protocol.md 6.3), which fails every transfer still waiting on @m -
+ * a span caught by a cut link or a hung box has its commands on the
+ * survivors waiting on @m's slots, and TCP alone keeps them waiting for
+ * as long as the link stays cut, holding the span's stripes and, past
+ * the command timeout, failing the survivors themselves.  Those commands
+ * now end in PEER UNREACHABLE and their spans are planned again without
+ * @m.
+ */
 static void tp_member_lost(struct tpt_array *a, struct tpt_member *m)
 {
 	struct tp_member *tm = &tp_of(a)->member[m->id];
+	bool listed = tm->has_endpoint;
 
 	tm->slots_ready = false;
 	tm->has_endpoint = false;
 	tp_slots_again_cancel(tm);
 	/* Slots taken from this session's table are not given back. */
 	slot_alloc_destroy(&tm->slots);
+	if (listed)
+		tp_deliver_peer_lists(a, NULL, tp_loss_lists_done,
+				      (void *)(uintptr_t)m->id);
 }
 
 /* ---- array set-up ---- */

@@ -54,6 +54,7 @@ struct tpt_link {
 	struct tpt_endpoint ep;
 	struct tpt_dm_peer *peer;
 	bool connected;
+	bool finished;			/* failed: going away */
 	struct list_head waiters;
 };
 
@@ -101,6 +102,7 @@ static void tpt_link_finish(struct tpt_link *l, int status)
 
 	list_splice_init(&l->waiters, &waiters);
 	if (status) {
+		l->finished = true;
 		list_del(&l->link);
 		if (l->peer)
 			tpt_dm_disconnect(l->peer);
@@ -119,6 +121,10 @@ static void tpt_link_connected(struct tpt_dm_peer *peer, int status, void *arg)
 	struct tpt_link *l = arg;
 
 	(void)peer;
+	/* A link dropped while connecting: tpt_link_finish() is
+	 * disconnecting it and calls its waiters itself. */
+	if (l->finished)
+		return;
 	if (status)
 		eprintf("tpt: connecting to peer %u of array %" PRIx64
 			" failed: %s\n", l->peer_id, l->array_id,
@@ -233,15 +239,22 @@ void tpt_links_prune(void)
 {
 	struct tpt_link *l, *tmp;
 
-	/* A link still connecting is left to finish: nothing can look it
-	 * up under an entry that is gone, and the next prune takes it. */
+	/* A link still connecting goes too: connecting to a box whose
+	 * cable is out takes minutes of SYN retries, and the transfers
+	 * waiting for it must fail now that the controller gave up on it. */
 	list_for_each_entry_safe(l, tmp, &tpt_links, link) {
-		if (!l->connected || tpt_link_listed(l))
+		if (tpt_link_listed(l))
 			continue;
 		eprintf("tpt: peer %u of array %" PRIx64 " is no longer listed: "
 			"link dropped\n", l->peer_id, l->array_id);
 		tpt_link_finish(l, -ECONNRESET);
 	}
+	/* And the other way: a peer no list names any more has no business
+	 * in our slots.  A box that hung mid-transfer and wakes up after the
+	 * controller failed it would otherwise go on writing into slots
+	 * that new requests use by then. */
+	if (tpt_datamover())
+		tpt_dm_readmit(tpt_datamover());
 }
 
 /* ---- admission of incoming datamover connections ---- */

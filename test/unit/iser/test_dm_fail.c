@@ -218,6 +218,43 @@ static void disconnect_with_ops_in_flight(void)
 	tpt_dm_close(p.passive);
 }
 
+/* tpt_dm_readmit(): a connection the policy still admits stays and
+ * works; once the policy says no (the owner's peer list dropped the
+ * peer), the connection ends as if it had gone down, on both sides, and
+ * transfers waiting on it fail. */
+static void readmit_ends_what_is_no_longer_admitted(void)
+{
+	struct dm_test_group group = { 0 };
+	struct dm_test_op op = { 0 };
+	struct pair p;
+
+	if (!pair_open(&p))
+		return;
+	tpt_dm_readmit(p.passive);
+	CHECK_EQ(tpt_dm_put(p.peer, p.local, 0, tpt_dm_buf_stag(p.remote),
+			    tpt_dm_buf_rma_base(p.remote), 4 * KIB,
+			    dm_test_op_cb, &op), 0);
+	CHECK(dm_test_pump2(p.active, p.passive, &op.done));
+	CHECK_EQ(op.status, 0);
+	CHECK_EQ(p.passive_down.calls, 0);
+
+	p.policy.refuse_all = true;
+	start_ops(&p, 4, &group);
+	tpt_dm_readmit(p.passive);
+	CHECK_EQ(p.passive_down.calls, 1);
+	CHECK_EQ(p.passive_down.peer_id, DM_TEST_PEER_ID);
+	CHECK(strstr(p.policy.log, "no longer admitted") != NULL);
+	CHECK(dm_test_pump2(p.active, NULL, &group.done));
+	CHECK_EQ(group.failed, 4);
+	CHECK_EQ(group.last_status, -ECONNRESET);
+	CHECK(dm_test_pump2(p.active, NULL, &p.active_down.done));
+	tpt_dm_buf_release(p.local);
+	tpt_dm_buf_release(p.remote);
+	tpt_dm_disconnect(p.peer);
+	tpt_dm_close(p.active);
+	tpt_dm_close(p.passive);
+}
+
 /* An owner that reacts to the first failure by dropping the peer and its
  * buffer from inside the callback. */
 struct drop_on_failure {
@@ -309,6 +346,7 @@ int main(void)
 	RUN(close_with_ops_in_flight);
 	RUN(disconnect_with_ops_in_flight);
 	RUN(callbacks_may_tear_down);
+	RUN(readmit_ends_what_is_no_longer_admitted);
 	RUN(operation_table_back_pressure);
 	UNIT_EXIT();
 }

@@ -41,6 +41,7 @@ static inline void dm_test_require_provider(void)
  * peers into (0 unless a test sets it). */
 struct dm_test_policy {
 	uint64_t scope;
+	bool refuse_all;	/* from now on, nobody is admitted */
 	int calls;
 	struct tpt_dm_hello last;
 	char last_src[INET6_ADDRSTRLEN];
@@ -69,7 +70,7 @@ static inline int dm_test_accept(void *arg, const struct tpt_dm_hello *hello,
 	    src->sa_family == AF_INET)
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)src)->sin_addr,
 			  policy->last_src, sizeof(policy->last_src));
-	if (hello->peer_id == DM_TEST_REFUSED_ID)
+	if (hello->peer_id == DM_TEST_REFUSED_ID || policy->refuse_all)
 		return -EPERM;
 	memcpy(token, dm_test_token, TPT_DM_TOKEN_LEN);
 	*scope = policy->scope;
