@@ -117,6 +117,9 @@ struct tpt_member {
 	int lun;
 	int fd;				/* registered with tgt's event loop */
 	int fd_events;			/* what the loop waits for on it */
+	/* Writes the commands queued in this round of the event loop
+	 * (member_rearm). */
+	struct event_data flush;
 	uint64_t nr_blocks;
 	uint32_t block_size;
 	struct list_head cmds;		/* commands in flight */
