@@ -7,6 +7,8 @@
 #                   scalability (modelled switch) benchmarks, printed as
 #                   ratios, collected into build/bench/results.md and .json
 #   make bench-smoke every benchmark once, tiny and short (make check runs it)
+#   make soak       the cut-link tests for longer: SOAK_CYCLES (40) cuts and
+#                   restores of a member's link under one load, both modes
 #   make deps       install the Debian packages all of this needs (check and
 #                   demo do it first)
 #   make SAN=1 ...  the same with AddressSanitizer and UBSan
@@ -303,6 +305,13 @@ bench: deps
 .PHONY: bench-smoke
 bench-smoke: all
 	TPT_BUILD=$(BUILD) TPT_SAN=$(SAN) $(PYTHON) -m pytest conformance/test_bench.py $(PYTEST_ARGS)
+
+# Opt-in, minutes per mode: what make check's 5 cuts catch only sometimes.
+SOAK_CYCLES ?= 40
+.PHONY: soak
+soak: all
+	TPT_BUILD=$(BUILD) TPT_SAN=$(SAN) TPT_SOAK_CYCLES=$(SOAK_CYCLES) \
+		$(PYTHON) -m pytest conformance/test_failures.py -k link $(PYTEST_ARGS)
 
 .PHONY: demo
 demo: deps

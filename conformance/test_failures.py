@@ -22,6 +22,8 @@ FAIL_TIMEOUT = 3        # seconds: a silent member is failed after this
 MEMBER_BYTES = 16 << 20
 UNIT = 64 << 10
 OPTS = (f"fail_timeout={FAIL_TIMEOUT}",)
+# test_link_flaps_under_load's cuts; make soak runs it with many more.
+FLAP_CYCLES = int(os.environ.get("TPT_SOAK_CYCLES", "5"))
 
 
 # -- watching the array --------------------------------------------------------
@@ -72,12 +74,14 @@ class Load:
     """tpt-iscsi-verify in the background against the array."""
 
     def __init__(self, c, model_dir, seconds, qd=8, extra=()):
+        self.seconds = seconds
         self.proc = subprocess.Popen(
             [str(paths.tool("tpt-iscsi-verify")), "--model", str(model_dir), "--zero",
              "--seconds", str(seconds), "--qd", str(qd), "--max-bs", "192k", *extra, c.url],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    def result(self, timeout=180):
+    def result(self, timeout=None):
+        timeout = timeout or self.seconds + 150
         out, err = self.proc.communicate(timeout=timeout)
         m = re.search(r"writes=(\d+) reads=(\d+) errors=(\d+) mismatches=(\d+)", out)
         assert m, f"tpt-iscsi-verify said: {out}{err}"
@@ -372,7 +376,7 @@ def test_link_flaps_under_load(tgtd_factory, mode, tmp_path, report):
         c = start(tgtd_factory, mode, n=4, host=link.host_addr, boxes={2: link})
 
         def flap():
-            for _ in range(5):
+            for _ in range(FLAP_CYCLES):
                 link.cut()
                 time.sleep(FAIL_TIMEOUT + 3)
                 assert array_state(c) == "degraded", show(c)
@@ -381,9 +385,9 @@ def test_link_flaps_under_load(tgtd_factory, mode, tmp_path, report):
                 cycles.append(1)
                 time.sleep(1)
 
-        clean_load(c, tmp_path, 55, flap, report,
-                   "target 2's link cut and restored 5 times under load")
-        assert len(cycles) == 5
+        clean_load(c, tmp_path, 11 * FLAP_CYCLES, flap, report,
+                   f"target 2's link cut and restored {FLAP_CYCLES} times under load")
+        assert len(cycles) == FLAP_CYCLES
         verify_all(c, tmp_path)
         scrub(c)
     finally:
