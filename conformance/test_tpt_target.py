@@ -239,6 +239,65 @@ def test_abort_task_mid_transfer_releases_the_request(tpt, tgtd_factory):
         slow.close()
 
 
+def test_a_buffer_released_under_a_command_outlives_it(tpt):
+    """protocol.md 8.3, "A buffer in use": a controller in error sends
+    WRITE NEW DATA for a range while another command of the same group
+    still works with it - a READ PARITY COMP TMP whose operand is the
+    range's result, its fetch stuck on a stopped peer, and a SEND RESULT
+    of it to that peer.  WRITE NEW DATA writes and ends the range; once
+    the peer moves again the COMP TMP finds its operand gone (LBA RANGE
+    NOT BUFFERED) and the SEND RESULT delivers what it had.  No freed
+    memory is touched (make check SAN=1), every buffer comes back, and
+    the group ends as WRITE NEW DATA ended it."""
+    import signal
+    from test_tpt_bounds import assert_nothing_in_use
+    from tptlib.client import TptClient
+
+    tpt.start(1, deliver=False)
+    t0 = tpt.targets[0]
+    slow = TptClient(timeout=60)
+    slow.start()
+    try:
+        slow_token = os.urandom(16)
+        port = slow.dm_open("host", peer_id=200, array_id=0x7470740000000001)["port"]
+        slow.dm_allow(0, slow_token, array_id=0x7470740000000001, role="target")
+        tpt.deliver_peer_lists(tpt.peers() + [proto.Peer(200, proto.ROLE_HOST, port, slow_token)])
+        t0.slots = tpt.report_slots(t0, UNIT, 4)
+        b = slow.buf("data", UNIT)
+        operand_of_peer = os.urandom(UNIT)
+        slow.buf_write("data", 0, operand_of_peer)
+        on_slow = proto.Desc(200, UNIT, b["stag"], b["rma_base"], proto.XFER_VIRT_ADDR if b["rma_base"] else 0)
+        # A first request connects the target to the slow peer.
+        assert tpt.cmd(t0, proto.vendor_cdb(proto.XDWRITE_16, 4 * UBLK, UBLK, 0x40, proto.DISABLE_WRITE),
+                       out=proto.xfer_list([on_slow], result_slot=0)).good
+        assert tpt.cmd(t0, proto.release_cdb(0x40)).good
+
+        row, group = 6, 0x42
+        new = os.urandom(UNIT)
+        host = tpt.host_buffer("h", new)
+        assert tpt.cmd(t0, proto.vendor_cdb(proto.READ_NEW_BLOCK, row * UBLK, UBLK, group),
+                       out=proto.xfer_list([host.desc(0, UNIT)])).good
+        os.kill(slow.proc.pid, signal.SIGSTOP)
+        try:
+            comp = tpt.send(t0, proto.vendor_cdb(proto.READ_PARITY_COMP_TMP, row * UBLK, UBLK, group),
+                            out=proto.xfer_list([on_slow], result_slot=2))
+            cdb, out = proto.send_result(row * UBLK, UBLK, group, [on_slow])
+            sent = tpt.send(t0, cdb, out=out)
+            assert tpt.wait([wnd(tpt, t0, row, group)])[0].good
+        finally:
+            os.kill(slow.proc.pid, signal.SIGCONT)
+        comp, sent = tpt.wait([comp, sent], timeout_ms=20000)
+        assert_sense(comp, "GROUP_RANGE_MISSING")
+        assert sent.good, sent
+        assert slow.buf_read("data", 0, UNIT) == new
+        assert t0.read_backing(row * UNIT, UNIT) == new
+        assert tpt.slot_header(t0, 2)["state"] == 0
+        assert_sense(tpt.wait([wnd(tpt, t0, row, group)])[0], "RELEASED_BY_COMMAND")
+        assert_nothing_in_use(t0)
+    finally:
+        slow.close()
+
+
 def test_idle_request_released_after_timeout(tpt):
     tpt.start(1)
     t0 = tpt.targets[0]

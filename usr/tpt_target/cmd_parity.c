@@ -70,6 +70,13 @@ static void parity_finish(struct tpt_cmd *tc)
 
 	if (!r && tc->aborted)
 		r = tc->abort_reason;
+	/* Another command of the group released our operand while we
+	 * fetched, or works with the result we would change in place
+	 * (protocol.md 8.3, "a buffer in use"). */
+	if (!r && run->operand && run->operand->released)
+		r = TPT_SENSE_GROUP_RANGE_MISSING;
+	if (!r && run->in_place && run->operand->holders > 1)
+		r = TPT_SENSE_GROUP_IN_USE;
 	if (!r) {
 		if (run->operand && !run->in_place)
 			tpt_range_copy(run->dest, run->operand);
@@ -84,15 +91,17 @@ static void parity_finish(struct tpt_cmd *tc)
 	if (r) {
 		if (!run->in_place)
 			tpt_range_free(run->dest);
-		tpt_cmd_complete(tc, r);
-		return;
+	} else {
+		if (!run->in_place) {
+			replace_outcome(tc, run->dest, run->outcome);
+			tpt_range_attach(run->dest, run->outcome);
+		}
+		tpt_range_publish(run->dest);
 	}
-	if (!run->in_place) {
-		replace_outcome(tc, run->dest, run->outcome);
-		tpt_range_attach(run->dest, run->outcome);
-	}
-	tpt_range_publish(run->dest);
-	tpt_cmd_complete(tc, TPT_SENSE_NONE);
+	/* After replace_outcome(), which may have released it. */
+	if (run->operand)
+		tpt_range_unhold(run->operand);
+	tpt_cmd_complete(tc, r);
 }
 
 /* Pick the local operand; a sense reason if the group lacks it. */
@@ -156,6 +165,8 @@ int tpt_exec_read_parity(struct tpt_cmd *tc)
 				 run->in_place ? NULL : &run->dest);
 	if (r)
 		return r;
+	if (run->operand)
+		tpt_range_hold(run->operand);
 	tpt_cmd_fetch_and_read(tc, run->fetched,
 			       run->medium ? run->dest : NULL, parity_finish);
 	return TPT_EXEC_ASYNC;

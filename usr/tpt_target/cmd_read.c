@@ -196,23 +196,22 @@ static void send_result_pushed(struct tpt_cmd *tc, void *ctx,
 
 	if (!r && tc->aborted)
 		r = tc->abort_reason;
-	if (r) {
-		/* The result stays, for another SEND RESULT or for the
-		 * controller to release with the group. */
-		if (list_empty(&result->link))
-			tpt_range_attach(result, result->flags);
-		tpt_cmd_complete(tc, r);
-		return;
+	/* On failure the result stays, for another SEND RESULT or for the
+	 * controller to release with the group.  A sent result is done
+	 * with, as written data is after WRITE NEW DATA; staged data that
+	 * was also the result still waits for it. */
+	if (r && !result->released && list_empty(&result->link))
+		tpt_range_attach(result, result->flags);
+	if (!r && !result->released) {
+		if (result->flags & TPT_RANGE_STAGED)
+			result->flags &= ~TPT_RANGE_RESULT;
+		else
+			tpt_range_free(result);
 	}
-	/* A sent result is done with, as written data is after WRITE NEW
-	 * DATA; staged data that was also the result still waits for it. */
-	if (result->flags & TPT_RANGE_STAGED)
-		result->flags &= ~TPT_RANGE_RESULT;
-	else
-		tpt_range_free(result);
-	if (list_empty(&g->ranges) && list_empty(&g->preps))
+	tpt_range_unhold(result);
+	if (!r && list_empty(&g->ranges) && list_empty(&g->preps))
 		tpt_group_release(g, TPT_RELEASE_DONE);
-	tpt_cmd_complete(tc, TPT_SENSE_NONE);
+	tpt_cmd_complete(tc, r);
 }
 
 int tpt_exec_send_result(struct tpt_cmd *tc)
@@ -230,9 +229,10 @@ int tpt_exec_send_result(struct tpt_cmd *tc)
 	if (!result)
 		return TPT_SENSE_GROUP_RANGE_MISSING;
 	/* A result that is nothing else leaves the group's list while it is
-	 * sent, so no other command of the group can replace, send or free
-	 * it under the transfer (the group itself waits for this command).
-	 * Staged data stays where WRITE NEW DATA looks for it. */
+	 * sent, so it is sent once; staged data stays where WRITE NEW DATA
+	 * looks for it, and may be released under the transfer (protocol.md
+	 * 8.3).  The group itself waits for this command. */
+	tpt_range_hold(result);
 	if (!(result->flags & TPT_RANGE_STAGED))
 		list_del_init(&result->link);
 	tpt_xfer_range(tc, result, tc->xl, NULL, TPT_XFER_PUSH,

@@ -200,7 +200,8 @@ static void wnd_written(struct tpt_cmd *tc, void *ctx, enum tpt_sense_reason r)
 {
 	struct tpt_range *range, *tmp;
 
-	(void)ctx;
+	if (ctx)
+		tpt_range_unhold(ctx);
 	if (!tpt_cmd_step_done(tc, r))
 		return;
 	if (tc->failure) {
@@ -241,11 +242,17 @@ int tpt_exec_write_new_data(struct tpt_cmd *tc)
 	if (covered != tc->cdb.transfer_length)
 		return TPT_SENSE_GROUP_RANGE_MISSING;
 
-	tc->pending = n;
-	list_for_each_entry(r, &tc->group->ranges, link)
-		if ((r->flags & TPT_RANGE_STAGED) && in_cmd_range(tc, r))
-			tpt_disk_range(tc, r, true,
-				       tc->cdb.flags & TPT_CDB_FUA,
-				       wnd_written, NULL);
+	/* Held while on their way to the medium: another command of the
+	 * group may release them meanwhile (protocol.md 8.3).  Completion
+	 * waits for the loop, as a write may fail before it starts. */
+	tc->pending = n + 1;
+	list_for_each_entry(r, &tc->group->ranges, link) {
+		if (!(r->flags & TPT_RANGE_STAGED) || !in_cmd_range(tc, r))
+			continue;
+		tpt_range_hold(r);
+		tpt_disk_range(tc, r, true, tc->cdb.flags & TPT_CDB_FUA,
+			       wnd_written, r);
+	}
+	wnd_written(tc, NULL, TPT_SENSE_NONE);
 	return TPT_EXEC_ASYNC;
 }

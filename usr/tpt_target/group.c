@@ -328,12 +328,11 @@ void tpt_range_attach(struct tpt_range *r, unsigned int flags)
 	list_add_tail(&r->link, &r->group->ranges);
 }
 
-void tpt_range_free(struct tpt_range *r)
+static void tpt_range_destroy(struct tpt_range *r)
 {
 	struct tpt_session *s = r->group->session;
 	unsigned int i;
 
-	list_del(&r->link);
 	r->group->held_pieces -= r->held_pieces;
 	s->held_pieces -= r->held_pieces;
 	tpt_bound_use.held_pieces -= r->held_pieces;
@@ -344,13 +343,54 @@ void tpt_range_free(struct tpt_range *r)
 			tpt_piece_put(r, i);
 			continue;
 		}
-		/* A reader arriving late must see the slot is not this data
-		 * any more (protocol.md, in-slot header). */
-		memset(tpt_dm_buf_addr(p->dmb), 0, TPT_SLOT_HDR_LEN);
 		if (p->slot < s->nr_slots && s->slots[p->slot].owner == r)
 			s->slots[p->slot].owner = NULL;
 	}
 	free(r);
+}
+
+/* A reader arriving late must see the slots are not this data any more
+ * (protocol.md, in-slot header). */
+static void tpt_range_unpublish(struct tpt_range *r)
+{
+	unsigned int i;
+
+	for (i = 0; i < r->nr_pieces; i++)
+		if (r->piece[i].slot >= 0)
+			memset(tpt_dm_buf_addr(r->piece[i].dmb), 0,
+			       TPT_SLOT_HDR_LEN);
+}
+
+/*
+ * Release a range.  One that another command of the group still works
+ * with (a disk I/O or transfer on its buffers, an operand to XOR) leaves
+ * the group at once but keeps its memory, and its slots stay claimed,
+ * until that command lets go (protocol.md 8.3, "a buffer in use"): a
+ * controller in error must not make the target use freed memory.
+ */
+void tpt_range_free(struct tpt_range *r)
+{
+	if (r->released)
+		return;
+	list_del_init(&r->link);
+	tpt_range_unpublish(r);
+	if (r->holders) {
+		r->flags = 0;
+		r->released = true;
+		return;
+	}
+	tpt_range_destroy(r);
+}
+
+void tpt_range_hold(struct tpt_range *r)
+{
+	r->holders++;
+}
+
+void tpt_range_unhold(struct tpt_range *r)
+{
+	if (!--r->holders && r->released)
+		tpt_range_destroy(r);
 }
 
 int tpt_piece_get(struct tpt_range *r, unsigned int i)

@@ -249,6 +249,8 @@ struct tpt_range {
 	unsigned int flags;
 	uint32_t piece_bytes;		/* granule: every piece but the last */
 	unsigned int held_pieces;	/* charged to group and nexus */
+	unsigned int holders;		/* commands working with it */
+	bool released;			/* left the group, a holder remains */
 	unsigned int nr_pieces;
 	struct tpt_piece piece[];
 };
@@ -315,6 +317,8 @@ int tpt_piece_get(struct tpt_range *r, unsigned int i);
 void tpt_piece_put(struct tpt_range *r, unsigned int i);
 void tpt_range_attach(struct tpt_range *r, unsigned int flags);
 void tpt_range_free(struct tpt_range *r);
+void tpt_range_hold(struct tpt_range *r);
+void tpt_range_unhold(struct tpt_range *r);
 /* The range of @g covering exactly [lba, lba + nr_blocks) with any of
  * @flags, or NULL. */
 struct tpt_range *tpt_range_find(struct tpt_group *g, uint64_t lba,
