@@ -98,19 +98,25 @@ def test_random_io_matches_model(tgtd_factory, client, mode, unit, report):
     report(f"{mode} unit {unit >> 10}k: {st['writes']} writes {st['reads']} reads, "
            f"controller xored {st['xored']} bytes, {st['pdus']} PDUs to targets")
     if mode == "tpt":
-        assert st["xored"] == 0
+        # Only the parity of the full stripes of the stock host's writes,
+        # which it holds (controller.md, "How a request runs").
+        assert st["xored"] <= st["host_in"]
     assert st["failed"] == 0
 
 
 @pytest.mark.parametrize("mode", ["tpt", "baseline"])
 def test_sequential_write_counters(tgtd_factory, client, mode, report):
-    """Table I: in TPT mode the controller XORs nothing and each host byte
-    leaves it once; in Baseline a full-stripe write moves 2N-1 blocks
-    through the controller, a single-block write 5.  An unmodified host's
-    data travels in the commands' PDUs in TPT mode (inline in XDWRITE,
-    plain READ(16) where no parity is needed): a single-block WRITE is 4
-    commands (no PRE-FETCH by default) whose only one-sided transfer is the
-    delta between targets, a single-block READ one command and none."""
+    """Table I: a full-stripe write moves 2N-1 blocks through the
+    controller in both modes: an unmodified host's data is in the
+    controller either way, so TPT mode, too, computes the parity of its
+    full stripes and writes every unit (one WRITE per member for all four
+    stripes of a request, where Baseline sends one per unit); a
+    single-block write in Baseline moves 5.  Other pieces of an unmodified
+    host's data travel in the commands' PDUs in TPT mode (inline in
+    XDWRITE, plain READ(16) where no parity is needed): a single-block
+    WRITE is 4 commands (no PRE-FETCH by default) whose only one-sided
+    transfer is the delta between targets, a single-block READ one command
+    and none."""
     unit = 64 << 10
     c = cluster.start(tgtd_factory, n=MEMBERS, mode=mode, unit=unit, member_bytes=24 << 20)
     client.login("a", c.url)
@@ -130,10 +136,15 @@ def test_sequential_write_counters(tgtd_factory, client, mode, report):
     assert st["host_in"] == total
     report(f"{mode}: 64 MiB sequential write: controller moved {st['target_out']} bytes "
            f"to targets, xored {st['xored']}, {st['pdus']} PDUs")
+    n = MEMBERS
+    # Full stripes: N-1 data units in from the host, N units out, the
+    # parity folded from N-1 units: N-2 XORs per stripe.
+    assert st["target_out"] == total * n // (n - 1)
+    assert st["target_in"] == 0
+    assert st["xored"] == total * (n - 2) // (n - 1)
     if mode == "tpt":
-        assert st["xored"] == 0
-        assert st["target_out"] == total           # each host byte sent once
-        assert st["target_in"] == 0
+        # A WRITE per member per request of four stripes, 1/4 of Baseline's.
+        assert st["pdus"] == (total // chunk) * n
         for write, want in ((True, {"pdus": 4, "rma_ops": 1, "target_out": BS}),
                             (False, {"pdus": 1, "rma_ops": 0, "target_in": BS})):
             before = array_stats(c)
@@ -146,10 +157,6 @@ def test_sequential_write_counters(tgtd_factory, client, mode, report):
             got = {k: after[k] - before[k] for k in want}
             assert got == want, (write, got)
     else:
-        n = MEMBERS
-        # Full stripes: N-1 data units in from the host, N units out.
-        assert st["target_out"] == total * n // (n - 1)
-        assert st["target_in"] == 0
         before = array_stats(c)
         r = client.command("a", write16(3, 1), dir="out", data=os.urandom(BS))
         assert r["status"] == GOOD

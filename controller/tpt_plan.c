@@ -40,6 +40,7 @@ static const struct {
 	[TPT_PLAN_RELEASE] = { TPT_OP_RELEASE, "TPT RELEASE" },
 	[TPT_PLAN_READ_MEDIUM] = { TPT_OP_READ_MEDIUM, "READ MEDIUM" },
 	[TPT_PLAN_SEND_RESULT] = { TPT_OP_SEND_RESULT, "SEND RESULT" },
+	[TPT_PLAN_WRITE] = { TPT_OP_WRITE_16, "WRITE(16)" },
 };
 
 uint8_t tpt_plan_opcode(enum tpt_plan_op op)
@@ -117,6 +118,16 @@ int tpt_plan_add_host_ref(struct tpt_plan_builder *b, uint64_t host_offset,
 			  uint32_t length)
 {
 	return add_ref(b, TPT_REF_HOST, host_offset, 0, 0, length);
+}
+
+int tpt_plan_add_parity_ref(struct tpt_plan_builder *b, uint64_t host_offset,
+			    uint32_t length, uint32_t nr_sources)
+{
+	int err = add_ref(b, TPT_REF_PARITY, host_offset, 0, 0, length);
+
+	if (!err)
+		b->p->refs[b->p->nr_refs - 1].nr_sources = nr_sources;
+	return err;
 }
 
 int tpt_plan_add_slot_ref(struct tpt_plan_builder *b, unsigned int member,

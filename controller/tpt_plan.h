@@ -37,6 +37,7 @@ enum tpt_plan_op {			/* protocol.md opcodes */
 	TPT_PLAN_XDWRITE, TPT_PLAN_PRE_FETCH, TPT_PLAN_PART_TMP, TPT_PLAN_PART_BLOCK,
 	TPT_PLAN_COMP_TMP, TPT_PLAN_COMP_BLOCK, TPT_PLAN_WRITE_NEW_DATA, TPT_PLAN_RELEASE,
 	TPT_PLAN_READ_MEDIUM, TPT_PLAN_SEND_RESULT,
+	TPT_PLAN_WRITE,			/* SBC WRITE(16): data and parity we hold */
 };
 
 /*
@@ -48,11 +49,15 @@ enum tpt_plan_op {			/* protocol.md opcodes */
  */
 #define TPT_PLAN_MAX_GROUPS 2
 
-enum tpt_plan_ref_kind { TPT_REF_HOST, TPT_REF_SLOT };
+enum tpt_plan_ref_kind { TPT_REF_HOST, TPT_REF_SLOT, TPT_REF_PARITY };
 
-struct tpt_plan_ref {			/* one transfer descriptor, in order */
+/* One transfer descriptor, in order; for WRITE, one piece of its data. */
+struct tpt_plan_ref {
 	enum tpt_plan_ref_kind kind;
-	uint64_t host_offset;		/* HOST: byte offset in the request's host buffer */
+	/* HOST: byte offset in the request's host buffer; PARITY: where the
+	 * first of the pieces it is the XOR of starts there */
+	uint64_t host_offset;
+	uint32_t nr_sources;		/* PARITY: pieces of @length back to back */
 	unsigned int member;		/* SLOT: whose slot */
 	uint16_t slot;
 	uint32_t length;		/* bytes */
@@ -107,6 +112,10 @@ struct tpt_plan_ctx {
 	/* How a full stripe's parity is gathered (protocol.md 7.4; array
 	 * option parity_gather); zero is auto. */
 	enum tpt_parity_gather gather;
+	/* The host's data is in the controller's memory (an unmodified
+	 * host): full stripes are cheapest written as they are, parity
+	 * included (raid5.c, plan_full_stripes_held()). */
+	bool host_held;
 };
 
 /* ---- building plans (for RAID levels) ---- */
@@ -143,6 +152,11 @@ struct tpt_plan_cmd *tpt_plan_add_cmd(struct tpt_plan_builder *b,
 				      uint32_t blocks);
 int tpt_plan_add_host_ref(struct tpt_plan_builder *b, uint64_t host_offset,
 			  uint32_t length);
+/* A piece that is the XOR of @nr_sources pieces of @length bytes back
+ * to back in the host buffer from @host_offset: a parity the engine
+ * computes from data it holds (TPT_PLAN_WRITE only). */
+int tpt_plan_add_parity_ref(struct tpt_plan_builder *b, uint64_t host_offset,
+			    uint32_t length, uint32_t nr_sources);
 /* A SLOT descriptor for the result slot @ordinal of @member. */
 int tpt_plan_add_slot_ref(struct tpt_plan_builder *b, unsigned int member,
 			  uint16_t ordinal, uint32_t length);

@@ -19,6 +19,7 @@
 
 enum tpt_opcode {
 	TPT_OP_XDWRITE_10 = 0x50,		/* SBC-2 */
+	TPT_OP_WRITE_16 = 0x8a,			/* SBC-3 */
 	TPT_OP_PRE_FETCH_16 = 0x90,		/* SBC-3 */
 	TPT_OP_SET_PEER_LIST = 0xc0,
 	TPT_OP_HOST_KEY = 0xc1,

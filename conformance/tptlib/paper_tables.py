@@ -59,11 +59,14 @@ def _proxied():
     """A stock host on a tpt array, which the paper does not have: its
     TPT-RAID terms plus the controller relaying each host block (once
     from or to the host, once to or from the targets) and starting one
-    data transfer with the host."""
+    data transfer with the host.  Except a full-stripe WRITE: holding
+    every byte of the stripe, the controller computes the parity itself
+    and writes each unit with a WRITE (controller/raid5.c,
+    plan_full_stripes_held), which is Baseline's full-stripe WRITE."""
     t = FORMULAS["tpt"]
     host_blocks = t["blocks"]["host"]
     relay = tuple(f"{h}" if h == "1" else f"({h})" for h in host_blocks)
-    return {
+    terms = {
         "blocks": {"host": host_blocks,
                    "controller": tuple(f"2*{h}" for h in relay),
                    "targets": t["blocks"]["targets"],
@@ -71,6 +74,13 @@ def _proxied():
         "ops": {**t["ops"],
                 "controller": tuple(f"{c}+1" for c in t["ops"]["controller"]),
                 "total": tuple(f"{c}+1" for c in t["ops"]["total"])}}
+    full_write = REQUESTS.index("full-stripe WRITE")
+    for table, rows in terms.items():
+        for entity, formulas in rows.items():
+            formulas = list(formulas)
+            formulas[full_write] = FORMULAS["baseline"][table][entity][full_write]
+            rows[entity] = tuple(formulas)
+    return terms
 
 
 # What each client kind should show: an extended host on a tpt array is

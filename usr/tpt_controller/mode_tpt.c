@@ -2,8 +2,8 @@
  * TPT mode (paper III-C): the controller plans each span with the RAID
  * level's TPT planner and sends the commands step by step; the targets
  * move the data and compute parity among themselves.  The controller
- * never computes on a data byte, degraded or not: a missing member's
- * blocks are rebuilt by the surviving targets (III-D 5).
+ * computes on no data byte but an unmodified host's, degraded or not: a
+ * missing member's blocks are rebuilt by the surviving targets (III-D 5).
  *
  * An extended host's data moves between its memory and the targets.  An
  * unmodified host's data is in our memory either way (we are its iSCSI
@@ -13,9 +13,11 @@
  * trip per piece), so the host pieces of XDWRITE, PREP WRITE and READ NEW
  * BLOCK go inline (protocol.md 5.2), and a read that needs no parity (a
  * plan of PREP READs only) goes as plain READ(16)s of the same ranges,
- * each landing straight in its pieces of our buffer.  Only what needs a
- * passive side of ours - a degraded read's PREP READ or SEND RESULT -
- * registers the host data with the datamover.
+ * each landing straight in its pieces of our buffer.  Its full stripes
+ * the planner gives us as WRITE(16)s of each member's run of units, the
+ * parity computed here from the data we hold (raid5.c explains why).
+ * Only what needs a passive side of ours - a degraded read's PREP READ or
+ * SEND RESULT - registers the host data with the datamover.
  *
  * Set-up (III-B), per box as it comes online.  First the claim, before
  * the array reads anything from the box: its endpoint (TPT REPORT
@@ -52,6 +54,7 @@
 #include "controller/slot_alloc.h"
 #include "controller/tpt_plan.h"
 #include "iser/tpt_dm.h"
+#include "scsi/tpt_parity.h"
 #include "scsi/tpt_sense.h"
 #include "tpt_datamover.h"
 #include "work.h"
@@ -677,6 +680,15 @@ static void tp_count(struct tp_run *run, struct tpt_array_counters *d)
 	if (run->failure)
 		return;
 	tpt_plan_count(&run->plan, &k);
+	/* Parity we computed: N-2 XORs of a unit per stripe, as Baseline's
+	 * counter has it. */
+	for (i = 0; i < run->plan.nr_refs; i++) {
+		const struct tpt_plan_ref *ref = &run->plan.refs[i];
+
+		if (ref->kind == TPT_REF_PARITY)
+			d->bytes_xored += (uint64_t)(ref->nr_sources - 1) *
+					  ref->length;
+	}
 	d->rma_ops = k.transfers - run->in_pdus;
 	d->peer_bytes = k.peer_bytes;
 	d->pdu_moves = run->in_pdus;
@@ -737,8 +749,9 @@ static void tp_classify(struct tp_run *run, struct tpt_member *m,
 	 * planned again with this member in it, a read-modify-write would
 	 * fold its stale unit into the parity.  Without it, the stripe reads
 	 * back as the whole write (its unit from the others). */
-	if (pc->op == TPT_PLAN_WRITE_NEW_DATA) {
-		array_member_error(a, m, "WRITE NEW DATA failed");
+	if (pc->op == TPT_PLAN_WRITE_NEW_DATA || pc->op == TPT_PLAN_WRITE) {
+		array_member_error(a, m, pc->op == TPT_PLAN_WRITE ?
+				   "WRITE failed" : "WRITE NEW DATA failed");
 		tp_fail(run, -EIO, true);
 		return;
 	}
@@ -950,6 +963,86 @@ static struct scsi_task *tp_plain_read_task(struct tp_run *run,
 	return task;
 }
 
+/* dst = the XOR of @n pieces of @len bytes back to back from @src: the
+ * parity of a stripe of an unmodified host's data.  @dst is aligned for
+ * ISA-L; the host's data is where it came. */
+static int tp_parity(uint8_t *dst, const uint8_t *src, uint32_t n,
+		     uint32_t len)
+{
+	const void *vec[TPT_SPEC_MAX_MEMBERS];
+	uint8_t *bounce;
+	uint32_t i;
+	int err = 0;
+
+	if (!n || n > TPT_SPEC_MAX_MEMBERS)
+		return -EINVAL;
+	if ((uintptr_t)src % TPT_PARITY_ALIGN == 0) {
+		for (i = 0; i < n; i++)
+			vec[i] = src + (size_t)i * len;
+		return tpt_xor(dst, vec, n, len);
+	}
+	bounce = aligned_alloc(TPT_PARITY_ALIGN, len);
+	if (!bounce)
+		return -ENOMEM;
+	memcpy(dst, src, len);
+	for (i = 1; i < n && !err; i++) {
+		memcpy(bounce, src + (size_t)i * len, len);
+		err = tpt_xor_acc(dst, bounce, len);
+	}
+	free(bounce);
+	return err;
+}
+
+/*
+ * @pc, a WRITE(16) of a member's run of an unmodified host's full
+ * stripes: its data-out is the host's pieces where they are and the
+ * parity pieces, computed into *@parity_out (freed with the command).
+ */
+static struct scsi_task *tp_write_task(struct tp_run *run,
+				       const struct tpt_plan *p,
+				       const struct tpt_plan_cmd *pc,
+				       uint8_t **parity_out)
+{
+	uint32_t bs = run->span->array->block_size;
+	uint8_t *host = run->span->buf, *parity;
+	size_t parity_len = 0, at = 0;
+	struct scsi_task *task;
+	unsigned int i;
+
+	for (i = 0; i < pc->nr_refs; i++)
+		if (p->refs[pc->first_ref + i].kind == TPT_REF_PARITY)
+			parity_len += p->refs[pc->first_ref + i].length;
+	parity = parity_len ? aligned_alloc(TPT_PARITY_ALIGN, parity_len) : NULL;
+	if (parity_len && !parity)
+		return NULL;
+	/* The host asked for its write to be on media (FUA). */
+	task = scsi_cdb_write16(pc->lba, pc->blocks * bs, bs, 0, 0,
+				run->span->fua ? 1 : 0, 0, 0);
+	for (i = 0; task && i < pc->nr_refs; i++) {
+		const struct tpt_plan_ref *ref = &p->refs[pc->first_ref + i];
+		uint8_t *piece = host + ref->host_offset;
+
+		if (ref->kind == TPT_REF_PARITY) {
+			piece = parity + at;
+			at += ref->length;
+			if (tp_parity(piece, host + ref->host_offset,
+				      ref->nr_sources, ref->length))
+				goto fail;
+		}
+		if (scsi_task_add_data_out_buffer(task, (int)ref->length, piece))
+			goto fail;
+	}
+	if (!task)
+		goto fail;
+	*parity_out = parity;
+	return task;
+fail:
+	if (task)
+		scsi_free_scsi_task(task);
+	free(parity);
+	return NULL;
+}
+
 /* @pc as the TPT command it is: *@task, with its data-out (the transfer
  * list and any inline data) in *@data_out, *@len bytes.  0 or -errno. */
 static int tp_tpt_task(struct tp_run *run, const struct tpt_plan *p,
@@ -1021,12 +1114,17 @@ static int tp_send(struct tp_run *run, const struct tpt_plan *p,
 	if (run->plain_read) {
 		task = tp_plain_read_task(run, p, pc);
 		err = task ? 0 : -ENOMEM;
+	} else if (pc->op == TPT_PLAN_WRITE) {
+		/* c->data_out: the parity; the task has every piece. */
+		task = tp_write_task(run, p, pc, &c->data_out);
+		err = task ? 0 : -ENOMEM;
 	} else {
 		err = tp_tpt_task(run, p, pc, &c->data_out, &len, &task);
 	}
 	if (!err) {
 		run->pending++;
-		err = member_send(m, task, c->data_out, len, tp_cmd_done, c);
+		err = member_send(m, task, len ? c->data_out : NULL, len,
+				  tp_cmd_done, c);
 		if (!err) {
 			run->pdus++;
 			return 0;
@@ -1038,13 +1136,14 @@ static int tp_send(struct tp_run *run, const struct tpt_plan *p,
 	return err;
 }
 
-/* Whether @s writes to a medium: a step of WRITE NEW DATA. */
+/* Whether @s writes to a medium: a step of WRITE NEW DATA or WRITE. */
 static bool tp_step_writes(const struct tpt_plan *p, const struct plan_step *s)
 {
 	unsigned int i;
 
 	for (i = 0; i < s->nr_cmds; i++)
-		if (p->cmds[s->first_cmd + i].op == TPT_PLAN_WRITE_NEW_DATA)
+		if (p->cmds[s->first_cmd + i].op == TPT_PLAN_WRITE_NEW_DATA ||
+		    p->cmds[s->first_cmd + i].op == TPT_PLAN_WRITE)
 			return true;
 	return false;
 }
@@ -1082,9 +1181,10 @@ static void tp_send_step(struct tp_run *run, const struct tpt_plan *p,
 		if (!in_full)
 			break;
 		m = tp_box(run, pc->member);
-		if (m && pc->op == TPT_PLAN_WRITE_NEW_DATA)
+		if (m && (pc->op == TPT_PLAN_WRITE_NEW_DATA ||
+			  pc->op == TPT_PLAN_WRITE))
 			array_member_error(run->span->array, m,
-					   "WRITE NEW DATA could not be sent");
+					   "its write could not be sent");
 	}
 	if (!--run->pending)
 		tp_step(run);
@@ -1138,6 +1238,7 @@ static int tp_plan(struct tpt_span *s, struct tp_run *run, uint32_t group)
 	tp_bind_slots(a);
 	c->block_size = a->block_size;
 	c->missing = array_span_missing(s);
+	c->host_held = !tp_direct(run);
 	switch (s->kind) {
 	case TPT_SPAN_WRITE:
 		return a->level->tpt_write(c, s->lba, s->blocks, group,
@@ -1174,9 +1275,10 @@ static unsigned int tp_route_proxy(struct tp_run *run)
 		const struct tpt_plan_cmd *pc = &p->cmds[i];
 
 		for (j = 0; j < pc->nr_refs; j++) {
-			if (p->refs[pc->first_ref + j].kind != TPT_REF_HOST)
+			if (p->refs[pc->first_ref + j].kind == TPT_REF_SLOT)
 				continue;
-			if (run->plain_read || tp_inline_op(pc->op))
+			if (run->plain_read || tp_inline_op(pc->op) ||
+			    pc->op == TPT_PLAN_WRITE)
 				run->in_pdus++;
 			else
 				by_rma++;

@@ -525,8 +525,9 @@ static bool sim_check_cmd(struct sim *s, const struct tpt_plan_cmd *cmd)
 	bool host_only = prep || op == TPT_PLAN_XDWRITE ||
 			 op == TPT_PLAN_READ_NEW_BLOCK ||
 			 op == TPT_PLAN_SEND_RESULT;
+	bool write = op == TPT_PLAN_WRITE;	/* refs, but no list */
 	bool has_list = op != TPT_PLAN_PRE_FETCH &&
-			op != TPT_PLAN_WRITE_NEW_DATA &&
+			op != TPT_PLAN_WRITE_NEW_DATA && !write &&
 			op != TPT_PLAN_RELEASE && op != TPT_PLAN_READ_MEDIUM;
 	unsigned int j;
 
@@ -558,8 +559,10 @@ static bool sim_check_cmd(struct sim *s, const struct tpt_plan_cmd *cmd)
 	else if ((cmd->parity_mode && !part) ||
 		 cmd->parity_mode > TPT_PARITY_COPY)
 		sim_fail(s, cmd, "bad PARITY MODE");
-	else if (!has_list && cmd->nr_refs)
+	else if (!has_list && !write && cmd->nr_refs)
 		sim_fail(s, cmd, "descriptors on a command without any");
+	else if (write && (!cmd->nr_refs || cmd->result_slot != TPT_SLOT_NONE))
+		sim_fail(s, cmd, "WRITE without data, or with a RESULT SLOT");
 	else if (op != TPT_PLAN_READ_MEDIUM && !has_list &&
 		 cmd->result_slot != TPT_SLOT_NONE)
 		sim_fail(s, cmd, "RESULT SLOT on a command without a list");
@@ -574,8 +577,10 @@ static bool sim_check_cmd(struct sim *s, const struct tpt_plan_cmd *cmd)
 	for (j = 0; !s->failed && j < cmd->nr_refs; j++) {
 		const struct tpt_plan_ref *ref = &s->plan->refs[cmd->first_ref + j];
 
-		if (host_only ? ref->kind != TPT_REF_HOST :
-		    !part && ref->kind == TPT_REF_HOST)
+		if (write ? ref->kind == TPT_REF_SLOT :
+		    ref->kind == TPT_REF_PARITY ||
+		    (host_only ? ref->kind != TPT_REF_HOST :
+		     !part && ref->kind == TPT_REF_HOST))
 			sim_fail(s, cmd, "descriptor of the wrong kind");
 	}
 	return !s->failed;
@@ -923,6 +928,48 @@ static void sim_write_new_data(struct sim *s, const struct tpt_plan_cmd *cmd)
 	sim_end_group_if_empty(G);
 }
 
+/* WRITE(16) of data the controller holds: host pieces as they are, parity
+ * pieces the XOR of the host pieces they name; no group. */
+static void sim_write(struct sim *s, const struct tpt_plan_cmd *cmd)
+{
+	uint64_t pos = 0, want = (uint64_t)cmd->blocks * s->bs, i, b;
+	unsigned char *data = xcalloc(want, 1);
+	unsigned int j;
+
+	for (j = 0; j < cmd->nr_refs && !s->failed; j++) {
+		const struct tpt_plan_ref *ref = &s->plan->refs[cmd->first_ref + j];
+		uint64_t span = ref->kind == TPT_REF_PARITY ?
+			(uint64_t)ref->nr_sources * ref->length : ref->length;
+
+		if (!ref->length || pos + ref->length > want ||
+		    (ref->kind == TPT_REF_PARITY && !ref->nr_sources) ||
+		    ref->host_offset + span > s->host_len) {
+			sim_fail(s, cmd, "a WRITE piece outside its range or "
+				 "the host buffer");
+			break;
+		}
+		if (ref->kind == TPT_REF_HOST) {
+			memcpy(data + pos, s->host + ref->host_offset,
+			       ref->length);
+			sim_use_host(s, ref->host_offset, ref->length);
+		} else {
+			for (i = 0; i < ref->nr_sources; i++)
+				for (b = 0; b < ref->length; b++)
+					data[pos + b] ^= s->host[ref->host_offset +
+						i * ref->length + b];
+		}
+		pos += ref->length;
+	}
+	if (!s->failed && pos != want)
+		sim_fail(s, cmd, "WRITE data is not TRANSFER LENGTH");
+	if (!s->failed) {
+		memcpy(sim_medium(s, cmd->member, cmd->lba), data, want);
+		sim_touch(s, cmd, cmd->member, SIM_DOM_DISK, true, cmd->lba,
+			  cmd->lba + cmd->blocks);
+	}
+	free(data);
+}
+
 static void sim_release(struct sim *s, const struct tpt_plan_cmd *cmd)
 {
 	struct sim_target *t = &s->t[cmd->member];
@@ -976,6 +1023,9 @@ static void sim_exec(struct sim *s, const struct tpt_plan_cmd *cmd)
 		break;
 	case TPT_PLAN_RELEASE:
 		sim_release(s, cmd);
+		break;
+	case TPT_PLAN_WRITE:
+		sim_write(s, cmd);
 		break;
 	default:
 		sim_fail(s, cmd, "a command this planner does not send");
@@ -1221,19 +1271,22 @@ static void world_run_write(struct world *w, struct tpt_plan *p, uint64_t lba,
 		sim_check_host_used_once(&w->s);
 		memcpy(w->data + lba * w->s.bs, host, len);
 	} else {
-		/* Anywhere short of WRITE NEW DATA, which changes media. */
+		/* Anywhere short of WRITE NEW DATA or WRITE, which change
+		 * media. */
 		unsigned int wnd = 0, i;
 
 		while (wnd < p->nr_steps) {
 			for (i = 0; i < p->steps[wnd].nr_cmds; i++)
 				if (p->cmds[p->steps[wnd].first_cmd + i].op ==
-				    TPT_PLAN_WRITE_NEW_DATA)
+				    TPT_PLAN_WRITE_NEW_DATA ||
+				    p->cmds[p->steps[wnd].first_cmd + i].op ==
+				    TPT_PLAN_WRITE)
 					break;
 			if (i < p->steps[wnd].nr_cmds)
 				break;
 			wnd++;
 		}
-		sim_steps(&w->s, 0, (unsigned int)rnd_below(wnd));
+		sim_steps(&w->s, 0, wnd ? (unsigned int)rnd_below(wnd) : 0);
 		CHECK_EQ(tpt_plan_release(p, &rel), 0);
 		CHECK_EQ(rel.group, p->group);
 		sim_end(&w->s);

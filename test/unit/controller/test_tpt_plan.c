@@ -732,6 +732,71 @@ run_second:
 	world_destroy(&w);
 }
 
+/*
+ * Data the controller holds (an unmodified host's): full stripes go as a
+ * WRITE(16) per member of its run of units, data and parity, with no
+ * group; a request's partial stripes keep their TPT commands, and the
+ * WRITEs go in the step of their WRITE NEW DATA.
+ */
+static void held_full_stripes_are_written_whole(void)
+{
+	unsigned int counts[TPT_PLAN_WRITE + 1] = { 0 }, parity = 0, i, j;
+	unsigned char *host = xcalloc(5 * 24, 512);
+	struct tpt_plan_counts c;
+	struct tpt_plan p;
+	struct world w;
+
+	world_init(&w, 4, 8, 6, 512, 64);
+	w.a.ctx.host_held = true;
+	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, 5 * 24, ++w.group, &p), 0);
+	CHECK_EQ(p.nr_cmds, 4);
+	CHECK_EQ(p.nr_steps, 1);
+	CHECK_EQ(p.nr_slots, 0);
+	for (i = 0; i < p.nr_cmds; i++) {
+		const struct tpt_plan_cmd *pc = &p.cmds[i];
+
+		CHECK_EQ(pc->op, TPT_PLAN_WRITE);
+		CHECK_EQ(pc->member, i);
+		CHECK_EQ(pc->lba, 0);
+		CHECK_EQ(pc->blocks, 5 * 8);
+		CHECK_EQ(pc->nr_refs, 5);
+		for (j = 0; j < pc->nr_refs; j++) {
+			const struct tpt_plan_ref *ref = &p.refs[pc->first_ref + j];
+
+			CHECK_EQ(ref->length, 8 * 512);
+			if (ref->kind != TPT_REF_PARITY)
+				continue;
+			parity++;
+			CHECK_EQ(ref->nr_sources, 3);
+			CHECK_EQ(ref->host_offset, j * 24 * 512);
+		}
+	}
+	CHECK_EQ(parity, 5);
+	tpt_plan_count(&p, &c);
+	CHECK_EQ(c.commands, 4);
+	CHECK_EQ(c.peer_bytes, 0);
+	CHECK_EQ(c.host_bytes, 5 * 32 * 512);
+	rnd_fill(host, 5 * 24 * 512);
+	world_run_write(&w, &p, 0, host, 5 * 24, false);
+
+	/* A head and a tail piece around 3 full stripes. */
+	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 20, 4 + 3 * 24 + 5, ++w.group,
+				       &p), 0);
+	for (i = 0; i < p.nr_cmds; i++)
+		counts[p.cmds[i].op]++;
+	CHECK_EQ(counts[TPT_PLAN_WRITE], 4);
+	CHECK_EQ(counts[TPT_PLAN_PREP_WRITE], 0);
+	CHECK(counts[TPT_PLAN_XDWRITE] > 0);
+	CHECK(counts[TPT_PLAN_WRITE_NEW_DATA] > 0);
+	for (i = 0; i < p.nr_cmds; i++)
+		if (p.cmds[i].op == TPT_PLAN_WRITE)
+			CHECK(i >= p.steps[p.nr_steps - 1].first_cmd);
+	rnd_fill(host, (4 + 3 * 24 + 5) * 512);
+	world_run_write(&w, &p, 20, host, 4 + 3 * 24 + 5, false);
+	free(host);
+	world_destroy(&w);
+}
+
 /* The calculator rotates: over requests to one stripe among its data
  * members, and within a request over the members, never the parity. */
 static void calculator_rotation(void)
@@ -1064,6 +1129,9 @@ static void random_requests_on(unsigned int members, uint32_t unit,
 			break;
 		}
 		kind = (unsigned int)rnd_below(20);
+		/* Half the requests as an unmodified host's, whose data the
+		 * controller holds. */
+		w.a.ctx.host_held = i % 2;
 		if (kind < 9)
 			world_write(&w, lba, (uint32_t)blocks, false);
 		else if (kind < 17)
@@ -1194,6 +1262,7 @@ int main(void)
 	RUN(read_pieces_and_final);
 	RUN(partial_pieces_at_different_offsets);
 	RUN(multi_stripe_write);
+	RUN(held_full_stripes_are_written_whole);
 	RUN(calculator_rotation);
 	RUN(bad_requests);
 	RUN(back_pressure);
