@@ -88,6 +88,19 @@ class Load:
         return {k: int(v) for k, v in zip(("writes", "reads", "errors", "mismatches"),
                                           m.groups())}, err
 
+    def clean_within(self, timeout, c, stalled):
+        """The result, which must come within `timeout` seconds and
+        without an error or a wrong byte; else the load is killed and the
+        assertion says it `stalled`, with the controller's view."""
+        try:
+            res, err = self.result(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            raise AssertionError(f"{stalled}:\n" + show(c))
+        assert res["errors"] == 0 and res["mismatches"] == 0, err
+        return res
+
 
 def verify_all(c, model_dir):
     """Every known block reads back as the model says."""
@@ -411,23 +424,11 @@ def test_array_serves_every_stripe_while_a_link_stays_cut(tgtd_factory, mode, tm
         time.sleep(2)
         link.cut()
         wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
-        try:
-            res, err = load.result(timeout=40)
-        except subprocess.TimeoutExpired:
-            load.proc.kill()
-            load.proc.communicate()
-            raise AssertionError("the load stalled behind the cut link:\n" + show(c))
+        res = load.clean_within(40, c, "the load stalled behind the cut link")
         report(f"{mode}: load across the cut: {res}")
-        assert res["errors"] == 0 and res["mismatches"] == 0, err
         second = Load(c, tmp_path, 4, qd=16)
-        try:
-            res2, err2 = second.result(timeout=40)
-        except subprocess.TimeoutExpired:
-            second.proc.kill()
-            second.proc.communicate()
-            raise AssertionError("the degraded load stalled:\n" + show(c))
-        report(f"{mode}: degraded load with the link still cut: {res2}")
-        assert res2["errors"] == 0 and res2["mismatches"] == 0, err2
+        res = second.clean_within(40, c, "the degraded load stalled")
+        report(f"{mode}: degraded load with the link still cut: {res}")
         assert array_state(c) == "degraded"
         link.restore()
         wait_state(c, {"optimal"}, timeout=60)

@@ -191,12 +191,14 @@ def test_released_request_leaves_disks_unchanged_and_frees_buffers(tpt):
     assert s.info_valid and s.information == t0.index
 
 
-def test_abort_task_mid_transfer_releases_the_request(tpt, tgtd_factory):
-    """ABORT TASK of an XDWRITE whose Get_Data is stuck on a stopped passive
-    peer: once the peer moves again the command ends, the TMF completes, and
-    the request's buffers are gone with nothing written."""
-    import signal
-    import threading
+SLOW_PEER = 200
+
+
+def start_with_slow_peer(tpt):
+    """One target whose peer list also names a host peer (SLOW_PEER) the
+    test can stop with SIGSTOP, already connected to the target.  Returns
+    the target, the peer's client, and a descriptor of a unit-sized
+    buffer of it."""
     from tptlib.client import TptClient
 
     tpt.start(1, deliver=False)
@@ -204,19 +206,35 @@ def test_abort_task_mid_transfer_releases_the_request(tpt, tgtd_factory):
     slow = TptClient(timeout=60)
     slow.start()
     try:
-        slow_token = os.urandom(16)
-        port = slow.dm_open("host", peer_id=200, array_id=0x7470740000000001)["port"]
-        slow.dm_allow(0, slow_token, array_id=0x7470740000000001, role="target")
-        peers = tpt.peers() + [proto.Peer(200, proto.ROLE_HOST, port, slow_token)]
-        tpt.deliver_peer_lists(peers)
+        token = os.urandom(16)
+        port = slow.dm_open("host", peer_id=SLOW_PEER, array_id=0x7470740000000001)["port"]
+        slow.dm_allow(0, token, array_id=0x7470740000000001, role="target")
+        tpt.deliver_peer_lists(tpt.peers() + [proto.Peer(SLOW_PEER, proto.ROLE_HOST, port, token)])
         t0.slots = tpt.report_slots(t0, UNIT, 4)
         b = slow.buf("data", UNIT)
         slow.buf_write("data", 0, os.urandom(UNIT))
-        src = proto.Desc(200, UNIT, b["stag"], b["rma_base"], proto.XFER_VIRT_ADDR if b["rma_base"] else 0)
-        cdb = lambda g: proto.vendor_cdb(proto.XDWRITE_16, 4 * UBLK, UBLK, g, proto.DISABLE_WRITE)
+        src = proto.Desc(SLOW_PEER, UNIT, b["stag"], b["rma_base"],
+                         proto.XFER_VIRT_ADDR if b["rma_base"] else 0)
         # A first request connects the target to the slow peer.
-        assert tpt.cmd(t0, cdb(0x40), out=proto.xfer_list([src], result_slot=0)).good
+        assert tpt.cmd(t0, proto.vendor_cdb(proto.XDWRITE_16, 4 * UBLK, UBLK, 0x40, proto.DISABLE_WRITE),
+                       out=proto.xfer_list([src], result_slot=0)).good
         assert tpt.cmd(t0, proto.release_cdb(0x40)).good
+    except BaseException:
+        slow.close()
+        raise
+    return t0, slow, src
+
+
+def test_abort_task_mid_transfer_releases_the_request(tpt, tgtd_factory):
+    """ABORT TASK of an XDWRITE whose Get_Data is stuck on a stopped passive
+    peer: once the peer moves again the command ends, the TMF completes, and
+    the request's buffers are gone with nothing written."""
+    import signal
+    import threading
+
+    t0, slow, src = start_with_slow_peer(tpt)
+    try:
+        cdb = lambda g: proto.vendor_cdb(proto.XDWRITE_16, 4 * UBLK, UBLK, g, proto.DISABLE_WRITE)
         before = snapshot(tpt)
 
         os.kill(slow.proc.pid, signal.SIGSTOP)
@@ -251,27 +269,9 @@ def test_a_buffer_released_under_a_command_outlives_it(tpt):
     the group ends as WRITE NEW DATA ended it."""
     import signal
     from test_tpt_bounds import assert_nothing_in_use
-    from tptlib.client import TptClient
 
-    tpt.start(1, deliver=False)
-    t0 = tpt.targets[0]
-    slow = TptClient(timeout=60)
-    slow.start()
+    t0, slow, on_slow = start_with_slow_peer(tpt)
     try:
-        slow_token = os.urandom(16)
-        port = slow.dm_open("host", peer_id=200, array_id=0x7470740000000001)["port"]
-        slow.dm_allow(0, slow_token, array_id=0x7470740000000001, role="target")
-        tpt.deliver_peer_lists(tpt.peers() + [proto.Peer(200, proto.ROLE_HOST, port, slow_token)])
-        t0.slots = tpt.report_slots(t0, UNIT, 4)
-        b = slow.buf("data", UNIT)
-        operand_of_peer = os.urandom(UNIT)
-        slow.buf_write("data", 0, operand_of_peer)
-        on_slow = proto.Desc(200, UNIT, b["stag"], b["rma_base"], proto.XFER_VIRT_ADDR if b["rma_base"] else 0)
-        # A first request connects the target to the slow peer.
-        assert tpt.cmd(t0, proto.vendor_cdb(proto.XDWRITE_16, 4 * UBLK, UBLK, 0x40, proto.DISABLE_WRITE),
-                       out=proto.xfer_list([on_slow], result_slot=0)).good
-        assert tpt.cmd(t0, proto.release_cdb(0x40)).good
-
         row, group = 6, 0x42
         new = os.urandom(UNIT)
         host = tpt.host_buffer("h", new)
