@@ -637,9 +637,8 @@ def test_degraded_commands_are_refused_as_documented(tpt):
     assert_field(tpt.cmd(t0, medium, out=proto.header_only_list(UNIT - BS)),
                  "INVALID_PARAM_FIELD", 8)
     # A RESULT SLOT past the 16 slots reported (8.2); this one gets as far
-    # as opening its group, so it has a number of its own.
-    r = tpt.cmd(t0, proto.vendor_cdb(proto.READ_MEDIUM, lba, UBLK, group + 2),
-                out=proto.header_only_list(UNIT, result_slot=16))
+    # as opening its group, and leaves none behind (8.1).
+    r = tpt.cmd(t0, medium, out=proto.header_only_list(UNIT, result_slot=16))
     assert_field(r, "INVALID_PARAM_FIELD", 2)
     # It has no operand to accumulate into: its own live slot is in use.
     assert tpt.wait([read_medium(tpt, t0, row, group + 4, slot=0)])[0].good
@@ -693,6 +692,39 @@ def test_degraded_commands_are_refused_as_documented(tpt):
     assert second.status == 2 and second.parsed_sense().code in (
         proto.SENSE["GROUP_RANGE_MISSING"], proto.SENSE["RELEASED_BY_COMMAND"]), second
     assert host.read(0, UNIT) == t0.read_backing(row * UNIT, UNIT)
+    assert t0.tgtd.alive()
+
+
+def test_only_commands_needing_no_state_open_a_group(tpt):
+    """8.1: READ PARITY with the group's result as operand (PART with XOR
+    GROUP, COMP TMP) does not open a group; a group-opening command that
+    fails leaves none behind, so what follows it gets TPT UNKNOWN GROUP
+    NUMBER rather than finding an empty group."""
+    tpt.start(2)
+    t0, t1 = tpt.targets
+    row, group = 5, 0x7301
+    src = tpt.slot_desc(t1, 0, UNIT)
+    for opcode, mode in ((proto.READ_PARITY_PART_TMP, proto.PARITY_XOR_GROUP),
+                         (proto.READ_PARITY_PART_BLOCK, proto.PARITY_XOR_GROUP),
+                         (proto.READ_PARITY_COMP_TMP, 0)):
+        assert_sense(tpt.wait([part(tpt, t0, opcode, row, group, mode, src)])[0], "UNKNOWN_GROUP")
+    # Still unknown: none of them opened it.
+    assert_sense(tpt.wait([part(tpt, t0, proto.READ_PARITY_COMP_TMP, row, group, 0, src)])[0],
+                 "UNKNOWN_GROUP")
+    # A READ MEDIUM refused after opening its group (RESULT SLOT past the
+    # table) leaves no group.
+    cdb, out = proto.read_medium(row * UBLK, UBLK, group + 1, BS, 16)
+    assert_field(tpt.cmd(t0, cdb, out=out), "INVALID_PARAM_FIELD", 2)
+    assert_sense(tpt.wait([part(tpt, t0, proto.READ_PARITY_COMP_TMP, row, group + 1, 0, src)])[0],
+                 "UNKNOWN_GROUP")
+    # A group that got something stays after a later command of it fails.
+    assert tpt.wait([read_medium(tpt, t0, row, group + 2)])[0].good
+    cdb, out = proto.read_medium(row * UBLK, UBLK, group + 2, BS, 16)
+    assert_field(tpt.cmd(t0, cdb, out=out), "INVALID_PARAM_FIELD", 2)
+    host = tpt.host_buffer("h", bytes(UNIT))
+    cdb, out = proto.send_result(row * UBLK, UBLK, group + 2, [host.desc(0, UNIT)])
+    assert tpt.cmd(t0, cdb, out=out).good
+    assert host.read() == t0.read_backing(row * UNIT, UNIT)
     assert t0.tgtd.alive()
 
 

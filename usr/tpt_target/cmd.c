@@ -117,11 +117,11 @@ static void tpt_cmd_free(struct tpt_cmd *tc)
 }
 
 /* Let go of the command's group.  One it opened and that got nothing
- * because resources were short goes too: INSUFFICIENT RESOURCES changes
- * nothing (protocol.md 8.4). */
+ * because it failed goes too, so that a refused command leaves nothing
+ * to wait out the hold time (protocol.md 8.1, 8.4). */
 static void tpt_cmd_put_group(struct tpt_cmd *tc, int reason)
 {
-	if (reason != TPT_SENSE_POOL_EXHAUSTED || !tc->opened_group ||
+	if (!reason || !tc->opened_group ||
 	    !tpt_group_forget_unused(tc->group))
 		tpt_group_unhold(tc->group);
 	tc->group = NULL;

@@ -104,22 +104,25 @@ static void parity_finish(struct tpt_cmd *tc)
 	tpt_cmd_complete(tc, r);
 }
 
+/* Whether the command's operand is the group's result: only then does it
+ * need earlier state, and so only then may it not open the group
+ * (protocol.md 8.1). */
+static bool operand_is_result(const struct tpt_cdb *cdb)
+{
+	if (cdb->opcode == TPT_OP_READ_PARITY_COMP_BLOCK)
+		return false;
+	if (cdb->opcode == TPT_OP_READ_PARITY_COMP_TMP)
+		return true;
+	return cdb->parity_mode == TPT_PARITY_XOR_GROUP;
+}
+
 /* Pick the local operand; a sense reason if the group lacks it. */
 static int parity_operand(struct tpt_cmd *tc, struct parity_run *run)
 {
-	uint8_t op = tc->cdb.opcode;
-	uint8_t mode = tc->cdb.parity_mode;
-
-	if (op == TPT_OP_READ_PARITY_COMP_BLOCK)
+	if (!operand_is_result(&tc->cdb)) {
+		run->medium = tc->cdb.opcode != TPT_OP_READ_PARITY_COMP_BLOCK &&
+			      tc->cdb.parity_mode == TPT_PARITY_XOR_MEDIUM;
 		return TPT_SENSE_NONE;
-	if (op == TPT_OP_READ_PARITY_PART_TMP ||
-	    op == TPT_OP_READ_PARITY_PART_BLOCK) {
-		if (mode == TPT_PARITY_COPY)
-			return TPT_SENSE_NONE;
-		if (mode == TPT_PARITY_XOR_MEDIUM) {
-			run->medium = true;
-			return TPT_SENSE_NONE;
-		}
 	}
 	run->operand = tpt_range_find(tc->group, tc->cdb.lba,
 				      tc->cdb.transfer_length,
@@ -133,7 +136,8 @@ int tpt_exec_read_parity(struct tpt_cmd *tc)
 	struct parity_run *run;
 	int r;
 
-	r = tpt_cmd_use_group(tc, TPT_GROUP_WRITE, true);
+	r = tpt_cmd_use_group(tc, TPT_GROUP_WRITE,
+			      !operand_is_result(&tc->cdb));
 	if (r)
 		return r;
 	run = calloc(1, sizeof(*run));
