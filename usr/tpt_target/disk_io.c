@@ -73,6 +73,7 @@ static ssize_t tpt_io_run(struct tpt_io *req)
 static void *tpt_io_worker(void *arg)
 {
 	uint64_t one = 1;
+	bool wake;
 
 	(void)arg;
 	pthread_mutex_lock(&io.lock);
@@ -87,9 +88,13 @@ static void *tpt_io_worker(void *arg)
 
 		req->result = tpt_io_run(req);
 
+		/* One wake-up per batch: the loop reads the eventfd before
+		 * it takes the list, so a request added to a list that is
+		 * not empty is taken by the round already asked for. */
 		pthread_mutex_lock(&io.lock);
+		wake = list_empty(&io.done);
 		list_add_tail(&req->link, &io.done);
-		if (write(io.efd, &one, sizeof(one)) < 0)
+		if (wake && write(io.efd, &one, sizeof(one)) < 0)
 			eprintf("tpt io: eventfd write failed: %m\n");
 	}
 	return NULL;
