@@ -106,10 +106,7 @@ class Tgtd:
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         try:
-            if self.netns:
-                net.wait_listening_in(self.netns, self.port, timeout, self.alive)
-            else:
-                net.wait_listening(self.host, self.port, timeout, self.alive)
+            net.wait_listening(self.host, self.port, timeout, self.alive, netns=self.netns)
             self._wait_mgmt(timeout)
         except Exception:
             self.kill()
