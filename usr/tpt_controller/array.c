@@ -1104,12 +1104,13 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 	a->mode = spec->mode == TPT_MODE_BASELINE ? &tpt_mode_baseline :
 						    &tpt_mode_tpt;
 	if (!a->spec_text || !a->level) {
+		ret = a->level ? -ENOMEM : -EINVAL;
 		if (!a->level)
 			eprintf("tptraid: RAID level %u is not implemented\n",
 				spec->raid_level);
 		free(re);
 		array_free(a, false);
-		return a->level ? -ENOMEM : -EINVAL;
+		return ret;
 	}
 	ret = array_boxes(a, spec, state);
 	if (ret) {
