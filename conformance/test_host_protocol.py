@@ -120,9 +120,24 @@ def test_host_commands_are_refused_as_documented(tgtd_factory, client):
                  "LBA_OUT_OF_RANGE")
     # The list, in 4.19's order.
     d = proto.Desc(proto.PEER_INITIATOR, 8 * BS, stag, base)
-    two = proto.xfer_list([proto.Desc(proto.PEER_INITIATOR, 4 * BS, stag, base),
-                           proto.Desc(proto.PEER_INITIATOR, 4 * BS, stag, base + 4 * BS)])
-    assert_sense(io(good_cdb, two), "INVALID_PARAM_FIELD", 0, None, in_cdb=False)
+    piece = proto.Desc(proto.PEER_INITIATOR, BS, stag, base)
+    too_many = proto.xfer_list([piece] * 65)
+    assert_sense(io(proto.vendor_cdb(proto.HOST_READ, 0, 65), too_many),
+                 "INVALID_PARAM_FIELD", 0, None, in_cdb=False)
+    assert_sense(io(good_cdb, proto.xfer_list([])), "INVALID_PARAM_FIELD", 0)
+    # A piece of a block and a half: a boundary inside the second block.
+    halves = proto.xfer_list([proto.Desc(proto.PEER_INITIATOR, BS, stag, base),
+                              proto.Desc(proto.PEER_INITIATOR, BS + BS // 2, stag, base + BS),
+                              proto.Desc(proto.PEER_INITIATOR, 5 * BS + BS // 2, stag,
+                                         base + 4 * BS)])
+    assert_sense(io(good_cdb, halves), "INVALID_PARAM_FIELD", 16 + 24 + 4)
+    mixed = proto.xfer_list([proto.Desc(proto.PEER_INITIATOR, 4 * BS, stag, base),
+                             proto.Desc(proto.PEER_INITIATOR, 4 * BS, stag, base + 4 * BS,
+                                        flags=proto.XFER_VIRT_ADDR)])
+    assert_sense(io(good_cdb, mixed), "INVALID_PARAM_FIELD", 16 + 24 + 2, 0)
+    other = proto.xfer_list([proto.Desc(proto.PEER_INITIATOR, 4 * BS, stag, base),
+                             proto.Desc(3, 4 * BS, stag, base + 4 * BS)])
+    assert_sense(io(good_cdb, other), "INVALID_PARAM_FIELD", 16 + 24)
     assert_sense(io(good_cdb, proto.xfer_list([d], result_slot=0)), "INVALID_PARAM_FIELD", 2)
     for peer in (0, 0x1000):
         assert_sense(io(good_cdb, proto.xfer_list([proto.Desc(peer, 8 * BS, stag, base)])),
@@ -143,6 +158,67 @@ def test_host_commands_are_refused_as_documented(tgtd_factory, client):
     # None of it harmed the array.
     st = array_stats(c)
     assert st["member_failures"] == 0 and st["replans"] == 0
+
+
+def test_host_buffer_in_pieces(tgtd_factory, client, report):
+    """A TPT HOST READ/WRITE may name its blocks in up to 64 pieces of the
+    host's memory (4.19), as a host that sends adjacent requests as one
+    command does: each piece lands where it says, across units, stripes
+    and spans, whichever command of the plan carries it."""
+    c = start(tgtd_factory)
+    h = new_host(client, c)
+    assert h.register()["status"] == GOOD
+    rnd = random.Random(29)
+    buf_blocks = (1 << 20) // BS
+    model = {}
+
+    def cut(blocks, n):
+        """@blocks cut into n pieces at random places, laid out in the
+        buffer in another order with gaps between them."""
+        edges = [0] + sorted(rnd.sample(range(1, blocks), n - 1)) + [blocks]
+        sizes = [b - a for a, b in zip(edges, edges[1:])]
+        order = list(range(n))
+        rnd.shuffle(order)
+        gap = (buf_blocks - blocks) // n
+        at, place = 0, {}
+        for i in order:
+            at += rnd.randrange(gap + 1)
+            place[i] = at
+            at += sizes[i]
+        return [(place[i] * BS, sizes[i]) for i in range(n)]
+
+    # A unit is 128 blocks, a stripe's data 512: pieces split refs of
+    # XDWRITEs, full-stripe WRITEs and multi-unit PREP READs.
+    cases = [(0, 1, 1), (3, 200, 7), (500, 1100, 64), (2048, 1024, 2), (9000, 640, 33)]
+    for lba, blocks, n in cases:
+        pieces = cut(blocks, n)
+        data = rnd.randbytes(blocks * BS)
+        at = 0
+        for off, size in pieces:
+            client.buf_write("hbuf", off, data[at:at + size * BS])
+            at += size * BS
+        r = h.io_pieces(True, lba, pieces, fua=n == 7)
+        assert r["ok"] and r["status"] == GOOD, (lba, r)
+        for i in range(blocks):
+            model[lba + i] = data[i * BS:(i + 1) * BS]
+    for lba, blocks, n in cases:
+        want = b"".join(model[lba + i] for i in range(blocks))
+        # Read back in other pieces, and in one.
+        pieces = cut(blocks, max(1, min(blocks, 64 - n)))
+        r = h.io_pieces(False, lba, pieces)
+        assert r["ok"] and r["status"] == GOOD, (lba, r)
+        at = 0
+        for off, size in pieces:
+            assert client.buf_read("hbuf", off, size * BS) == want[at:at + size * BS], lba
+            at += size * BS
+        r = client.command(h.name, read16(lba, blocks), inlen=blocks * BS)
+        assert r["status"] == GOOD and r["data"] == want, lba
+    stripes, bad, _ = scrub(c)
+    assert bad == 0 and stripes > 0
+    st = array_stats(c)
+    assert st["failed"] == 0 and st["member_failures"] == 0
+    report(f"host buffer in pieces: {len(cases)} writes and reads of 1-64 pieces, "
+           f"{sum(b for _, b, _ in cases)} blocks, scrub clean")
 
 
 def test_baseline_array_has_no_host_commands(tgtd_factory, client):

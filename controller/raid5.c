@@ -209,7 +209,7 @@ static int plan_prep_reads(struct tpt_plan_builder *b,
 			if (p->member != piece[i].member)
 				continue;
 			if (p->member_lba != piece[i].member_lba + run ||
-			    cmd->nr_refs == TPT_XFER_DESC_MAX ||
+			    cmd->nr_refs == tpt_plan_refs_max(b->c) ||
 			    run + p->blocks > TPT_VENDOR_LENGTH_MAX)
 				break;
 			if (tpt_plan_add_host_ref(b, p->host_offset,

@@ -63,6 +63,12 @@ static bool op_stages(enum tpt_plan_op op)
 
 /* ---- building ---- */
 
+unsigned int tpt_plan_refs_max(const struct tpt_plan_ctx *c)
+{
+	return c->host_pieces > 1 ? TPT_XFER_DESC_MAX - (c->host_pieces - 1) :
+				    TPT_XFER_DESC_MAX;
+}
+
 struct tpt_plan_cmd *tpt_plan_add_cmd(struct tpt_plan_builder *b, unsigned int step,
 				    enum tpt_plan_op op, unsigned int member,
 				    uint64_t lba, uint32_t blocks)

@@ -116,9 +116,17 @@ struct tpt_plan_ctx {
 	 * host): full stripes are cheapest written as they are, parity
 	 * included (raid5.c, plan_full_stripes_held()). */
 	bool host_held;
+	/* An extended host's buffer is in this many pieces (protocol.md
+	 * 4.19; 0 or 1: one): each piece boundary inside a command's range
+	 * costs it a transfer descriptor more than it has references. */
+	unsigned int host_pieces;
 };
 
 /* ---- building plans (for RAID levels) ---- */
+
+/* The host references one command may have, so that it fits a transfer
+ * list (TPT_XFER_DESC_MAX) however the host's buffer is cut. */
+unsigned int tpt_plan_refs_max(const struct tpt_plan_ctx *c);
 
 struct tpt_plan_builder {
 	struct tpt_plan_ctx *c;

@@ -114,7 +114,7 @@ struct cdb_format {
 	 * naming where the result goes and how long it is.
 	 */
 	bool header_only;
-	/* A host's request to the controller: one piece, the host's. */
+	/* A host's request to the controller: pieces of the host's buffer. */
 	bool from_host;
 	/*
 	 * PARAMETER LIST LENGTH = param_base + param_unit * n, 1 <= n <= max.
@@ -681,23 +681,38 @@ int tpt_xfer_list_encode(const struct tpt_xfer_list *list, uint8_t *buf,
 	return (int)list_len;
 }
 
-/* TPT HOST READ/WRITE: the host's own buffer, in one piece (4.19). */
+/*
+ * TPT HOST READ/WRITE: the host's own buffer, in up to TPT_HOST_DESC_MAX
+ * pieces of whole blocks, all addressed alike (4.19).  Whole blocks keep
+ * a piece boundary off the middle of a block, and the cap keeps the
+ * commands the controller derives within TPT_XFER_DESC_MAX descriptors.
+ */
 static enum tpt_sense_reason check_host_list(const struct tpt_xfer_list *list,
 					     const struct tpt_cdb *cdb,
 					     uint32_t block_size,
 					     struct tpt_field_ptr *where)
 {
-	const struct tpt_xfer_desc *d = &list->desc[0];
-	size_t base = TPT_XFER_HDR_LEN;
+	size_t i;
 
-	if (list->count != 1)
+	if (!list->count || list->count > TPT_HOST_DESC_MAX)
 		return bad_param(where, XH_COUNT, NO_BIT);
 	if (list->result_slot != TPT_SLOT_NONE)
 		return bad_param(where, XH_RESULT_SLOT, NO_BIT);
-	if (d->peer != TPT_PEER_ID_INITIATOR)
-		return bad_param(where, base + XD_PEER, NO_BIT);
-	if (d->flags & TPT_XFER_SLOT)
-		return bad_param(where, base + XD_FLAGS, top_bit(TPT_XFER_SLOT));
+	for (i = 0; i < list->count; i++) {
+		const struct tpt_xfer_desc *d = &list->desc[i];
+		size_t base = TPT_XFER_LIST_LEN(i);
+
+		if (d->peer != TPT_PEER_ID_INITIATOR)
+			return bad_param(where, base + XD_PEER, NO_BIT);
+		if (d->flags & TPT_XFER_SLOT)
+			return bad_param(where, base + XD_FLAGS,
+					 top_bit(TPT_XFER_SLOT));
+		if ((d->flags ^ list->desc[0].flags) & TPT_XFER_VIRT_ADDR)
+			return bad_param(where, base + XD_FLAGS,
+					 top_bit(TPT_XFER_VIRT_ADDR));
+		if (!block_size || d->length % block_size)
+			return bad_param(where, base + XD_LENGTH, NO_BIT);
+	}
 	if (list->total_length != (uint64_t)cdb->transfer_length * block_size)
 		return bad_param(where, XH_TOTAL, NO_BIT);
 	return TPT_SENSE_NONE;

@@ -158,6 +158,8 @@ enum tpt_sense_reason tpt_cdb_check_capacity(const struct tpt_cdb *cdb,
 /* The command's initiator: a host's own buffer, in TPT HOST READ and
  * WRITE only (protocol.md 4.19). */
 #define TPT_PEER_ID_INITIATOR	0xfffe
+/* Pieces of a host's buffer one TPT HOST READ or WRITE may name. */
+#define TPT_HOST_DESC_MAX	64
 /* The controller itself: the data travels inline in this data-out. */
 #define TPT_PEER_ID_CONTROLLER	0xffff
 

@@ -1,7 +1,7 @@
 """An extended host played by tpt-client (docs/protocol.md 4.14, 4.19): a
 datamover that listens and admits the array's targets by its key, a
 session with the controller, one registered buffer; TPT HOST KEY, then
-TPT HOST READ/WRITE naming that buffer."""
+TPT HOST READ/WRITE naming that buffer, in one piece or several."""
 import os
 
 from . import proto
@@ -31,4 +31,15 @@ class Host:
         cdb, dout = proto.host_io(write, lba, blocks, self.block_size,
                                   self.buf["stag"] if stag is None else stag,
                                   self.buf["rma_base"], fua=fua)
+        return self.client.command(self.name, cdb, data=dout, timeout_ms=60000)
+
+    def io_pieces(self, write, lba, pieces, fua=False):
+        """One TPT HOST READ/WRITE whose blocks are, in order, the
+        (buffer offset, blocks) pieces of the registered buffer."""
+        bs, stag, base = self.block_size, self.buf["stag"], self.buf["rma_base"]
+        blocks = sum(n for _, n in pieces)
+        cdb = proto.vendor_cdb(proto.HOST_WRITE if write else proto.HOST_READ, lba, blocks,
+                               flags=proto.FUA if fua else 0)
+        dout = proto.xfer_list([proto.Desc(proto.PEER_INITIATOR, n * bs, stag, base + off)
+                                for off, n in pieces])
         return self.client.command(self.name, cdb, data=dout, timeout_ms=60000)

@@ -293,6 +293,7 @@ int tpt_hosts_io_req(struct tpt_array *a, struct scsi_cmd *cmd,
 	struct tpt_xfer_list *xl = malloc(sizeof(*xl));
 	struct tpt_field_ptr where;
 	struct tpt_cdb cdb;
+	unsigned int i;
 
 	/* Checked on the event loop already: only memory can fail here. */
 	if (!xl || host_io_decode(a, cmd, &cdb, xl, &where)) {
@@ -302,11 +303,22 @@ int tpt_hosts_io_req(struct tpt_array *a, struct scsi_cmd *cmd,
 		return -1;
 	}
 	memset(hb, 0, sizeof(*hb));
+	hb->piece = calloc(xl->count, sizeof(*hb->piece));
+	if (!hb->piece) {
+		free(xl);
+		scsi_set_result(cmd, host_sense(cmd, TPT_SENSE_INTERNAL_FAILURE,
+						NULL));
+		return -1;
+	}
 	hb->tid = cmd->c_target->tid;
 	hb->itn_id = cmd->cmd_itn_id;
 	hb->flags = xl->desc[0].flags;
-	hb->stag = xl->desc[0].stag;
-	hb->rma_addr = xl->desc[0].offset;
+	hb->nr_pieces = xl->count;
+	for (i = 0; i < xl->count; i++) {
+		hb->piece[i].stag = xl->desc[i].stag;
+		hb->piece[i].rma_addr = xl->desc[i].offset;
+		hb->piece[i].length = xl->desc[i].length;
+	}
 	free(xl);
 	r->kind = cdb.opcode == TPT_OP_HOST_WRITE ? TPT_REQ_WRITE : TPT_REQ_READ;
 	r->lba = cdb.lba;
@@ -323,6 +335,8 @@ void tpt_hosts_io_answer(struct scsi_cmd *cmd, const struct tpt_req *r)
 				       .information = TPT_PEER_ID_INITIATOR };
 	int err = r->result;
 
+	free(r->direct->piece);
+	r->direct->piece = NULL;
 	if (!err) {
 		scsi_set_result(cmd, SAM_STAT_GOOD);
 	} else if (err == -ENOKEY) {

@@ -854,6 +854,38 @@ static bool tp_inline_op(enum tpt_plan_op op)
 	       op == TPT_PLAN_READ_NEW_BLOCK;
 }
 
+/* Descriptors for bytes [@off, @off + @len) of an extended host's
+ * request: one per piece of its buffer they fall in, at most @room.  How
+ * many, or -E2BIG (the planner keeps a command within the descriptor
+ * limit, tpt_plan_refs_max()). */
+static int tp_host_descs(const struct tpt_host_buf *hb, uint64_t off,
+			 uint32_t len, struct tpt_xfer_desc *d,
+			 unsigned int room)
+{
+	unsigned int i = 0, n = 0;
+
+	while (i < hb->nr_pieces && off >= hb->piece[i].length)
+		off -= hb->piece[i++].length;
+	while (len) {
+		uint32_t take;
+
+		if (i == hb->nr_pieces || n == room)
+			return -E2BIG;
+		take = hb->piece[i].length - off < len ?
+		       (uint32_t)(hb->piece[i].length - off) : len;
+		d[n].peer = hb->peer_id;
+		d[n].flags = hb->flags;
+		d[n].stag = hb->piece[i].stag;
+		d[n].offset = hb->piece[i].rma_addr + off;
+		d[n].length = take;
+		n++;
+		len -= take;
+		off = 0;
+		i++;
+	}
+	return (int)n;
+}
+
 /* The transfer list of @pc, then its inline data: an extended host's
  * pieces name its buffer, an unmodified host's travel inline where the
  * command allows it and else name our registration of them, slot pieces
@@ -867,28 +899,35 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 	uint64_t base = run->host_mr ? tpt_dm_buf_rma_base(run->host_mr) : 0;
 	bool inline_host = !direct && tp_inline_op(pc->op);
 	uint64_t inline_len = 0;
-	unsigned int i;
+	unsigned int i, n;
 	int len;
 
 	/* An extended host's pieces: this span's part of its buffer. */
 	if (direct)
-		base = direct->rma_addr + (run->span->lba - run->span->req->lba) *
-					  run->span->array->block_size;
+		base = (run->span->lba - run->span->req->lba) *
+		       run->span->array->block_size;
 
 	if (!xl)
 		return -ENOMEM;
-	xl->count = pc->nr_refs;
 	xl->result_slot = pc->result_slot;
-	for (i = 0; i < pc->nr_refs; i++) {
+	for (i = 0, n = 0; i < pc->nr_refs; i++, n++) {
 		const struct tpt_plan_ref *ref = &p->refs[pc->first_ref + i];
-		struct tpt_xfer_desc *d = &xl->desc[i];
+		struct tpt_xfer_desc *d = &xl->desc[n];
 
+		if (n == TPT_XFER_DESC_MAX) {
+			free(xl);
+			return -E2BIG;
+		}
 		d->length = ref->length;
 		if (ref->kind == TPT_REF_HOST && direct) {
-			d->peer = direct->peer_id;
-			d->flags = direct->flags;
-			d->stag = direct->stag;
-			d->offset = base + ref->host_offset;
+			len = tp_host_descs(direct, base + ref->host_offset,
+					    ref->length, d,
+					    TPT_XFER_DESC_MAX - n);
+			if (len < 0) {
+				free(xl);
+				return len;
+			}
+			n += (unsigned int)len - 1;
 		} else if (ref->kind == TPT_REF_HOST && inline_host) {
 			d->peer = TPT_PEER_ID_CONTROLLER;
 			d->offset = inline_len;
@@ -913,6 +952,7 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 			d->offset = t->slot[ref->slot].offset;
 		}
 	}
+	xl->count = (uint16_t)n;
 	/* The descriptors' sum, or what READ MEDIUM exports without any. */
 	xl->total_length = (uint64_t)pc->blocks * run->span->array->block_size;
 	*out = malloc(TPT_XFER_LIST_LEN(xl->count) + inline_len);
@@ -1239,6 +1279,7 @@ static int tp_plan(struct tpt_span *s, struct tp_run *run, uint32_t group)
 	c->block_size = a->block_size;
 	c->missing = array_span_missing(s);
 	c->host_held = !tp_direct(run);
+	c->host_pieces = tp_direct(run) ? tp_direct(run)->nr_pieces : 1;
 	switch (s->kind) {
 	case TPT_SPAN_WRITE:
 		return a->level->tpt_write(c, s->lba, s->blocks, group,

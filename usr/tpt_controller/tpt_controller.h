@@ -244,13 +244,23 @@ enum tpt_req_kind {
  * docs/protocol.md 4.19): the host's own registered buffer, which the
  * targets Put_Data into or Get_Data from.
  */
+/* One piece of an extended host's buffer, under its own STag. */
+struct tpt_host_piece {
+	uint64_t stag;
+	uint64_t rma_addr;		/* of the piece's first byte */
+	uint32_t length;		/* bytes, whole blocks */
+};
+
 struct tpt_host_buf {
 	int tid;			/* the I_T nexus that sent it */
 	uint64_t itn_id;
 	uint16_t peer_id;		/* its host's, found at submission */
-	uint8_t flags;			/* TPT_XFER_VIRT_ADDR */
-	uint64_t stag;
-	uint64_t rma_addr;		/* of the request's first byte */
+	uint8_t flags;			/* TPT_XFER_VIRT_ADDR, every piece's */
+	/* The request's bytes in order, 1 to TPT_HOST_DESC_MAX pieces:
+	 * a host that sends adjacent requests as one command names each
+	 * request's buffer (protocol.md 4.19). */
+	unsigned int nr_pieces;
+	struct tpt_host_piece *piece;
 	/* Why a target could not move the data to or from the host: a
 	 * passive-peer reason of protocol.md 9.1 (the request's error is
 	 * then -ECOMM). */
@@ -550,7 +560,8 @@ void tpt_hosts_detach(struct tpt_array *a);
  * answer set. */
 int tpt_hosts_io_req(struct tpt_array *a, struct scsi_cmd *cmd,
 		     struct tpt_req *r, struct tpt_host_buf *hb);
-/* @cmd's answer from its request @r (tpt_hosts_io_req), r->result set. */
+/* @cmd's answer from its request @r (tpt_hosts_io_req), r->result set;
+ * frees what tpt_hosts_io_req() allocated in r->direct. */
 void tpt_hosts_io_answer(struct scsi_cmd *cmd, const struct tpt_req *r);
 /* A worker thread's part of TPT HOST READ/WRITE, checked already: the
  * same from tpt_array_io_direct(). */

@@ -1026,6 +1026,20 @@ static void long_runs_are_cut(void)
 	array_destroy(&a);
 }
 
+/* A host buffer in pieces splits a command's host references at the
+ * piece boundaries: the planner leaves room for every boundary. */
+static void refs_max_leaves_room_for_host_pieces(void)
+{
+	struct tpt_plan_ctx c = { 0 };
+
+	CHECK_EQ(tpt_plan_refs_max(&c), TPT_XFER_DESC_MAX);
+	c.host_pieces = 1;
+	CHECK_EQ(tpt_plan_refs_max(&c), TPT_XFER_DESC_MAX);
+	c.host_pieces = TPT_HOST_DESC_MAX;
+	CHECK_EQ(tpt_plan_refs_max(&c),
+		 TPT_XFER_DESC_MAX - TPT_HOST_DESC_MAX + 1);
+}
+
 static void opcodes(void)
 {
 	CHECK_EQ(tpt_plan_opcode(TPT_PLAN_PREP_READ), TPT_OP_PREP_READ);
@@ -1268,6 +1282,7 @@ int main(void)
 	RUN(back_pressure);
 	RUN(release_plan);
 	RUN(long_runs_are_cut);
+	RUN(refs_max_leaves_room_for_host_pieces);
 	RUN(random_requests);
 	RUN(degraded_read_shape);
 	RUN(two_missing_is_no_data);

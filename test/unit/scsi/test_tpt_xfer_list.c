@@ -490,7 +490,7 @@ static void test_send_result_list(void)
 	check_rejected(&cdb, 512, 0, NO_BIT);
 }
 
-/* TPT HOST READ/WRITE name the host's own buffer, in one piece (4.19). */
+/* TPT HOST READ/WRITE name the host's own buffer, in pieces (4.19). */
 static void test_host_list(void)
 {
 	static const uint8_t host_list[16 + 24] = {
@@ -509,7 +509,8 @@ static void test_host_list(void)
 			       .transfer_length = 8 };
 	struct tpt_cdb prep = { .opcode = TPT_OP_PREP_READ, .lba = 8,
 				.transfer_length = 8, .group = 1 };
-	uint8_t enc[sizeof(host_list)];
+	uint8_t enc[sizeof(host_list)], enc2[16 + 2 * 24];
+	unsigned int i;
 
 	memcpy(buf, host_list, sizeof(host_list));
 	CHECK_EQ(tpt_xfer_list_decode(buf, sizeof(host_list), &xfer, NULL),
@@ -524,11 +525,46 @@ static void test_host_list(void)
 	CHECK(!memcmp(enc, host_list, sizeof(host_list)));
 	/* No other command may name the initiator: it has no peer entry. */
 	check_rejected(&prep, 512, 16, NO_BIT);
+	/* Pieces of whole blocks, addressed alike, in LBA order. */
+	xfer.count = 2;
+	xfer.desc[0].length = 3072;
+	xfer.desc[1] = xfer.desc[0];
+	xfer.desc[1].length = 1024;
+	xfer.desc[1].stag = 0x1234;
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, NULL), TPT_SENSE_NONE);
+	CHECK_EQ(tpt_xfer_list_encode(&xfer, enc2, sizeof(enc2)),
+		 (int)sizeof(enc2));
+	CHECK_EQ(tpt_xfer_list_decode(enc2, sizeof(enc2), &xfer, NULL),
+		 TPT_SENSE_NONE);
+	CHECK_EQ(xfer.desc[1].stag, 0x1234);
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, NULL), TPT_SENSE_NONE);
+	/* A piece ending inside a block, in the second descriptor. */
+	check_rejected(&cdb, 1536, 16 + 24 + 4, NO_BIT);
+	xfer.desc[1].peer = 2;
+	check_rejected(&cdb, 512, 16 + 24, NO_BIT);
+	xfer.desc[1].peer = TPT_PEER_ID_INITIATOR;
+	xfer.desc[1].flags = TPT_XFER_VIRT_ADDR;
+	check_rejected(&cdb, 512, 16 + 24 + 2, 0);
+	xfer.desc[1].flags = 0;
+	/* Up to TPT_HOST_DESC_MAX pieces: a one-block piece each. */
+	for (i = 0; i < TPT_HOST_DESC_MAX + 1; i++) {
+		xfer.desc[i] = xfer.desc[0];
+		xfer.desc[i].length = 512;
+	}
+	xfer.count = TPT_HOST_DESC_MAX;
+	xfer.total_length = 512 * TPT_HOST_DESC_MAX;
+	cdb.transfer_length = TPT_HOST_DESC_MAX;
+	CHECK_EQ(tpt_xfer_list_check(&xfer, &cdb, 512, NULL), TPT_SENSE_NONE);
+	xfer.count = TPT_HOST_DESC_MAX + 1;
+	xfer.total_length += 512;
+	cdb.transfer_length++;
+	check_rejected(&cdb, 512, 0, NO_BIT);
+	memcpy(buf, host_list, sizeof(host_list));
+	CHECK_EQ(tpt_xfer_list_decode(buf, sizeof(host_list), &xfer, NULL),
+		 TPT_SENSE_NONE);
+	cdb.transfer_length = 8;
 	/* In the table's order: the count, the result, the peer, a slot,
 	 * the total. */
-	xfer.count = 2;
-	xfer.desc[1] = xfer.desc[0];
-	check_rejected(&cdb, 512, 0, NO_BIT);
 	xfer.count = 1;
 	xfer.result_slot = 0;
 	check_rejected(&cdb, 512, 2, NO_BIT);
