@@ -56,10 +56,10 @@ def test_recovery_bench_runs(out):
 
 def test_direct_bench_runs(out):
     text = run(out, "direct", "--quick")
-    # Both tables, every workload's three clients, the goal lines, the
+    # Both tables, every workload's four clients, the goal lines, the
     # one-host read; the PASS/MISS verdicts themselves are not looked at.
-    rows = re.findall(r"^ *32k \S+ \S+ +(direct|proxied|baseline) ", text, re.M)
-    assert len(rows) == 3 * 7, text
+    rows = re.findall(r"^ *32k \S+ \S+ +(direct|unmerged|proxied|baseline) ", text, re.M)
+    assert len(rows) == 4 * 7, text
     assert text.count("PASS (") + text.count("MISS (") == 7, text
     assert "goal: " in text and "one direct host, seq-read 4m" in text, text
     assert "FAIL" not in text, text

@@ -183,6 +183,34 @@ def test_direct_integrity_counters_and_a_stock_client(tgtd_factory, workdir, rep
            f"{(res['bytes'] + res2['bytes']) >> 20} MiB verified, with a stock client beside")
 
 
+def test_adjacent_requests_go_as_one_command(tgtd_factory, report):
+    """The library sends queued requests that continue one another as one
+    TPT HOST READ/WRITE naming each one's buffer (protocol.md 4.19): every
+    byte still lands where its own request said (a byte model, reads and
+    writes in random runs), the controller plans them once, and
+    merge_max 1 turns it off."""
+    c = cluster.start(tgtd_factory, n=5, mode="tpt", member_bytes=16 << 20)
+    before = array_stats(c)
+    res = direct_verify(c.url, "--sequential", "--zero", "--span", "16m", "--qd", "16",
+                        "--ops", "2000", "--max-bs", "64k", "--seed", "5", "--final-check")
+    after = array_stats(c)
+    assert res["direct"] == "yes" and res["merged"] > 0, res
+    # Each command carried one request or a run of them: fewer commands
+    # than requests, and every request in one.
+    assert res["commands"] < res["ops"] <= res["commands"] + res["merged"], res
+    assert after["failed"] == before["failed"]
+    assert after["host_in"] == before["host_in"] and after["host_out"] == before["host_out"]
+    unmerged = direct_verify(c.url, "--sequential", "--span", "16m", "--qd", "16",
+                             "--ops", "300", "--max-bs", "64k", "--seed", "6",
+                             "--merge", "1")
+    assert unmerged["merged"] == 0 and unmerged["commands"] >= unmerged["ops"], unmerged
+    st = array_stats(c)
+    assert st["failed"] == 0 and st["member_failures"] == 0
+    report(f"merged requests: {res['ops']} sequential requests 512 B-64 KiB at QD 16 "
+           f"(reads and writes in random runs) and the final check's reads went as "
+           f"{res['commands']} commands ({res['merged']} merged), byte model clean")
+
+
 # -- rogue datamover peers ------------------------------------------------------
 
 def test_rogue_datamover_peers_are_refused(tgtd_factory, report):

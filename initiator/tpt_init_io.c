@@ -1,8 +1,14 @@
-/* libtptinitiator I/O: a request is cut into commands of at most max_io
- * bytes; at most queue_depth commands are in flight, the rest wait in a
- * FIFO.  A direct command takes a pool buffer (a fresh STag) when it is
+/* libtptinitiator I/O: a request is cut into pieces of at most max_io
+ * bytes; at most queue_depth pieces are in flight, the rest wait in a
+ * FIFO.  A direct piece takes a pool buffer (a fresh STag) when it is
  * sent and gives it back when its status arrives, which revokes the
  * STag: nothing of ours stays reachable after the request.
+ *
+ * Submitting only queues; the queue is sent when the caller is about to
+ * sleep (tpt_init_get_fds) or services the context.  Direct pieces that
+ * continue one another then go as one command naming each one's buffer
+ * (merge_max), as a block layer merges adjacent requests: the
+ * controller's cost is per command, and so is most of ours.
  *
  * Callbacks never run inside the call that submits: finished requests go
  * to a completion list that tpt_init_service() empties last. */
@@ -97,52 +103,117 @@ static const char *cmd_name(const struct init_cmd *cmd)
 	}
 }
 
-static void release_buf(struct init_cmd *cmd)
+/* The pieces sent as @cmd's command, first included. */
+static unsigned int pieces_of(const struct init_cmd *cmd)
 {
-	if (cmd->buf) {
-		/* Back to the pool, deregistered: its STag is dead. */
-		tpt_dm_buf_release(cmd->buf);
+	unsigned int n = 0;
+
+	for (; cmd; cmd = cmd->merged)
+		n++;
+	return n;
+}
+
+/* Back to the pool, deregistered: their STags are dead. */
+static void release_bufs(struct init_cmd *cmd)
+{
+	free(cmd->list);
+	cmd->list = NULL;
+	for (; cmd; cmd = cmd->merged) {
+		if (cmd->buf)
+			tpt_dm_buf_release(cmd->buf);
 		cmd->buf = NULL;
 	}
+}
+
+/* @cmd's pieces to the front of the wait queue, each on its own again
+ * and in order: sent again, they merge as the queue then allows. */
+static void wait_push_pieces(struct tpt_init *ctx, struct init_cmd *cmd)
+{
+	struct init_cmd *piece[TPT_HOST_DESC_MAX];
+	unsigned int n = 0;
+
+	while (cmd && n < TPT_HOST_DESC_MAX) {
+		piece[n++] = cmd;
+		cmd = cmd->merged;
+		piece[n - 1]->merged = NULL;
+	}
+	while (n)
+		wait_push(ctx, piece[--n], true);
+}
+
+/* Every piece of @cmd's command finished with @status. */
+static void finish_pieces(struct tpt_init *ctx, struct init_cmd *cmd,
+			  int status)
+{
+	while (cmd) {
+		struct init_cmd *next = cmd->merged;
+
+		cmd->merged = NULL;
+		req_finish_cmd(ctx, cmd, status);
+		cmd = next;
+	}
+}
+
+/* A controller from before merged commands refuses a list of several
+ * pieces at its DESCRIPTOR COUNT (protocol.md, version history). */
+static bool merge_refused(const struct init_cmd *cmd,
+			  const struct scsi_task *task)
+{
+	return cmd->merged &&
+	       init_sense_is(task, TPT_SENSE_INVALID_PARAM_FIELD) &&
+	       task->sense.sense_specific && !task->sense.ill_param_in_cdb &&
+	       task->sense.field_pointer == 0;
 }
 
 static void cmd_cb(struct iscsi_context *iscsi, int status,
 		   void *command_data, void *private_data)
 {
-	struct init_cmd *cmd = private_data;
+	struct init_cmd *cmd = private_data, *p;
 	struct tpt_init *ctx = cmd->req->ctx;
 	struct scsi_task *task = cmd->task;
-	size_t bytes = (size_t)cmd->blocks * ctx->block_size;
 	int err = 0;
 
 	(void)iscsi;
 	(void)command_data;
-	ctx->inflight--;
+	ctx->inflight -= pieces_of(cmd);
 	cmd->task = NULL;
 	if (status == SCSI_STATUS_GOOD) {
-		if (cmd->direct && cmd->kind == CMD_READ) {
-			memcpy(cmd->data, tpt_dm_buf_addr(cmd->buf), bytes);
-			ctx->stats.direct_bytes_in += bytes;
-		} else if (cmd->direct && cmd->kind == CMD_WRITE) {
-			ctx->stats.direct_bytes_out += bytes;
-		} else if (cmd->kind == CMD_READ) {
-			ctx->stats.plain_bytes_in += bytes;
-		} else if (cmd->kind == CMD_WRITE) {
-			ctx->stats.plain_bytes_out += bytes;
+		for (p = cmd; p; p = p->merged) {
+			size_t bytes = (size_t)p->blocks * ctx->block_size;
+
+			if (p->direct && p->kind == CMD_READ) {
+				memcpy(p->data, tpt_dm_buf_addr(p->buf), bytes);
+				ctx->stats.direct_bytes_in += bytes;
+			} else if (p->direct && p->kind == CMD_WRITE) {
+				ctx->stats.direct_bytes_out += bytes;
+			} else if (p->kind == CMD_READ) {
+				ctx->stats.plain_bytes_in += bytes;
+			} else if (p->kind == CMD_WRITE) {
+				ctx->stats.plain_bytes_out += bytes;
+			}
 		}
-		release_buf(cmd);
+		release_bufs(cmd);
 		scsi_free_scsi_task(task);
-		req_finish_cmd(ctx, cmd, 0);
+		finish_pieces(ctx, cmd, 0);
 		return;
 	}
-	release_buf(cmd);
+	release_bufs(cmd);
 	if (status == SCSI_STATUS_CHECK_CONDITION &&
 	    ctx->state == INIT_READY) {
 		/* A new nexus's UNIT ATTENTIONs: send again. */
 		if (task->sense.key == SCSI_SENSE_UNIT_ATTENTION &&
 		    ++cmd->ua_retries < INIT_UA_RETRIES) {
 			scsi_free_scsi_task(task);
-			wait_push(ctx, cmd, true);
+			wait_push_pieces(ctx, cmd);
+			return;
+		}
+		if (merge_refused(cmd, task)) {
+			init_log(ctx, TPT_INIT_LOG_INFO, "the controller takes "
+				 "one buffer per command: requests are no "
+				 "longer merged");
+			ctx->cfg.merge_max = 1;
+			scsi_free_scsi_task(task);
+			wait_push_pieces(ctx, cmd);
 			return;
 		}
 		/* The controller no longer holds our key (TPT HOST KEY NOT
@@ -157,77 +228,99 @@ static void cmd_cb(struct iscsi_context *iscsi, int status,
 				 "to plain SCSI", ctx->err);
 			ctx->direct = false;
 			scsi_free_scsi_task(task);
-			wait_push(ctx, cmd, true);
+			wait_push_pieces(ctx, cmd);
 			return;
 		}
 	}
 	err = init_status_error(ctx, cmd_name(cmd), status, task);
 	if (task)
 		scsi_free_scsi_task(task);
-	req_finish_cmd(ctx, cmd, err);
+	finish_pieces(ctx, cmd, err);
 }
 
+/* TPT HOST READ/WRITE of @cmd and the pieces merged after it: each piece
+ * in a pool buffer of its own, under its own STag, named by a descriptor
+ * of the transfer list in LBA order (protocol.md 4.19). */
 static int send_direct(struct tpt_init *ctx, struct init_cmd *cmd)
 {
-	size_t bytes = (size_t)cmd->blocks * ctx->block_size;
-	struct tpt_xfer_list list;
+	unsigned int n = pieces_of(cmd), i;
+	size_t list_len = TPT_XFER_LIST_LEN(n);
+	struct tpt_xfer_list *list;
 	struct tpt_cdb hc = { 0 };
 	struct iscsi_data data;
-	uint64_t base;
+	struct init_cmd *p;
+	uint32_t blocks = 0;
 	uint8_t cdb[16];
 	int ret;
 
-	ret = tpt_dm_buf_get(ctx->dm, 0, bytes, cmd->kind == CMD_READ ?
-			     TPT_DM_ACCESS_REMOTE_WRITE :
-			     TPT_DM_ACCESS_REMOTE_READ, &cmd->buf);
-	if (ret) {
-		cmd->buf = NULL;
-		return ret;
+	list = malloc(offsetof(struct tpt_xfer_list, desc[n]));
+	cmd->list = malloc(list_len);
+	if (!list || !cmd->list) {
+		free(list);
+		free(cmd->list);
+		cmd->list = NULL;
+		return -ENOMEM;
 	}
-	if (cmd->kind == CMD_WRITE)
-		memcpy(tpt_dm_buf_addr(cmd->buf), cmd->data, bytes);
-	base = tpt_dm_buf_rma_base(cmd->buf);
-	memset(&list, 0, offsetof(struct tpt_xfer_list, desc[1]));
-	list.count = 1;
-	list.result_slot = TPT_SLOT_NONE;
-	list.total_length = bytes;
-	list.desc[0].peer = TPT_PEER_ID_INITIATOR;
-	list.desc[0].flags = base ? TPT_XFER_VIRT_ADDR : 0;
-	list.desc[0].length = (uint32_t)bytes;
-	list.desc[0].stag = tpt_dm_buf_stag(cmd->buf);
-	list.desc[0].offset = base;
-	ret = tpt_xfer_list_encode(&list, cmd->list, sizeof(cmd->list));
+	list->count = (uint16_t)n;
+	list->result_slot = TPT_SLOT_NONE;
+	list->total_length = 0;
+	for (p = cmd, i = 0; p; p = p->merged, i++) {
+		size_t bytes = (size_t)p->blocks * ctx->block_size;
+		struct tpt_xfer_desc *d = &list->desc[i];
+		uint64_t base;
+
+		ret = tpt_dm_buf_get(ctx->dm, 0, bytes, p->kind == CMD_READ ?
+				     TPT_DM_ACCESS_REMOTE_WRITE :
+				     TPT_DM_ACCESS_REMOTE_READ, &p->buf);
+		if (ret) {
+			p->buf = NULL;
+			free(list);
+			release_bufs(cmd);
+			return ret;
+		}
+		if (p->kind == CMD_WRITE)
+			memcpy(tpt_dm_buf_addr(p->buf), p->data, bytes);
+		base = tpt_dm_buf_rma_base(p->buf);
+		d->peer = TPT_PEER_ID_INITIATOR;
+		d->flags = base ? TPT_XFER_VIRT_ADDR : 0;
+		d->length = (uint32_t)bytes;
+		d->stag = tpt_dm_buf_stag(p->buf);
+		d->offset = base;
+		list->total_length += bytes;
+		blocks += p->blocks;
+	}
+	ret = tpt_xfer_list_encode(list, cmd->list, list_len);
+	free(list);
 	if (ret < 0) {
 		init_seterr(ctx, "cannot encode the transfer list of %s",
 			    cmd_name(cmd));
-		release_buf(cmd);
+		release_bufs(cmd);
 		return -EINVAL;
 	}
 	hc.opcode = cmd->kind == CMD_WRITE ? TPT_OP_HOST_WRITE :
 		TPT_OP_HOST_READ;
 	hc.flags = cmd->kind == CMD_WRITE && cmd->fua ? TPT_CDB_FUA : 0;
 	hc.lba = cmd->lba;
-	hc.transfer_length = cmd->blocks;
+	hc.transfer_length = blocks;
 	if (tpt_cdb_encode(&hc, cdb, sizeof(cdb)) != (int)sizeof(cdb)) {
 		init_seterr(ctx, "cannot encode %s of %u blocks at %llu",
-			    cmd_name(cmd), cmd->blocks,
+			    cmd_name(cmd), blocks,
 			    (unsigned long long)cmd->lba);
-		release_buf(cmd);
+		release_bufs(cmd);
 		return -EINVAL;
 	}
-	cmd->task = scsi_create_task(16, cdb, SCSI_XFER_WRITE,
-				     (int)sizeof(cmd->list));
+	cmd->task = scsi_create_task(16, cdb, SCSI_XFER_WRITE, (int)list_len);
 	if (!cmd->task) {
-		release_buf(cmd);
+		release_bufs(cmd);
 		return -ENOMEM;
 	}
-	data.size = sizeof(cmd->list);
+	data.size = list_len;
 	data.data = cmd->list;
 	if (iscsi_scsi_command_async(ctx->iscsi, ctx->lun, cmd->task, cmd_cb,
 				     &data, cmd)) {
 		scsi_free_scsi_task(cmd->task);
 		cmd->task = NULL;
-		release_buf(cmd);
+		release_bufs(cmd);
 		return -EIO;
 	}
 	return 0;
@@ -268,39 +361,68 @@ static int send_plain(struct tpt_init *ctx, struct init_cmd *cmd)
 	return cmd->task ? 0 : -EIO;
 }
 
+/* Whether @next, first in the wait queue, continues @last's command
+ * (@blocks so far, @n pieces) so that it can go in it. */
+static bool merges(const struct tpt_init *ctx, const struct init_cmd *last,
+		   const struct init_cmd *next, uint32_t blocks, unsigned int n)
+{
+	return next && n < ctx->cfg.merge_max &&
+	       ctx->inflight < ctx->cfg.queue_depth &&
+	       next->kind == last->kind && next->kind != CMD_FLUSH &&
+	       next->fua == last->fua &&
+	       next->lba == last->lba + last->blocks &&
+	       (uint64_t)blocks + next->blocks <=
+			(ctx->max_io > INIT_MERGE_BYTES ? ctx->max_io :
+			 INIT_MERGE_BYTES) / ctx->block_size;
+}
+
 void init_io_pump(struct tpt_init *ctx)
 {
-	struct init_cmd *cmd;
+	struct init_cmd *cmd, *last;
 	int ret;
 
 	while (ctx->state == INIT_READY &&
 	       ctx->inflight < ctx->cfg.queue_depth &&
 	       (cmd = wait_pop(ctx))) {
+		unsigned int n = 1;
+		uint32_t blocks = cmd->blocks;
+
 		cmd->direct = ctx->direct && cmd->kind != CMD_FLUSH;
 		/* Counted in flight first: a send that fails after libiscsi
 		 * queued it ends in cmd_cb, which counts it out. */
 		ctx->inflight++;
+		/* Requests that continue this one go with it: the
+		 * controller's cost is per command, not per byte. */
+		for (last = cmd; cmd->direct &&
+		     merges(ctx, last, ctx->wait_head, blocks, n); n++) {
+			last->merged = wait_pop(ctx);
+			last = last->merged;
+			last->direct = true;
+			blocks += last->blocks;
+			ctx->inflight++;
+		}
 		ret = cmd->direct ? send_direct(ctx, cmd) :
 			send_plain(ctx, cmd);
 		if (ret > 0)
 			continue;
 		if (ret == -EAGAIN) {
-			/* Pool dry (cannot happen while every command
-			 * holds at most one buffer; kept as back-pressure). */
-			ctx->inflight--;
-			wait_push(ctx, cmd, true);
+			/* Pool dry (cannot happen while every piece holds
+			 * at most one buffer; kept as back-pressure). */
+			ctx->inflight -= n;
+			wait_push_pieces(ctx, cmd);
 			return;
 		}
 		if (ret) {
-			ctx->inflight--;
+			ctx->inflight -= n;
 			if (ret != -EINVAL)
 				init_seterr(ctx, "cannot send %s: %s",
 					    cmd_name(cmd),
 					    iscsi_get_error(ctx->iscsi));
-			req_finish_cmd(ctx, cmd, ret);
+			finish_pieces(ctx, cmd, ret);
 			continue;
 		}
 		ctx->stats.commands++;
+		ctx->stats.merged += n - 1;
 	}
 }
 
@@ -362,7 +484,7 @@ static int submit(struct tpt_init *ctx, enum cmd_kind kind, uint8_t *buf,
 		wait_push(ctx, cmd, false);
 	}
 	ctx->outstanding++;
-	init_io_pump(ctx);
+	/* Sent by the next tpt_init_get_fds() or tpt_init_service(). */
 	return 0;
 }
 

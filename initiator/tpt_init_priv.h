@@ -12,6 +12,12 @@
 #include "iser/tpt_dm.h"
 #include "scsi/tpt_cdb.h"
 
+_Static_assert(TPT_INIT_MERGE_MAX == TPT_HOST_DESC_MAX,
+	       "a command names at most TPT_HOST_DESC_MAX buffers");
+
+/* Merged requests make commands of up to this many bytes (or max_io). */
+#define INIT_MERGE_BYTES (4u << 20)
+
 /* UNIT ATTENTIONs one command may absorb (a new nexus sees a few). */
 #define INIT_UA_RETRIES 8
 
@@ -27,7 +33,9 @@ enum cmd_kind { CMD_READ, CMD_WRITE, CMD_FLUSH };
 
 struct init_req;
 
-/* One SCSI command: a piece of at most max_io bytes of a request. */
+/* A piece of at most max_io bytes of a request: one SCSI command, or,
+ * merged with the pieces of other requests that continue it, a part of
+ * one (the first piece sends it). */
 struct init_cmd {
 	struct init_req *req;
 	enum cmd_kind kind;
@@ -39,7 +47,8 @@ struct init_cmd {
 	unsigned int ua_retries;
 	struct tpt_dm_buf *buf;		/* direct: the pool buffer, this send */
 	struct scsi_task *task;
-	uint8_t list[TPT_XFER_LIST_LEN(1)];	/* direct: the data-out */
+	uint8_t *list;			/* direct, first piece: the data-out */
+	struct init_cmd *merged;	/* the next piece in this command */
 	struct init_cmd *next;		/* in the wait queue */
 };
 
@@ -83,7 +92,7 @@ struct tpt_init {
 	char dm_endpoint[80];
 
 	/* Commands. */
-	unsigned int inflight;
+	unsigned int inflight;		/* pieces, each holding a pool buffer */
 	struct init_cmd *wait_head, *wait_tail;
 	struct init_req *done_head, *done_tail;
 	unsigned int outstanding;	/* requests not yet completed */

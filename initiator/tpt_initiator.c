@@ -167,6 +167,11 @@ int tpt_init_new(const struct tpt_init_config *cfg, struct tpt_init **out,
 	if (ctx->cfg.timeout_s > 3600)
 		FAIL(-EINVAL, "timeout %u s: at most 3600",
 		     ctx->cfg.timeout_s);
+	if (!ctx->cfg.merge_max)
+		ctx->cfg.merge_max = TPT_INIT_MERGE_MAX;
+	if (ctx->cfg.merge_max > TPT_INIT_MERGE_MAX)
+		FAIL(-EINVAL, "merge_max %u: at most %u", ctx->cfg.merge_max,
+		     TPT_INIT_MERGE_MAX);
 	if ((unsigned int)ctx->cfg.direct > TPT_INIT_DIRECT_OFF)
 		FAIL(-EINVAL, "direct: not auto, on or off");
 
@@ -564,6 +569,10 @@ int tpt_init_get_fds(struct tpt_init *ctx,
 
 	if (ctx->state == INIT_DEAD)
 		return 0;
+	/* The caller is about to sleep: what it submitted since it last
+	 * slept goes now, adjacent requests together. */
+	if (ctx->state == INIT_READY)
+		init_io_pump(ctx);
 	if (iscsi_get_fd(ctx->iscsi) >= 0) {
 		fds[n].fd = iscsi_get_fd(ctx->iscsi);
 		fds[n].events = (short)iscsi_which_events(ctx->iscsi);

@@ -63,6 +63,9 @@ enum tpt_init_log_level {
 	TPT_INIT_LOG_INFO,
 };
 
+/* The most requests one command may carry (merge_max). */
+#define TPT_INIT_MERGE_MAX 64
+
 struct tpt_init_config {
 	/* iscsi://[user[%password]@]host[:port]/IQN/LUN.  Mutual CHAP as
 	 * libiscsi spells it: ?target_user=..&target_password=..; or the
@@ -82,8 +85,10 @@ struct tpt_init_config {
 	uint16_t dm_port;
 	const char *dm_provider;	/* NULL: as the datamover picks */
 
-	/* Largest SCSI command, bytes (block multiple); larger requests
-	 * are split.  0: 4 MiB.  Also the size of one pool buffer. */
+	/* Largest piece of a request, bytes (block multiple); larger
+	 * requests are split into commands of this size.  0: 4 MiB.  Also
+	 * the size of one pool buffer.  (Merged requests, below, may make
+	 * a larger command.) */
 	size_t max_io;
 	/* Commands in flight at once; more requests wait in the context.
 	 * The pool is queue_depth * max_io bytes, registered once.  0: 16. */
@@ -91,6 +96,13 @@ struct tpt_init_config {
 	/* Seconds a login or a command may take before it fails with
 	 * -ETIMEDOUT.  0: 30. */
 	unsigned int timeout_s;
+	/* Direct requests waiting to be sent that continue one another
+	 * (same direction and FUA, each starting where the one before
+	 * ends) go as one command naming each one's buffer: at most this
+	 * many, and at most max_io or 4 MiB, whichever is more.  The
+	 * controller then plans, locks and sends member commands once for
+	 * them all.  0: TPT_INIT_MERGE_MAX; 1: never merge. */
+	unsigned int merge_max;
 
 	/* Refused datamover peers, fallback decisions, session loss.
 	 * NULL: warnings and errors to stderr. */
@@ -115,8 +127,9 @@ void tpt_init_close(struct tpt_init *ctx);
 
 #define TPT_INIT_MAX_FDS 2
 
-/* Fills @fds with the descriptors to poll and their events; returns how
- * many (they change: call it before every poll).  Poll with a timeout of
+/* Sends what was submitted since the last call, merged where it can be
+ * (merge_max), then fills @fds with the descriptors to poll and their
+ * events; returns how many (they change: call it before every poll).  Poll with a timeout of
  * at most tpt_init_poll_timeout_ms() so that timeouts fire. */
 int tpt_init_get_fds(struct tpt_init *ctx, struct pollfd fds[TPT_INIT_MAX_FDS]);
 int tpt_init_poll_timeout_ms(const struct tpt_init *ctx);
@@ -140,7 +153,10 @@ int tpt_init_connect_async(struct tpt_init *ctx, tpt_init_cb cb, void *arg);
 /* Byte offset and length must be multiples of the block size and lie in
  * the LUN; @buf must stay valid (and, for writes, unchanged) until the
  * callback.  Returns 0 (cb will run, never from inside this call) or a
- * negative errno without running cb: -EINVAL, -ENOTCONN, -ENOMEM. */
+ * negative errno without running cb: -EINVAL, -ENOTCONN, -ENOMEM.
+ * Nothing is sent before the next tpt_init_get_fds() or
+ * tpt_init_service(), so that requests submitted together can go as
+ * one command. */
 int tpt_init_pread_async(struct tpt_init *ctx, void *buf, size_t len,
 			 uint64_t offset, tpt_init_cb cb, void *arg);
 #define TPT_INIT_FUA 0x1	/* pwrite: force unit access */
@@ -173,6 +189,7 @@ const char *tpt_init_error(const struct tpt_init *ctx);
 struct tpt_init_stats {
 	uint64_t requests;		/* user requests completed */
 	uint64_t commands;		/* SCSI commands sent for them */
+	uint64_t merged;		/* pieces that went in another's command */
 	uint64_t direct_bytes_in;	/* read by RMA into our buffers */
 	uint64_t direct_bytes_out;	/* written by RMA from our buffers */
 	uint64_t plain_bytes_in;	/* read through the controller */

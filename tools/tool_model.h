@@ -45,6 +45,10 @@ struct tool_model {
 	/* Mismatch messages also name the block's byte on the LUN. */
 	bool say_lun_byte;
 	uint64_t base;			/* the region's first byte on the LUN */
+	/* Requests walk the region in order, each where the last ended
+	 * (wrapping), instead of landing anywhere. */
+	bool sequential;
+	uint64_t next;			/* sequential: the next block */
 	unsigned int inflight;
 	uint64_t writes, reads;		/* sent */
 	uint64_t mismatches, reported;
@@ -110,17 +114,26 @@ static inline bool model_pick_range(struct tool_model *m, uint64_t *blk,
 
 		if (n > m->blocks)
 			n = (uint32_t)m->blocks;
-		at = model_rnd(m) % (m->blocks - n + 1);
-		/* Often aligned, so whole units and stripes come up. */
-		if (model_rnd(m) % 2)
-			at -= at % n;
+		if (m->sequential) {
+			at = m->next + n <= m->blocks ? m->next : 0;
+		} else {
+			at = model_rnd(m) % (m->blocks - n + 1);
+			/* Often aligned, so whole units and stripes come
+			 * up. */
+			if (model_rnd(m) % 2)
+				at -= at % n;
+		}
 		for (i = 0; i < n && !m->busy[at + i]; i++)
 			;
 		if (i == n) {
 			*blk = at;
 			*blocks = n;
+			m->next = at + n;
 			return true;
 		}
+		/* In order or not at all: wait for the blocks ahead. */
+		if (m->sequential)
+			break;
 	}
 	return false;
 }

@@ -11,8 +11,13 @@
  * leaves its blocks unknown (not checked again).  --final-check reads
  * the whole region back at the end.
  *
+ * --sequential walks the region in order instead, each request where
+ * the one before ended, so that the library merges adjacent ones into
+ * one command (its merge_max, --merge).
+ *
  * Prints one line of key=value: ops writes reads bytes errors mismatches
- * direct(yes|no) direct_in direct_out plain_in plain_out refused_peers.
+ * direct(yes|no) direct_in direct_out plain_in plain_out refused_peers
+ * commands merged.
  * Exit status: 0 neither errors nor mismatches, 1 otherwise, 2 usage. */
 #include <errno.h>
 #include <getopt.h>
@@ -151,14 +156,18 @@ static void usage(FILE *out)
 		"  --seed N         random seed (1)\n"
 		"  --zero           the region holds zeroes (else read first)\n"
 		"  --final-check    read the whole region back at the end\n"
+		"  --sequential     each request where the last ended\n"
+		"  --merge N        adjacent requests one command may carry\n"
+		"                   (the library's %d; 1: never merge)\n"
 		"  --direct auto|on|off  (auto)\n"
 		"  --dm ADDR[:PORT] where the datamover listens\n"
 		"  --initiator IQN  initiator name\n"
 		"  --timeout S      login and command timeout (30)\n\n"
 		"Prints: ops= writes= reads= bytes= errors= mismatches= direct=\n"
 		"direct_in= direct_out= plain_in= plain_out= refused_peers=\n"
+		"commands= merged=\n"
 		"Exit status: 0 no error and no mismatch, 1 otherwise, 2 usage.\n",
-		MAX_QD);
+		MAX_QD, TPT_INIT_MERGE_MAX);
 }
 
 int main(int argc, char **argv)
@@ -174,6 +183,8 @@ int main(int argc, char **argv)
 		{ "seed", required_argument, NULL, 'r' },
 		{ "zero", no_argument, NULL, 'z' },
 		{ "final-check", no_argument, NULL, 'f' },
+		{ "sequential", no_argument, NULL, 'S' },
+		{ "merge", required_argument, NULL, 'M' },
 		{ "direct", required_argument, NULL, 'd' },
 		{ "dm", required_argument, NULL, 'm' },
 		{ "initiator", required_argument, NULL, 'i' },
@@ -230,6 +241,13 @@ int main(int argc, char **argv)
 			break;
 		case 'z': zero = true; break;
 		case 'f': final_check = true; break;
+		case 'S': v.m.sequential = true; break;
+		case 'M':
+			if (tpt_init_parse_size(optarg, &x) || !x ||
+			    x > TPT_INIT_MERGE_MAX)
+				goto bad;
+			cfg.merge_max = (unsigned int)x;
+			break;
 		case 'd': if (tpt_init_parse_direct(optarg, &cfg.direct)) goto bad; break;
 		case 'm':
 			if (tpt_init_parse_endpoint(optarg, dm_addr,
@@ -325,11 +343,12 @@ int main(int argc, char **argv)
 	       " bytes=%" PRIu64 " errors=%" PRIu64 " mismatches=%" PRIu64
 	       " direct=%s direct_in=%" PRIu64 " direct_out=%" PRIu64
 	       " plain_in=%" PRIu64 " plain_out=%" PRIu64
-	       " refused_peers=%" PRIu64 "\n", v.m.writes + v.m.reads,
+	       " refused_peers=%" PRIu64 " commands=%" PRIu64
+	       " merged=%" PRIu64 "\n", v.m.writes + v.m.reads,
 	       v.m.writes, v.m.reads, v.bytes, v.errors, v.m.mismatches,
 	       tpt_init_is_direct(v.ctx) ? "yes" : "no", st.direct_bytes_in,
 	       st.direct_bytes_out, st.plain_bytes_in, st.plain_bytes_out,
-	       st.refused_peers);
+	       st.refused_peers, st.commands, st.merged);
 	tpt_init_close(v.ctx);
 	for (i = 0; i < v.qd; i++)
 		free(v.io[i].req.buf);

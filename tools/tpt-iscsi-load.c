@@ -5,7 +5,9 @@
  *   tpt-iscsi-load --pattern seq-write --bs 1m --seconds 5 URL
  *
  * Prints one line, ops=N bytes=N seconds=F mbps=F iops=F direct=yes|no
- * (MB/s in 10^6 bytes per second), for scripts/bench/array and
+ * commands=N (MB/s in 10^6 bytes per second; commands: SCSI commands
+ * sent, fewer than ops where --direct merged adjacent requests), for
+ * scripts/bench/array and
  * scripts/bench/direct to parse.  Any SCSI
  * error, short transfer or stall ends the run with exit status 1 after
  * the outstanding commands drain, and nothing is printed on stdout.
@@ -78,6 +80,7 @@ struct load_opts {
 	uint64_t seed;
 	bool use_lib;		/* --direct given: through libtptinitiator */
 	enum tpt_init_direct direct;
+	unsigned int merge;	/* --direct: merge_max, 0 the library's */
 };
 
 struct slot {
@@ -115,6 +118,7 @@ static void usage(FILE *out)
 		"\n"
 		"Drives READ(16)/WRITE(16) at a fixed queue depth over one iSCSI\n"
 		"session and prints: ops=N bytes=N seconds=F mbps=F iops=F\n"
+		"direct=yes|no commands=N\n"
 		"\n"
 		"  --pattern P       seq-read, seq-write, rand-read or rand-write\n"
 		"                    (required)\n"
@@ -133,6 +137,8 @@ static void usage(FILE *out)
 		"  --direct[=MODE]   through libtptinitiator (the extended\n"
 		"                    host); MODE on (the default: fail unless\n"
 		"                    every byte moves host-direct), auto or off\n"
+		"  --merge N         --direct: send up to N adjacent requests\n"
+		"                    as one command (64; 1: never merge)\n"
 		"  --help            this text\n"
 		"\n"
 		"BYTES and N take k, m, g suffixes (powers of 1024).  URL is\n"
@@ -203,6 +209,7 @@ static int parse_args(int argc, char **argv, struct load_opts *o)
 		{ "seed", required_argument, NULL, 'r' },
 		{ "initiator", required_argument, NULL, 'i' },
 		{ "direct", optional_argument, NULL, 'd' },
+		{ "merge", required_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -296,6 +303,15 @@ static int parse_args(int argc, char **argv, struct load_opts *o)
 					" or off\n");
 				return -1;
 			}
+			break;
+		case 'm':
+			if (parse_size(optarg, "--merge", &v) || !v ||
+			    v > TPT_INIT_MERGE_MAX) {
+				fprintf(stderr, PROG ": --merge takes 1-%d\n",
+					TPT_INIT_MERGE_MAX);
+				return -1;
+			}
+			o->merge = (unsigned int)v;
 			break;
 		case 'h':
 			usage(stdout);
@@ -504,6 +520,7 @@ static int lib_open(struct load *l)
 		.max_io = o->bs < (4u << 20) ? (o->bs + 511) / 512 * 512 :
 			  (4u << 20),
 		.timeout_s = o->timeout < 1 ? 1 : (unsigned int)o->timeout,
+		.merge_max = o->merge,
 	};
 	char err[512];
 
@@ -726,6 +743,7 @@ int main(int argc, char **argv)
 	struct load_opts o;
 	struct load l;
 	double elapsed = 0;
+	struct tpt_init_stats st = { 0 };
 	int rc = 1;
 
 	if (parse_args(argc, argv, &o)) {
@@ -743,11 +761,14 @@ int main(int argc, char **argv)
 		goto out;
 	if (!(elapsed > 0))
 		elapsed = 1e-9;
+	if (l.ctx)
+		tpt_init_get_stats(l.ctx, &st);
 	printf("ops=%" PRIu64 " bytes=%" PRIu64 " seconds=%.3f mbps=%.1f"
-	       " iops=%.1f direct=%s\n", l.done_ops, l.done_bytes, elapsed,
-	       (double)l.done_bytes / elapsed / 1e6,
+	       " iops=%.1f direct=%s commands=%" PRIu64 "\n", l.done_ops,
+	       l.done_bytes, elapsed, (double)l.done_bytes / elapsed / 1e6,
 	       (double)l.done_ops / elapsed,
-	       l.ctx && tpt_init_is_direct(l.ctx) ? "yes" : "no");
+	       l.ctx && tpt_init_is_direct(l.ctx) ? "yes" : "no",
+	       l.ctx ? st.commands : l.done_ops);
 	rc = fflush(stdout) ? 1 : 0;
 out:
 	l.closing = true;

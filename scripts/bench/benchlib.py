@@ -91,19 +91,21 @@ def run_load(args, url, pattern, bs, span, seconds=None, nbytes=None, direct=Fal
         raise RuntimeError(f"asked for a direct run, got direct={vals.get('direct')}")
     return {"ops": int(vals["ops"]), "bytes": int(vals["bytes"]),
             "seconds": float(vals["seconds"]), "mbps": float(vals["mbps"]),
-            "iops": float(vals["iops"]), "direct": vals.get("direct") == "yes"}
+            "iops": float(vals["iops"]), "direct": vals.get("direct") == "yes",
+            "commands": int(vals.get("commands", vals["ops"]))}
 
 
 def measure_load(args, url, server, targets, pattern, bs, span, seconds=None,
-                 nbytes=None, counters=True, direct=False, qd=None):
-    """run_load() (direct, qd: as there) with the CPU seconds of the tgtd `server` (ctl_cpu) and
+                 nbytes=None, counters=True, direct=False, qd=None, extra_args=()):
+    """run_load() (direct, qd, extra_args: as there) with the CPU seconds of the tgtd `server` (ctl_cpu) and
     of `targets` (tgt_cpu) it cost, and the change of server's TPT-RAID
     counters while it ran (stats; empty without `counters`).  A request the
     controller counted failed fails the measurement."""
     st0 = controller_counters(server) if counters else {}
     c0 = cpu_seconds(server.proc)
     t0 = sum(cpu_seconds(t.proc) for t in targets)
-    r = run_load(args, url, pattern, bs, span, seconds, nbytes, direct, qd)
+    r = run_load(args, url, pattern, bs, span, seconds, nbytes, direct, qd,
+                 extra_args=extra_args)
     r["ctl_cpu"] = cpu_seconds(server.proc) - c0
     r["tgt_cpu"] = sum(cpu_seconds(t.proc) for t in targets) - t0
     st1 = controller_counters(server) if counters else {}
@@ -119,6 +121,7 @@ def merge_runs(a, b):
     if a is None:
         return b
     out = {k: a[k] + b[k] for k in ("ops", "bytes", "seconds", "ctl_cpu", "tgt_cpu")}
+    out["commands"] = a.get("commands", a["ops"]) + b.get("commands", b["ops"])
     out["mbps"] = out["bytes"] / out["seconds"] / 1e6
     out["iops"] = out["ops"] / out["seconds"]
     out["stats"] = {k: a["stats"].get(k, 0) + b["stats"].get(k, 0)
