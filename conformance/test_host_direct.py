@@ -96,12 +96,18 @@ def test_bad_input_is_a_clear_error(workdir):
     port = net.free_port("127.0.0.1")
     r = run("tpt-dd", f"iscsi://127.0.0.1:{port}/iqn.x/1", "of=-", "--timeout", "5", text=True)
     assert r.returncode == 1 and f"127.0.0.1:{port}" in r.stderr, r.stderr
-    r = run("tpt-direct-verify", "--qd", "1000", "iscsi://127.0.0.1/iqn.x/1", text=True)
-    assert r.returncode == 2
+    for bad in (("--qd", "1000"), ("--merge", "0"), ("--merge", "65")):
+        r = run("tpt-direct-verify", *bad, "iscsi://127.0.0.1/iqn.x/1", text=True)
+        assert r.returncode == 2, (bad, r.stderr)
+    r = run("tpt-iscsi-load", "--pattern", "seq-read", "--bs", "4k", "--direct", "--merge", "65",
+            "iscsi://127.0.0.1/iqn.x/1", text=True)
+    assert r.returncode == 2 and "--merge" in r.stderr, r.stderr
     if shutil.which("nbdkit"):
         for args, says in [(["url=iscsi://nowhere"], "bad URL"),
                            (["url=iscsi://127.0.0.1/iqn.x/1", "max_io=1000"], "max_io"),
                            (["url=iscsi://127.0.0.1/iqn.x/1", "dm=a:b:c:"], "dm="),
+                           (["url=iscsi://127.0.0.1/iqn.x/1", "merge=0"], "merge="),
+                           (["url=iscsi://127.0.0.1/iqn.x/1", "merge=65"], "merge="),
                            (["url=iscsi://127.0.0.1/iqn.x/1", "colour=red"], "unknown")]:
             r = subprocess.run(["nbdkit", "--exit-with-parent", "-U", str(workdir / "s"),
                                 str(PLUGIN), *args], capture_output=True, text=True, timeout=30,

@@ -38,7 +38,7 @@ static char *cfg_url, *cfg_user, *cfg_password, *cfg_target_user,
 static char cfg_dm_addr[64];
 static uint16_t cfg_dm_port;
 static size_t cfg_max_io;
-static unsigned int cfg_qd, cfg_timeout;
+static unsigned int cfg_qd, cfg_timeout, cfg_merge;
 static enum tpt_init_direct cfg_direct;
 
 static void tptraid_unload(void)
@@ -134,6 +134,12 @@ static int tptraid_config(const char *key, const char *value)
 		cfg_qd = (unsigned int)v;
 		return 0;
 	}
+	if (!strcmp(key, "merge")) {
+		if (parse_number(key, value, TPT_INIT_MERGE_MAX, &v) || !v)
+			return v ? -1 : (nbdkit_error("merge=0"), -1);
+		cfg_merge = (unsigned int)v;
+		return 0;
+	}
 	if (!strcmp(key, "timeout")) {
 		if (parse_number(key, value, 3600, &v) || !v)
 			return v ? -1 : (nbdkit_error("timeout=0"), -1);
@@ -178,6 +184,7 @@ static void fill_config(struct tpt_init_config *c)
 	c->max_io = cfg_max_io;
 	c->queue_depth = cfg_qd;
 	c->timeout_s = cfg_timeout;
+	c->merge_max = cfg_merge;
 	c->log = log_to_nbdkit;
 }
 
@@ -214,6 +221,8 @@ static int tptraid_config_complete(void)
 	"provider=NAME       libfabric provider (default: the datamover's pick).\n" \
 	"max_io=SIZE         largest SCSI command, 512..64M (4M).\n" \
 	"qd=N                commands in flight per connection, 1..256 (16).\n" \
+	"merge=N             adjacent requests one command may carry, 1..64\n" \
+	"                    (64; 1: never merge).\n" \
 	"timeout=S           login and command timeout in seconds (30)."
 
 /* --- one connection --- */
