@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -628,6 +629,27 @@ static void session_lost(struct tpt_init *ctx, const char *why)
 	init_io_fail_waiting(ctx, -ENOTCONN);
 }
 
+/*
+ * libiscsi writes a command's header and its data-out (a direct
+ * command's transfer list) with two send()s, and every segment wakes the
+ * controller.  Corked while libiscsi writes, what it writes for the
+ * commands sent together leaves in full segments at the end: the
+ * controller wakes once for all of them.
+ */
+static int iscsi_service_corked(struct tpt_init *ctx, int revents)
+{
+	int fd = iscsi_get_fd(ctx->iscsi), on = 1, off = 0, ret;
+	bool cork = (revents & POLLOUT) && ctx->state == INIT_READY;
+
+	if (cork)
+		setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+	ret = iscsi_service(ctx->iscsi, revents);
+	/* The session may have reconnected on another socket. */
+	if (cork && iscsi_get_fd(ctx->iscsi) == fd)
+		setsockopt(fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
+	return ret;
+}
+
 int tpt_init_service(struct tpt_init *ctx, const struct pollfd *fds, int n)
 {
 	bool iscsi_done = false;
@@ -645,7 +667,7 @@ int tpt_init_service(struct tpt_init *ctx, const struct pollfd *fds, int n)
 			}
 		} else if (fds[i].fd == iscsi_get_fd(ctx->iscsi)) {
 			iscsi_done = true;
-			if (iscsi_service(ctx->iscsi, fds[i].revents) < 0)
+			if (iscsi_service_corked(ctx, fds[i].revents) < 0)
 				session_lost(ctx, iscsi_get_error(ctx->iscsi));
 		}
 	}

@@ -30,6 +30,8 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -134,13 +136,38 @@ static void member_rearm(struct tpt_member *m)
 	member_rearm_events(m, true);
 }
 
+/* Holds the socket's partial segments (TCP_CORK) while @on. */
+static void member_cork(struct tpt_member *m, int on)
+{
+	int fd = iscsi_get_fd(m->iscsi);
+
+	if (fd >= 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+}
+
 static void member_flush(struct event_data *ev)
 {
 	struct tpt_member *m = ev->data;
+	/*
+	 * Several commands, or one with a data-out (every TPT command's
+	 * transfer list): corked, what libiscsi writes in several send()s
+	 * leaves in full segments at the end, and the target wakes once
+	 * for all of it rather than once per send() (2 wake-ups per PREP
+	 * READ before).  A lone plain READ goes as it is.
+	 */
+	bool cork = m->flush_cmds > 1 || m->flush_data_out;
+	int ret;
 
+	m->flush_cmds = 0;
+	m->flush_data_out = false;
 	if (!m->iscsi || m->failing || m->link != MEMBER_ONLINE)
 		return;
-	if (iscsi_service(m->iscsi, POLLOUT) < 0) {
+	if (cork)
+		member_cork(m, 1);
+	ret = iscsi_service(m->iscsi, POLLOUT);
+	if (cork && m->iscsi)
+		member_cork(m, 0);
+	if (ret < 0) {
 		member_fail(m, NULL);
 		return;
 	}
@@ -307,6 +334,8 @@ static int member_submit(struct tpt_member *m, struct scsi_task *task,
 	}
 	list_add_tail(&c->link, &m->cmds);
 	m->stats.cmds++;
+	m->flush_cmds++;
+	m->flush_data_out |= data_out != NULL;
 	member_rearm(m);
 	return 0;
 }

@@ -120,6 +120,11 @@ struct tpt_member {
 	/* Writes the commands queued in this round of the event loop
 	 * (member_rearm). */
 	struct event_data flush;
+	/* Commands queued since the last flush, and whether one carries a
+	 * data-out: libiscsi writes a command's header and its data-out
+	 * with two send()s, and each segment wakes the target. */
+	unsigned int flush_cmds;
+	bool flush_data_out;
 	uint64_t nr_blocks;
 	uint32_t block_size;
 	struct list_head cmds;		/* commands in flight */
