@@ -56,6 +56,7 @@ void init_io_run_done(struct tpt_init *ctx)
 
 static void wait_push(struct tpt_init *ctx, struct init_cmd *cmd, bool front)
 {
+	ctx->nr_waiting++;
 	if (front) {
 		cmd->next = ctx->wait_head;
 		ctx->wait_head = cmd;
@@ -76,6 +77,7 @@ static struct init_cmd *wait_pop(struct tpt_init *ctx)
 	struct init_cmd *cmd = ctx->wait_head;
 
 	if (cmd) {
+		ctx->nr_waiting--;
 		ctx->wait_head = cmd->next;
 		if (!ctx->wait_head)
 			ctx->wait_tail = NULL;
@@ -176,6 +178,7 @@ static void cmd_cb(struct iscsi_context *iscsi, int status,
 	(void)iscsi;
 	(void)command_data;
 	ctx->inflight -= pieces_of(cmd);
+	ctx->inflight_cmds--;
 	cmd->task = NULL;
 	if (status == SCSI_STATUS_GOOD) {
 		for (p = cmd; p; p = p->merged) {
@@ -362,11 +365,12 @@ static int send_plain(struct tpt_init *ctx, struct init_cmd *cmd)
 }
 
 /* Whether @next, first in the wait queue, continues @last's command
- * (@blocks so far, @n pieces) so that it can go in it. */
+ * (@blocks so far, @n pieces of at most @max) so that it can go in it. */
 static bool merges(const struct tpt_init *ctx, const struct init_cmd *last,
-		   const struct init_cmd *next, uint32_t blocks, unsigned int n)
+		   const struct init_cmd *next, uint32_t blocks, unsigned int n,
+		   unsigned int max)
 {
-	return next && n < ctx->cfg.merge_max &&
+	return next && n < max &&
 	       ctx->inflight < ctx->cfg.queue_depth &&
 	       next->kind == last->kind && next->kind != CMD_FLUSH &&
 	       next->fua == last->fua &&
@@ -384,17 +388,27 @@ void init_io_pump(struct tpt_init *ctx)
 	while (ctx->state == INIT_READY &&
 	       ctx->inflight < ctx->cfg.queue_depth &&
 	       (cmd = wait_pop(ctx))) {
-		unsigned int n = 1;
+		unsigned int n = 1, max = ctx->cfg.merge_max;
 		uint32_t blocks = cmd->blocks;
 
+		/*
+		 * With nothing in flight, half of what waits at most: all of
+		 * it in one command would leave the array idle while the
+		 * host handles its completion, and a queue that completed
+		 * at once would go on as one command, in lock-step.  Two
+		 * commands overlap and drift apart.
+		 */
+		if (!ctx->inflight_cmds && max > (ctx->nr_waiting + 2) / 2)
+			max = (ctx->nr_waiting + 2) / 2;
 		cmd->direct = ctx->direct && cmd->kind != CMD_FLUSH;
 		/* Counted in flight first: a send that fails after libiscsi
 		 * queued it ends in cmd_cb, which counts it out. */
 		ctx->inflight++;
+		ctx->inflight_cmds++;
 		/* Requests that continue this one go with it: the
 		 * controller's cost is per command, not per byte. */
 		for (last = cmd; cmd->direct &&
-		     merges(ctx, last, ctx->wait_head, blocks, n); n++) {
+		     merges(ctx, last, ctx->wait_head, blocks, n, max); n++) {
 			last->merged = wait_pop(ctx);
 			last = last->merged;
 			last->direct = true;
@@ -409,11 +423,13 @@ void init_io_pump(struct tpt_init *ctx)
 			/* Pool dry (cannot happen while every piece holds
 			 * at most one buffer; kept as back-pressure). */
 			ctx->inflight -= n;
+			ctx->inflight_cmds--;
 			wait_push_pieces(ctx, cmd);
 			return;
 		}
 		if (ret) {
 			ctx->inflight -= n;
+			ctx->inflight_cmds--;
 			if (ret != -EINVAL)
 				init_seterr(ctx, "cannot send %s: %s",
 					    cmd_name(cmd),

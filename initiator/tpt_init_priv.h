@@ -93,6 +93,8 @@ struct tpt_init {
 
 	/* Commands. */
 	unsigned int inflight;		/* pieces, each holding a pool buffer */
+	unsigned int inflight_cmds;	/* SCSI commands they went in */
+	unsigned int nr_waiting;	/* pieces in the wait queue */
 	struct init_cmd *wait_head, *wait_tail;
 	struct init_req *done_head, *done_tail;
 	unsigned int outstanding;	/* requests not yet completed */
