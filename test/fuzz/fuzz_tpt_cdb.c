@@ -53,6 +53,21 @@ static bool names_slot(const struct tpt_xfer_list *list)
 	return list->result_slot != TPT_SLOT_NONE;
 }
 
+static bool host_pieces_ok(const struct tpt_xfer_list *l, uint32_t bs)
+{
+	uint16_t i;
+
+	if (!l->count || l->count > TPT_HOST_DESC_MAX)
+		return false;
+	for (i = 0; i < l->count; i++)
+		if (l->desc[i].peer != TPT_PEER_ID_INITIATOR ||
+		    l->desc[i].flags != l->desc[0].flags ||
+		    (l->desc[i].flags & TPT_XFER_SLOT) ||
+		    l->desc[i].length % bs)
+			return false;
+	return true;
+}
+
 static bool names_initiator(const struct tpt_xfer_list *list)
 {
 	uint16_t i;
@@ -96,12 +111,12 @@ static void fuzz_xfer_list(const uint8_t *data, size_t size,
 		     cdb->opcode == TPT_OP_SEND_RESULT) &&
 		    names_slot(&xfer_list))
 			abort();
-		/* The initiator's buffer is a host command's one piece, and
-		 * only a host command's. */
+		/* A host command's list is the initiator's buffer, in up to
+		 * TPT_HOST_DESC_MAX pieces of whole blocks addressed alike,
+		 * and only a host command's names the initiator. */
 		if ((cdb->opcode == TPT_OP_HOST_READ ||
-		     cdb->opcode == TPT_OP_HOST_WRITE) !=
-		    (xfer_list.count == 1 &&
-		     xfer_list.desc[0].peer == TPT_PEER_ID_INITIATOR))
+		     cdb->opcode == TPT_OP_HOST_WRITE) &&
+		    !host_pieces_ok(&xfer_list, block_sizes[i]))
 			abort();
 		if (names_initiator(&xfer_list) &&
 		    cdb->opcode != TPT_OP_HOST_READ &&
