@@ -376,8 +376,7 @@ static bool merges(const struct tpt_init *ctx, const struct init_cmd *last,
 	       next->fua == last->fua &&
 	       next->lba == last->lba + last->blocks &&
 	       (uint64_t)blocks + next->blocks <=
-			(ctx->max_io > INIT_MERGE_BYTES ? ctx->max_io :
-			 INIT_MERGE_BYTES) / ctx->block_size;
+			INIT_MERGE_BYTES / ctx->block_size;
 }
 
 void init_io_pump(struct tpt_init *ctx)

@@ -15,8 +15,12 @@
 _Static_assert(TPT_INIT_MERGE_MAX == TPT_HOST_DESC_MAX,
 	       "a command names at most TPT_HOST_DESC_MAX buffers");
 
-/* Merged requests make commands of up to this many bytes (or max_io). */
-#define INIT_MERGE_BYTES (4u << 20)
+/* Merged requests make commands of up to this many bytes: beyond it the
+ * controller's cost per byte hardly falls (docs/performance.md, Figs.
+ * 5-6), while fewer, larger commands overlap less on the links (a
+ * host's 1 MiB writes merged to 2 MiB moved 0.70 of the link optimum in
+ * scripts/bench/scale at N = 9, H = 4, against 0.99 unmerged). */
+#define INIT_MERGE_BYTES (1u << 20)
 
 /* UNIT ATTENTIONs one command may absorb (a new nexus sees a few). */
 #define INIT_UA_RETRIES 8

@@ -88,7 +88,7 @@ struct tpt_init_config {
 	/* Largest piece of a request, bytes (block multiple); larger
 	 * requests are split into commands of this size.  0: 4 MiB.  Also
 	 * the size of one pool buffer.  (Merged requests, below, may make
-	 * a larger command.) */
+	 * a command of up to 1 MiB from smaller ones.) */
 	size_t max_io;
 	/* Commands in flight at once; more requests wait in the context.
 	 * The pool is queue_depth * max_io bytes, registered once.  0: 16. */
@@ -99,7 +99,8 @@ struct tpt_init_config {
 	/* Direct requests waiting to be sent that continue one another
 	 * (same direction and FUA, each starting where the one before
 	 * ends) go as one command naming each one's buffer: at most this
-	 * many, and at most max_io or 4 MiB, whichever is more.  The
+	 * many, and at most 1 MiB together (a request that is larger goes
+	 * alone).  The
 	 * controller then plans, locks and sends member commands once for
 	 * them all.  0: TPT_INIT_MERGE_MAX; 1: never merge. */
 	unsigned int merge_max;
