@@ -128,19 +128,24 @@ static void release_bufs(struct init_cmd *cmd)
 }
 
 /* @cmd's pieces to the front of the wait queue, each on its own again
- * and in order: sent again, they merge as the queue then allows. */
+ * and in order: sent again, they merge as the queue then allows.  The
+ * chain is already in order, so it is spliced in front whole. */
 static void wait_push_pieces(struct tpt_init *ctx, struct init_cmd *cmd)
 {
-	struct init_cmd *piece[TPT_HOST_DESC_MAX];
-	unsigned int n = 0;
+	struct init_cmd *last = cmd;
 
-	while (cmd && n < TPT_HOST_DESC_MAX) {
-		piece[n++] = cmd;
-		cmd = cmd->merged;
-		piece[n - 1]->merged = NULL;
+	for (;;) {
+		ctx->nr_waiting++;
+		last->next = last->merged;
+		last->merged = NULL;
+		if (!last->next)
+			break;
+		last = last->next;
 	}
-	while (n)
-		wait_push(ctx, piece[--n], true);
+	last->next = ctx->wait_head;
+	ctx->wait_head = cmd;
+	if (!ctx->wait_tail)
+		ctx->wait_tail = last;
 }
 
 /* Every piece of @cmd's command finished with @status. */

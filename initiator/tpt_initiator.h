@@ -100,9 +100,9 @@ struct tpt_init_config {
 	 * (same direction and FUA, each starting where the one before
 	 * ends) go as one command naming each one's buffer: at most this
 	 * many, and at most 1 MiB together (a request that is larger goes
-	 * alone).  The
-	 * controller then plans, locks and sends member commands once for
-	 * them all.  0: TPT_INIT_MERGE_MAX; 1: never merge. */
+	 * alone).  The controller then plans, locks and sends member
+	 * commands once for them all.  0: TPT_INIT_MERGE_MAX; 1: never
+	 * merge. */
 	unsigned int merge_max;
 
 	/* Refused datamover peers, fallback decisions, session loss.
@@ -130,8 +130,9 @@ void tpt_init_close(struct tpt_init *ctx);
 
 /* Sends what was submitted since the last call, merged where it can be
  * (merge_max), then fills @fds with the descriptors to poll and their
- * events; returns how many (they change: call it before every poll).  Poll with a timeout of
- * at most tpt_init_poll_timeout_ms() so that timeouts fire. */
+ * events; returns how many (they change: call it before every poll).
+ * Poll with a timeout of at most tpt_init_poll_timeout_ms() so that
+ * timeouts fire. */
 int tpt_init_get_fds(struct tpt_init *ctx, struct pollfd fds[TPT_INIT_MAX_FDS]);
 int tpt_init_poll_timeout_ms(const struct tpt_init *ctx);
 /* Handles what poll reported in @fds (as filled by tpt_init_get_fds;

@@ -244,11 +244,6 @@ enum tpt_req_kind {
  * tpt_array_submit() returns), with 0 or a negative errno: -ENODATA when
  * the blocks are lost with two members, -EIO otherwise.
  */
-/*
- * Where an extended host's request has its data (TPT HOST READ/WRITE,
- * docs/protocol.md 4.19): the host's own registered buffer, which the
- * targets Put_Data into or Get_Data from.
- */
 /* One piece of an extended host's buffer, under its own STag. */
 struct tpt_host_piece {
 	uint64_t stag;
@@ -256,6 +251,11 @@ struct tpt_host_piece {
 	uint32_t length;		/* bytes, whole blocks */
 };
 
+/*
+ * Where an extended host's request has its data (TPT HOST READ/WRITE,
+ * docs/protocol.md 4.19): the host's own registered buffer, which the
+ * targets Put_Data into or Get_Data from.
+ */
 struct tpt_host_buf {
 	int tid;			/* the I_T nexus that sent it */
 	uint64_t itn_id;
