@@ -611,103 +611,195 @@ static enum tpt_parity_gather gather_of(const struct tpt_plan_ctx *c,
 }
 
 /*
- * Full stripes @first_stripe.. (@nr of them), with a calculator per
- * stripe (paper III-A, III-C; protocol.md 7.4), its parity gathered in a
- * star or a binary tree (gather_edges()).
- *
- * Step 1 PREP WRITEs every block to its data member; a block that is
- * sent before it has folded anything in is exported into a slot.  Then
- * each edge is a COMP TMP at the receiving member, naming as operand the
- * sender's slot - its own block, or what it has gathered so far - and as
- * RESULT SLOT the receiver's accumulator, where the target accumulates in
- * place (4.9); a receiver's own block stays private so that the gathering
- * never touches its staged data (8.2).  Stripes are independent, so the
- * gatherings of all the stripes run side by side, step j of each in one
- * plan step.  Finally the parity member reads the finished parity from
- * the calculator's accumulator with COMP BLOCK.
- *
- * The calculator is the data member at data index calculator_rr mod
- * (N-1) of each stripe, and calculator_rr advances once per request.
- * Being a data member, it is never the stripe's parity member, so no
- * stripe needs a fallback and each stripe costs the paper's 3N-1
- * operations.  Left-symmetric puts a fixed data index on the next lower
- * member from one stripe to the next, so a multi-stripe request spreads
- * its calculators over all members, and repeated requests to one stripe
- * rotate among its data members: the load balancing the paper wants from
- * choosing the calculator ad hoc.
+ * Where member @m stands in full stripe @s's parity gathering: its tree
+ * index (gather_edges()), counting the stripe's data members in member
+ * order from @root on, or -1 for the stripe's parity member.  Counting by
+ * member rather than by data index keeps a member's index from one stripe
+ * to the next until the parity member passes it or @root, so a member
+ * has the same role in runs of up to N-1 consecutive stripes - which lie
+ * back to back on it.
  */
+static int gather_index(const struct raid_geometry *g,
+			const struct raid_level_ops *l, uint64_t s,
+			unsigned int root, unsigned int m)
+{
+	unsigned int n = g->members, parity = l->parity_member(g, s, 0);
+	unsigned int q = (m + n - root) % n, p = (parity + n - root) % n;
+
+	if (m == parity)
+		return -1;
+	return (int)(q - (p < q));
+}
+
+/* The member at tree index @t of full stripe @s (gather_index()'s
+ * inverse). */
+static unsigned int gather_member(const struct raid_geometry *g,
+				  const struct raid_level_ops *l, uint64_t s,
+				  unsigned int root, unsigned int t)
+{
+	unsigned int n = g->members, parity = l->parity_member(g, s, 0);
+	unsigned int p = (parity + n - root) % n;
+
+	return (root + t + (t >= p)) % n;
+}
+
+/* What a member does in a full stripe, for cutting its stripes into
+ * runs: a receiver's commands depend on its tree index, a sender's and
+ * the parity member's do not. */
+#define GATHER_SENDS	(-2)
+
+static int gather_role(const struct raid_geometry *g,
+		       const struct raid_level_ops *l, uint64_t s,
+		       unsigned int root, unsigned int m, const bool *receives)
+{
+	int t = gather_index(g, l, s, root, m);
+
+	return t >= 0 && !receives[t] ? GATHER_SENDS : t;
+}
+
+/*
+ * Full stripes @first_stripe.. (@nr of them), their parity gathered among
+ * the data members in a star or a binary tree (paper III-A, III-C;
+ * protocol.md 7.4; gather_edges()), with commands that cover several
+ * stripes each: the paper's "single command" per target.
+ *
+ * Tree indices count each stripe's data members in member order from a
+ * root member on (gather_index()), so a member keeps its role over runs
+ * of consecutive stripes, contiguous on it.  Per run, step 1 is one PREP
+ * WRITE: a sender's exports its blocks into a run of slots, one per
+ * stripe; a receiver's stays private (the gathering never touches staged
+ * data) and the receiver takes a run of slots for its accumulator.  Each
+ * gathering step is then one COMP TMP per receiver run, its operand the
+ * run's result (the PREP WRITE's, then the accumulator, in place), its
+ * list a SLOT descriptor per stripe, naming whichever member has the
+ * sending index in that stripe.  Finally each stripe's parity member
+ * reads the finished parity from the root's accumulator with COMP BLOCK,
+ * one per stripe: no member is parity of two stripes in a row.
+ *
+ * The root is the first stripe's data member at data index calculator_rr
+ * mod (N-1), and calculator_rr advances once per request: requests to
+ * one stripe rotate it among that stripe's data members, and with it the
+ * links the gathering loads (the paper's ad hoc choice of the calculator,
+ * for balance).  Where the root is a later stripe's parity member, the
+ * member after it is index 0 there.  For a single stripe the indices are
+ * its data indices from the root's on, and it costs the paper's 3N-1
+ * operations (Table II) in either topology.
+ */
+/* A receiver's run of stripes: one PREP WRITE, then a COMP TMP per
+ * gathering step it receives in. */
+struct gather_run {
+	unsigned int member, index;
+	uint64_t stripe, len;
+	uint16_t acc;			/* ordinal of its first accumulator slot */
+};
+
 static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 			     uint64_t first_stripe, uint64_t nr)
 {
 	const struct raid_geometry *g = b->c->geo;
 	const struct raid_level_ops *l = b->c->level;
 	uint32_t bs = b->c->block_size, unit = g->unit_blocks;
-	unsigned int k = g->members - 1;
-	unsigned int root = b->c->calculator_rr % k;
+	unsigned int n = g->members, k = n - 1;
+	unsigned int root = l->data_member(g, first_stripe,
+					   b->c->calculator_rr % k);
+	uint64_t max_run = tpt_plan_refs_max(b->c);
 	struct gather_edge edge[RAID_MAX_MEMBERS];
-	uint16_t own[RAID_MAX_MEMBERS], acc[RAID_MAX_MEMBERS];
 	bool receives[RAID_MAX_MEMBERS] = { false };
-	bool sends[RAID_MAX_MEMBERS] = { false };
-	unsigned int steps, e, t, d, m;
+	unsigned int steps, e, m, d, r, nr_runs = 0;
+	uint64_t s, end = first_stripe + nr, i, len;
 	struct tpt_plan_cmd *cmd;
-	uint64_t i, s, base;
-	int err;
+	/* Per member and stripe: the slot of its export or accumulator. */
+	uint16_t *slot = calloc(n * nr, sizeof(*slot));
+	struct gather_run *run = calloc(n * nr, sizeof(*run));
+	int role, err = 0;
 
-	steps = gather_edges(gather_of(b->c, g->members), k, edge);
-	for (e = 0; e < k - 1; e++) {
+	if (!slot || !run) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (max_run > TPT_VENDOR_LENGTH_MAX / unit)
+		max_run = TPT_VENDOR_LENGTH_MAX / unit;
+	steps = gather_edges(gather_of(b->c, n), k, edge);
+	for (e = 0; e < k - 1; e++)
 		receives[edge[e].to] = true;
-		sends[edge[e].from] = true;
-	}
-	for (i = 0; i < nr; i++) {
-		s = first_stripe + i;
-		base = s * unit;
-		for (t = 0; t < k; t++) {
-			/* A block sent as it is lives in a slot; a receiver's
-			 * gathering gets a slot of its own. */
-			bool exported = sends[t] && !receives[t];
 
-			d = (root + t) % k;
-			m = l->data_member(g, s, d);
-			err = exported ? tpt_plan_want_slot(b, m, &own[t]) : 0;
-			if (!err && receives[t])
-				err = tpt_plan_want_slot(b, m, &acc[t]);
+	/* Step 1: a PREP WRITE per run of a member's stripes in one role. */
+	for (m = 0; m < n && !err; m++) {
+		for (s = first_stripe; s < end && !err; s += len) {
+			uint16_t first;
+
+			role = gather_role(g, l, s, root, m, receives);
+			for (len = 1; s + len < end && len < max_run &&
+			     gather_role(g, l, s + len, root, m, receives) == role;
+			     len++)
+				;
+			if (role == -1)
+				continue;	/* the parity member */
+			err = tpt_plan_want_slots(b, m, (uint16_t)len, &first);
 			if (err)
-				return err;
+				break;
 			cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_PREP_WRITE, m,
-					       base, unit);
-			if (!cmd)
-				return -ENOMEM;
-			if (exported)
-				cmd->result_slot = own[t];
-			if (tpt_plan_add_host_ref(b, ((s * k + d) * unit -
-						      req_lba) * bs, unit * bs))
-				return -ENOMEM;
+					       s * unit, (uint32_t)(len * unit));
+			if (!cmd) {
+				err = -ENOMEM;
+				break;
+			}
+			if (role == GATHER_SENDS)
+				cmd->result_slot = first;
+			else
+				run[nr_runs++] = (struct gather_run){
+					.member = m, .index = (unsigned int)role,
+					.stripe = s, .len = len, .acc = first,
+				};
+			for (i = 0; i < len && !err; i++) {
+				slot[m * nr + (s + i - first_stripe)] =
+					(uint16_t)(first + i);
+				for (d = 0; l->data_member(g, s + i, d) != m; d++)
+					;
+				err = tpt_plan_add_host_ref(b, (((s + i) * k + d) *
+								unit - req_lba) * bs,
+							    unit * bs);
+			}
 		}
-		for (e = 0; e < k - 1; e++) {
-			const struct gather_edge *x = &edge[e];
-			unsigned int from = x->from;
-
-			cmd = tpt_plan_add_cmd(b, x->step, TPT_PLAN_COMP_TMP,
-					       l->data_member(g, s,
-							      (root + x->to) % k),
-					       base, unit);
-			if (!cmd)
-				return -ENOMEM;
-			cmd->result_slot = acc[x->to];
-			if (tpt_plan_add_slot_ref(b, l->data_member(g, s,
-								    (root + from) % k),
-						  receives[from] ? acc[from] :
-								   own[from],
-						  unit * bs))
-				return -ENOMEM;
-		}
-		if (!tpt_plan_add_cmd(b, steps + 1, TPT_PLAN_COMP_BLOCK,
-				      l->parity_member(g, s, 0), base, unit) ||
-		    tpt_plan_add_slot_ref(b, l->data_member(g, s, root),
-					  acc[0], unit * bs))
-			return -ENOMEM;
 	}
-	return 0;
+	/* The gathering: per edge, a COMP TMP per run of its receiver,
+	 * naming per stripe the slot of the member that sends there. */
+	for (e = 0; e < k - 1 && !err; e++) {
+		const struct gather_edge *x = &edge[e];
+
+		for (r = 0; r < nr_runs && !err; r++) {
+			if (run[r].index != x->to)
+				continue;
+			cmd = tpt_plan_add_cmd(b, x->step, TPT_PLAN_COMP_TMP,
+					       run[r].member, run[r].stripe * unit,
+					       (uint32_t)(run[r].len * unit));
+			if (!cmd) {
+				err = -ENOMEM;
+				break;
+			}
+			cmd->result_slot = run[r].acc;
+			for (i = 0; i < run[r].len && !err; i++) {
+				s = run[r].stripe + i;
+				m = gather_member(g, l, s, root, x->from);
+				err = tpt_plan_add_slot_ref(b, m,
+							    slot[m * nr + (s - first_stripe)],
+							    unit * bs);
+			}
+		}
+	}
+	/* Each parity from the root's accumulator. */
+	for (s = first_stripe; s < end && !err; s++) {
+		m = gather_member(g, l, s, root, 0);
+		if (!tpt_plan_add_cmd(b, steps + 1, TPT_PLAN_COMP_BLOCK,
+				      l->parity_member(g, s, 0), s * unit, unit) ||
+		    tpt_plan_add_slot_ref(b, m, slot[m * nr + (s - first_stripe)],
+					  unit * bs))
+			err = -ENOMEM;
+	}
+out:
+	free(slot);
+	free(run);
+	return err;
 }
 
 /*

@@ -261,7 +261,7 @@ static void single_block_write_without_prefetch(void)
 
 static void full_stripe_write(void)
 {
-	unsigned int n, i, d, calc, parity;
+	unsigned int n, i, d, calc, parity, prep[MAX_MEMBERS];
 	struct paper_counts pc;
 	struct tpt_plan p;
 	unsigned char *host;
@@ -286,14 +286,19 @@ static void full_stripe_write(void)
 		/* Step 1: a PREP WRITE per block, each FINAL (one per member),
 		 * all but the calculator's exported. */
 		CHECK_EQ(p.steps[0].nr_cmds, n - 1);
-		for (d = 0; d < n - 1; d++) {
-			const struct tpt_plan_cmd *c = &p.cmds[d];
+		for (i = 0; i < n - 1; i++) {
+			const struct tpt_plan_cmd *c = &p.cmds[i];
 
-			expect_cmd(&p, d, TPT_PLAN_PREP_WRITE,
-				   l->data_member(&w.a.geo, 1, d), unit, unit);
+			for (d = 0; l->data_member(&w.a.geo, 1, d) != c->member &&
+				    d < n - 1; d++)
+				;
+			expect_cmd(&p, i, TPT_PLAN_PREP_WRITE, c->member, unit,
+				   unit);
+			CHECK(d < n - 1);
+			prep[d] = i;
 			CHECK(c->final);
 			CHECK_EQ(c->result_slot == TPT_SLOT_NONE, c->member == calc);
-			CHECK_EQ(ref_of(&p, d, 0)->host_offset, d * unit * 512);
+			CHECK_EQ(ref_of(&p, i, 0)->host_offset, d * unit * 512);
 		}
 		/* Then the COMP TMP chain at the calculator, one per step,
 		 * accumulating in one slot. */
@@ -308,7 +313,8 @@ static void full_stripe_write(void)
 			CHECK_EQ(ref_of(&p, ci, 0)->kind, TPT_REF_SLOT);
 			CHECK_EQ(ref_of(&p, ci, 0)->member,
 				 l->data_member(&w.a.geo, 1, i));
-			CHECK_EQ(ref_of(&p, ci, 0)->slot, p.cmds[i].result_slot);
+			CHECK_EQ(ref_of(&p, ci, 0)->slot,
+				 p.cmds[prep[i]].result_slot);
 		}
 		i = p.steps[n - 1].first_cmd;
 		CHECK_EQ(p.steps[n - 1].nr_cmds, 1);
@@ -671,8 +677,12 @@ static void multi_stripe_write(void)
 	CHECK_EQ(counts[TPT_PLAN_PRE_FETCH], 2);
 	CHECK_EQ(counts[TPT_PLAN_PART_TMP], 1 + 2);
 	CHECK_EQ(counts[TPT_PLAN_PART_BLOCK], 1 + 1 + 1);
-	CHECK_EQ(counts[TPT_PLAN_PREP_WRITE], 2 * 3);
-	CHECK_EQ(counts[TPT_PLAN_COMP_TMP], 2 * 2);
+	/* Full stripes 1 and 2 (parity on members 2 and 1), star from root
+	 * member 3 (stripe 1's data index 0): member 3 gathers both stripes
+	 * (one PREP WRITE, one COMP TMP per step), member 0 sends both, and
+	 * members 1 and 2 send one each. */
+	CHECK_EQ(counts[TPT_PLAN_PREP_WRITE], 4);
+	CHECK_EQ(counts[TPT_PLAN_COMP_TMP], 2);
 	CHECK_EQ(counts[TPT_PLAN_COMP_BLOCK], 2);
 	/* The parts share steps: host reads, COMP TMP and the longest
 	 * parity chain (3 deltas), COMP BLOCK, WRITE NEW DATA. */
@@ -700,16 +710,22 @@ run_first:
 	world_run_write(&w, &p, 5, host, 71, false);
 
 	/* Five full stripes: rows are contiguous on each member, so one
-	 * WRITE NEW DATA per member covers all five. */
+	 * WRITE NEW DATA per member covers all five.  Root member 1 (stripe
+	 * 0's data index 1, calculator_rr 1), parity on 3, 2, 1, 0, 3; index
+	 * 0 is member 1 but in stripe 2, where it is member 2.  Runs of one
+	 * role: member 1 gathers [0,2) and [3,5); member 2 sends [0], gathers
+	 * [2], sends [3,5); member 3 sends [1,4); member 0 sends [0,3) and
+	 * [4]: 8 PREP WRITEs (15 with one per block) and 3 receiver runs of 2
+	 * COMP TMPs each (10 with one per stripe and step). */
 	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, 5 * 24, ++w.group, &p), 0);
 	memset(counts, 0, sizeof(counts));
 	for (i = 0; i < p.nr_cmds; i++)
 		counts[p.cmds[i].op]++;
-	CHECK_EQ(counts[TPT_PLAN_PREP_WRITE], 15);
-	CHECK_EQ(counts[TPT_PLAN_COMP_TMP], 10);
+	CHECK_EQ(counts[TPT_PLAN_PREP_WRITE], 8);
+	CHECK_EQ(counts[TPT_PLAN_COMP_TMP], 6);
 	CHECK_EQ(counts[TPT_PLAN_COMP_BLOCK], 5);
 	CHECK_EQ(counts[TPT_PLAN_WRITE_NEW_DATA], 4);
-	CHECK_EQ(p.nr_cmds, 34);
+	CHECK_EQ(p.nr_cmds, 23);
 	CHECK_EQ(p.nr_steps, 5);
 	if (p.nr_steps != 5)
 		goto run_second;
@@ -717,12 +733,18 @@ run_first:
 		CHECK_EQ(p.cmds[i].lba, 0);
 		CHECK_EQ(p.cmds[i].blocks, 40);
 	}
-	/* Both COMP TMP steps serve all five stripes side by side. */
-	CHECK_EQ(p.steps[1].nr_cmds, 5);
-	CHECK_EQ(p.steps[2].nr_cmds, 5);
+	/* Both COMP TMP steps serve all five stripes side by side, a
+	 * command per receiver run. */
+	CHECK_EQ(p.steps[1].nr_cmds, 3);
+	CHECK_EQ(p.steps[2].nr_cmds, 3);
 	CHECK_EQ(p.steps[3].nr_cmds, 5);
+	for (i = p.steps[1].first_cmd; i < p.steps[3].first_cmd; i++) {
+		CHECK_EQ(p.cmds[i].member == 2 ? 1u : 2u,
+			 p.cmds[i].blocks / 8);
+		CHECK_EQ(p.cmds[i].nr_refs, p.cmds[i].blocks / 8);
+	}
 	tpt_plan_count(&p, &c);
-	CHECK_EQ(c.commands, 34);
+	CHECK_EQ(c.commands, 23);
 	CHECK_EQ(c.host_bytes, 5 * 24 * 512);
 	CHECK_EQ(c.peer_bytes, 5 * 3 * 8 * 512);
 run_second:
@@ -797,8 +819,8 @@ static void held_full_stripes_are_written_whole(void)
 	world_destroy(&w);
 }
 
-/* The calculator rotates: over requests to one stripe among its data
- * members, and within a request over the members, never the parity. */
+/* The calculator rotates over requests to one stripe among its data
+ * members; within a request it is one member, never a stripe's parity. */
 static void calculator_rotation(void)
 {
 	const struct raid_level_ops *l = &raid5_level;
@@ -830,23 +852,96 @@ static void calculator_rotation(void)
 	world_run_write(&w, &p, 1, host, 30, false);
 	CHECK_EQ(w.a.ctx.calculator_rr, 8);
 
-	/* Five stripes in one request: five different calculators. */
+	/* Five stripes in one request (parity on 4, 3, 2, 1, 0): the root,
+	 * member 0 (stripe 0's data index 0 at calculator_rr 8), gathers
+	 * stripes 0-3 with one COMP TMP per step over all four; in stripe 4
+	 * it is the parity member and member 1 gathers.  No COMP TMP covers
+	 * a stripe of which its member is the parity. */
 	memset(seen, 0, sizeof(seen));
 	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, 5 * 32, ++w.group, &p), 0);
 	for (j = 0; j < p.nr_cmds; j++) {
-		if (p.cmds[j].op != TPT_PLAN_COMP_TMP)
+		const struct tpt_plan_cmd *c = &p.cmds[j];
+		uint64_t s;
+
+		if (c->op == TPT_PLAN_COMP_BLOCK)
+			CHECK_EQ(ref_of(&p, j, 0)->member, c->lba / 8 == 4 ? 1u : 0u);
+		if (c->op != TPT_PLAN_COMP_TMP)
 			continue;
-		CHECK(p.cmds[j].member !=
-		      l->parity_member(&w.a.geo, p.cmds[j].lba / 8, 0));
-		seen[p.cmds[j].member]++;
+		for (s = c->lba / 8; s < (c->lba + c->blocks) / 8; s++)
+			CHECK(c->member != l->parity_member(&w.a.geo, s, 0));
+		if (c->member == 0)
+			CHECK(c->lba == 0 && c->blocks == 4 * 8);
+		seen[c->member]++;
 	}
-	for (m = 0; m < 5; m++)
-		CHECK_EQ(seen[m], 3);
+	CHECK_EQ(seen[0], 2);		/* the tree's two steps at the root */
 	rnd_fill(host, 5 * 32 * 512);
 	world_run_write(&w, &p, 0, host, 5 * 32, false);
 	CHECK_EQ(w.a.ctx.calculator_rr, 9);
 	free(host);
 	world_destroy(&w);
+}
+
+/*
+ * Many full stripes, every root and both topologies, against the byte
+ * model: a PREP WRITE or COMP TMP never covers a stripe of which its
+ * member is the parity and names a block per stripe, and a request of
+ * 2N+1 stripes takes fewer of each than one per block (PREP WRITE) or
+ * per stripe and edge (COMP TMP) - at most half as many from N = 5 on
+ * (N = 5: 16-20 PREP WRITEs against 44, 15 COMP TMPs against 33).
+ */
+static void multi_stripe_runs(void)
+{
+	const struct raid_level_ops *l = &raid5_level;
+	enum tpt_parity_gather how;
+	unsigned int n, rr, i, counts[TPT_PLAN_RELEASE + 1];
+	unsigned char *host;
+	struct tpt_plan p;
+	struct world w;
+
+	for (n = 3; n <= MAX_MEMBERS; n++) {
+		uint32_t unit = 4, nr = 2 * n + 1, blocks = nr * (n - 1) * unit;
+		uint64_t lba = (n - 1) * unit;		/* stripe 1 on */
+
+		host = xcalloc(blocks, 512);
+		for (how = TPT_GATHER_STAR; how <= TPT_GATHER_TREE; how++) {
+			for (rr = 0; rr < n; rr++) {
+				world_init(&w, n, unit, nr + 2, 512, 256);
+				w.a.ctx.gather = how;
+				w.a.ctx.calculator_rr = rr;
+				CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, lba, blocks,
+							       ++w.group, &p), 0);
+				memset(counts, 0, sizeof(counts));
+				for (i = 0; i < p.nr_cmds; i++) {
+					const struct tpt_plan_cmd *c = &p.cmds[i];
+					uint64_t s;
+
+					counts[c->op]++;
+					if (c->op != TPT_PLAN_PREP_WRITE &&
+					    c->op != TPT_PLAN_COMP_TMP)
+						continue;
+					CHECK_EQ(c->blocks % unit, 0);
+					CHECK_EQ(c->nr_refs, c->blocks / unit);
+					for (s = c->lba / unit;
+					     s < (c->lba + c->blocks) / unit; s++)
+						CHECK(c->member !=
+						      l->parity_member(&w.a.geo, s, 0));
+				}
+				CHECK(counts[TPT_PLAN_PREP_WRITE] < nr * (n - 1));
+				CHECK(counts[TPT_PLAN_COMP_TMP] < nr * (n - 2));
+				if (n >= 5) {
+					CHECK(2 * counts[TPT_PLAN_PREP_WRITE] <=
+					      nr * (n - 1));
+					CHECK(2 * counts[TPT_PLAN_COMP_TMP] <=
+					      nr * (n - 2));
+				}
+				CHECK_EQ(counts[TPT_PLAN_COMP_BLOCK], nr);
+				rnd_fill(host, (uint64_t)blocks * 512);
+				world_run_write(&w, &p, lba, host, blocks, false);
+				world_destroy(&w);
+			}
+		}
+		free(host);
+	}
 }
 
 static void bad_requests(void)
@@ -1278,6 +1373,7 @@ int main(void)
 	RUN(multi_stripe_write);
 	RUN(held_full_stripes_are_written_whole);
 	RUN(calculator_rotation);
+	RUN(multi_stripe_runs);
 	RUN(bad_requests);
 	RUN(back_pressure);
 	RUN(release_plan);
