@@ -29,6 +29,45 @@ def test_prep_read_multi_block_reads_disk_and_puts_to_host(tpt):
     assert host.read() == b"".join(data)
 
 
+
+def test_prep_read_steps_over_skipped_bytes(tpt):
+    """5.1, 7.1: a PREP READ of three units whose middle one is a skip
+    (PEER ID FFFDh) puts the first and third where the host wants them and
+    nothing of the second anywhere; a skip first, last, with memory named
+    or outside PREP READ is refused with its field pointer."""
+    tpt.start(1)
+    t0 = tpt.targets[0]
+    unit = 64 << 10
+    blocks = unit // BS
+    rows = [os.urandom(unit) for _ in range(3)]
+    for i, d in enumerate(rows):
+        t0.write_backing((4 + i) * unit, d)
+    marker = b"\x5a" * unit
+    host = tpt.host_buffer("h", marker * 3)
+    skip = proto.Desc(proto.PEER_NONE, unit)
+    xl = proto.xfer_list([host.desc(0, unit), skip, host.desc(2 * unit, unit)])
+    read = proto.vendor_cdb(proto.PREP_READ, 4 * blocks, 3 * blocks, 9, proto.FINAL)
+    assert tpt.cmd(t0, read, out=xl).good
+    assert host.read() == rows[0] + marker + rows[2]
+
+    bad = [
+        ([skip, host.desc(0, unit), host.desc(unit, unit)], 16),
+        ([host.desc(0, unit), host.desc(unit, unit), skip], 16 + 2 * 24),
+    ]
+    for descs, byte in bad:
+        assert_field(tpt.cmd(t0, read, out=proto.xfer_list(descs)), "INVALID_PARAM_FIELD", byte)
+    with_stag = proto.Desc(proto.PEER_NONE, unit, stag=1)
+    assert_field(tpt.cmd(t0, read, out=proto.xfer_list([host.desc(0, unit), with_stag,
+                                                        host.desc(unit, unit)])),
+                 "INVALID_PARAM_FIELD", 16 + 24 + 8)
+    write = proto.vendor_cdb(proto.PREP_WRITE, 4 * blocks, 3 * blocks, 10, proto.FINAL)
+    assert_field(tpt.cmd(t0, write, out=proto.xfer_list([host.desc(0, unit), skip,
+                                                         host.desc(unit, unit)])),
+                 "INVALID_PARAM_FIELD", 16 + 24)
+    # Still serving, and nothing written.
+    assert tpt.cmd(t0, read, out=xl).good
+    assert [t0.read_backing((4 + i) * unit, unit) for i in range(3)] == rows
+
 def xor(*blocks):
     out = bytearray(blocks[0])
     for b in blocks[1:]:

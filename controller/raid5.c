@@ -181,15 +181,22 @@ struct read_piece {
  * member (the units of consecutive stripes, where it holds data in each),
  * with a host descriptor per piece: the transfer list covers the range in
  * order (protocol.md 5.1), so the target reads the run in one pass and
- * puts each piece where the host wants it.  A 1 MiB READ over 32 KiB units
- * is then a command per member, not 32: the controller's cost of a READ
- * is its commands.
+ * puts each piece where the host wants it.  For an extended host the run
+ * also steps over the unit the member holds parity in, between two of its
+ * data units, with a skip descriptor (PASSIVE PEER ID FFFDh): the target
+ * reads that unit with the rest and moves none of it.  A 1 MiB READ over
+ * 32 KiB units is then a command per member, not 32 (nor two or three per
+ * member where its parity breaks the run): the controller's cost of a
+ * READ is its commands.  An unmodified host's PREP READs go as plain
+ * READs into its buffer, where a skipped unit would need room of its own.
  */
 static int plan_prep_reads(struct tpt_plan_builder *b,
 			   struct read_piece *piece, unsigned int nr,
 			   uint32_t block_size)
 {
-	unsigned int i, j;
+	uint32_t unit = b->c->geo->unit_blocks;
+	unsigned int refs_max = tpt_plan_refs_max(b->c), i, j;
+	bool skip_parity = !b->c->host_held;
 
 	for (i = 0; i < nr; i++) {
 		struct tpt_plan_cmd *cmd;
@@ -205,17 +212,25 @@ static int plan_prep_reads(struct tpt_plan_builder *b,
 			return -ENOMEM;
 		for (j = i + 1; j < nr; j++) {
 			struct read_piece *p = &piece[j];
+			uint64_t end = piece[i].member_lba + run;
+			uint32_t gap;
 
 			if (p->member != piece[i].member)
 				continue;
-			if (p->member_lba != piece[i].member_lba + run ||
-			    cmd->nr_refs == tpt_plan_refs_max(b->c) ||
-			    run + p->blocks > TPT_VENDOR_LENGTH_MAX)
+			/* The member's next data unit in the request: right
+			 * after the run, or after its parity unit. */
+			gap = p->member_lba == end ? 0 : unit;
+			if ((gap && (!skip_parity || end % unit ||
+				     p->member_lba != end + unit)) ||
+			    cmd->nr_refs + 1 + !!gap > refs_max ||
+			    run + gap + p->blocks > TPT_VENDOR_LENGTH_MAX)
 				break;
+			if (gap && tpt_plan_add_skip_ref(b, gap * block_size))
+				return -ENOMEM;
 			if (tpt_plan_add_host_ref(b, p->host_offset,
 						  p->blocks * block_size))
 				return -ENOMEM;
-			run += p->blocks;
+			run += gap + p->blocks;
 			cmd->blocks = run;
 			p->blocks = 0;		/* planned, in this run */
 		}

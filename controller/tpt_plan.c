@@ -126,6 +126,11 @@ int tpt_plan_add_host_ref(struct tpt_plan_builder *b, uint64_t host_offset,
 	return add_ref(b, TPT_REF_HOST, host_offset, 0, 0, length);
 }
 
+int tpt_plan_add_skip_ref(struct tpt_plan_builder *b, uint32_t length)
+{
+	return add_ref(b, TPT_REF_SKIP, 0, 0, 0, length);
+}
+
 int tpt_plan_add_parity_ref(struct tpt_plan_builder *b, uint64_t host_offset,
 			    uint32_t length, uint32_t nr_sources)
 {
@@ -575,6 +580,8 @@ void tpt_plan_count(const struct tpt_plan *p, struct tpt_plan_counts *out)
 		for (j = 0; j < cmd->nr_refs; j++) {
 			const struct tpt_plan_ref *ref = &p->refs[cmd->first_ref + j];
 
+			if (ref->kind == TPT_REF_SKIP)
+				continue;	/* moves nothing */
 			mc->transfers++;
 			out->transfers++;
 			if (ref->kind == TPT_REF_SLOT) {

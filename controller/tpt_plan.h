@@ -49,7 +49,9 @@ enum tpt_plan_op {			/* protocol.md opcodes */
  */
 #define TPT_PLAN_MAX_GROUPS 2
 
-enum tpt_plan_ref_kind { TPT_REF_HOST, TPT_REF_SLOT, TPT_REF_PARITY };
+/* SKIP: bytes of a PREP READ's range that go nowhere (protocol.md 5.1,
+ * PASSIVE PEER ID FFFDh). */
+enum tpt_plan_ref_kind { TPT_REF_HOST, TPT_REF_SLOT, TPT_REF_PARITY, TPT_REF_SKIP };
 
 /* One transfer descriptor, in order; for WRITE, one piece of its data. */
 struct tpt_plan_ref {
@@ -165,6 +167,8 @@ int tpt_plan_add_host_ref(struct tpt_plan_builder *b, uint64_t host_offset,
  * computes from data it holds (TPT_PLAN_WRITE only). */
 int tpt_plan_add_parity_ref(struct tpt_plan_builder *b, uint64_t host_offset,
 			    uint32_t length, uint32_t nr_sources);
+/* @length bytes of a PREP READ's range that are not moved. */
+int tpt_plan_add_skip_ref(struct tpt_plan_builder *b, uint32_t length);
 /* A SLOT descriptor for the result slot @ordinal of @member. */
 int tpt_plan_add_slot_ref(struct tpt_plan_builder *b, unsigned int member,
 			  uint16_t ordinal, uint32_t length);

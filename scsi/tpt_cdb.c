@@ -116,6 +116,8 @@ struct cdb_format {
 	bool header_only;
 	/* A host's request to the controller: pieces of the host's buffer. */
 	bool from_host;
+	/* May leave bytes of its range unmoved (TPT_PEER_ID_NONE). */
+	bool skip_ok;
 	/*
 	 * PARAMETER LIST LENGTH = param_base + param_unit * n, 1 <= n <= max.
 	 * With param_unit 0 the field is an ALLOCATION LENGTH, which SPC
@@ -171,6 +173,7 @@ static const struct cdb_format formats[256] = {
 		.layout = &io16_layout,
 		.flags = TPT_CDB_FINAL,
 		.writes_passive = true,
+		.skip_ok = true,
 	},
 	[TPT_OP_PREP_WRITE] = {
 		.info = XFER_OUT("PREP WRITE"),
@@ -525,19 +528,26 @@ static enum tpt_sense_reason check_desc(const struct tpt_xfer_desc *d,
 	uint64_t span = d->flags & TPT_XFER_SLOT ?
 			(uint64_t)TPT_SLOT_HDR_LEN + d->length : d->length;
 
+	/* Inline data and skipped bytes have no memory at all. */
+	bool no_memory = d->peer == TPT_PEER_ID_CONTROLLER ||
+			 d->peer == TPT_PEER_ID_NONE;
+
 	if (d->peer > TPT_PEER_ID_MAX && d->peer != TPT_PEER_ID_CONTROLLER &&
-	    d->peer != TPT_PEER_ID_INITIATOR)
+	    d->peer != TPT_PEER_ID_INITIATOR && d->peer != TPT_PEER_ID_NONE)
 		return bad_param(where, base + XD_PEER, NO_BIT);
 	if (d->flags & ~XD_FLAGS_DEFINED)
 		return bad_param(where, base + XD_FLAGS,
 				 top_bit(d->flags & ~XD_FLAGS_DEFINED));
 	if (!d->length)
 		return bad_param(where, base + XD_LENGTH, NO_BIT);
-	/* Inline data has no memory registration, let alone a slot. */
-	if (d->peer == TPT_PEER_ID_CONTROLLER && d->flags)
+	if (no_memory && d->flags)
 		return bad_param(where, base + XD_FLAGS, top_bit(d->flags));
-	if (d->peer == TPT_PEER_ID_CONTROLLER && d->stag)
+	if (no_memory && d->stag)
 		return bad_param(where, base + XD_STAG, NO_BIT);
+	/* Inline data's OFFSET is its place in the data-out (checked with
+	 * the list); a skip has none. */
+	if (d->peer == TPT_PEER_ID_NONE && d->offset)
+		return bad_param(where, base + XD_OFFSET, NO_BIT);
 	if (span - 1 > UINT64_MAX - d->offset)
 		return bad_param(where, base + XD_OFFSET, NO_BIT);
 	return TPT_SENSE_NONE;
@@ -742,6 +752,11 @@ enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 
 		if ((d->peer == TPT_PEER_ID_CONTROLLER && !f->inline_ok) ||
 		    d->peer == TPT_PEER_ID_INITIATOR)
+			return bad_param(where, base + XD_PEER, NO_BIT);
+		/* A skip lies between moved bytes: a range that began or
+		 * ended with one would just be a longer command. */
+		if (d->peer == TPT_PEER_ID_NONE &&
+		    (!f->skip_ok || !i || i + 1 == list->count))
 			return bad_param(where, base + XD_PEER, NO_BIT);
 		/*
 		 * A slot header carries the LBA of its first block, which

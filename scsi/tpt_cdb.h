@@ -153,8 +153,15 @@ enum tpt_sense_reason tpt_cdb_check_capacity(const struct tpt_cdb *cdb,
 #define TPT_XFER_LIST_LEN(n) \
 	(TPT_XFER_HDR_LEN + TPT_XFER_DESC_LEN * (size_t)(n))
 
-/* Peer ids: 0-ffefh name peer-list entries; fff0h-fffdh are reserved. */
+/* Peer ids: 0-ffefh name peer-list entries; fff0h-fffch are reserved. */
 #define TPT_PEER_ID_MAX		0xffef
+/*
+ * No passive side: the descriptor's LENGTH bytes of the command's range
+ * are not moved.  Only inside a PREP READ's list (protocol.md 5.1), so
+ * that one command covers a member's run across the unit it holds parity
+ * in; FLAGS, STAG and OFFSET zero.
+ */
+#define TPT_PEER_ID_NONE	0xfffd
 /* The command's initiator: a host's own buffer, in TPT HOST READ and
  * WRITE only (protocol.md 4.19). */
 #define TPT_PEER_ID_INITIATOR	0xfffe

@@ -39,6 +39,7 @@ PARITY_XOR_MEDIUM, PARITY_XOR_GROUP, PARITY_COPY = 0, 1, 2
 
 PEER_CONTROLLER = 0xFFFF      # inline data in the data-out
 PEER_INITIATOR = 0xFFFE       # the host's own buffer, in TPT HOST READ/WRITE
+PEER_NONE = 0xFFFD            # bytes a PREP READ does not move (a skip)
 SLOT_NONE = 0xFFFF
 XFER_VIRT_ADDR = 0x01
 XFER_SLOT = 0x02

@@ -78,6 +78,22 @@ static bool names_initiator(const struct tpt_xfer_list *list)
 	return false;
 }
 
+static bool skips_ok(const struct tpt_xfer_list *list, uint8_t opcode)
+{
+	uint16_t i;
+
+	for (i = 0; i < list->count; i++) {
+		const struct tpt_xfer_desc *d = &list->desc[i];
+
+		if (d->peer != TPT_PEER_ID_NONE)
+			continue;
+		if (opcode != TPT_OP_PREP_READ || !i || i + 1 == list->count ||
+		    d->flags || d->stag || d->offset)
+			return false;
+	}
+	return true;
+}
+
 static void fuzz_xfer_list(const uint8_t *data, size_t size,
 			   const struct tpt_cdb *cdb)
 {
@@ -121,6 +137,10 @@ static void fuzz_xfer_list(const uint8_t *data, size_t size,
 		if (names_initiator(&xfer_list) &&
 		    cdb->opcode != TPT_OP_HOST_READ &&
 		    cdb->opcode != TPT_OP_HOST_WRITE)
+			abort();
+		/* Skipped bytes: a PREP READ's, between moved ones, with no
+		 * memory named. */
+		if (!skips_ok(&xfer_list, cdb->opcode))
 			abort();
 	}
 }

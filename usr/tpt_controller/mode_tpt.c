@@ -932,6 +932,8 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 			d->peer = TPT_PEER_ID_CONTROLLER;
 			d->offset = inline_len;
 			inline_len += ref->length;
+		} else if (ref->kind == TPT_REF_SKIP) {
+			d->peer = TPT_PEER_ID_NONE;
 		} else if (ref->kind == TPT_REF_HOST) {
 			d->peer = TPT_CTL_PEER_ID;
 			d->flags = base ? TPT_XFER_VIRT_ADDR : 0;
@@ -1316,7 +1318,8 @@ static unsigned int tp_route_proxy(struct tp_run *run)
 		const struct tpt_plan_cmd *pc = &p->cmds[i];
 
 		for (j = 0; j < pc->nr_refs; j++) {
-			if (p->refs[pc->first_ref + j].kind == TPT_REF_SLOT)
+			if (p->refs[pc->first_ref + j].kind == TPT_REF_SLOT ||
+			    p->refs[pc->first_ref + j].kind == TPT_REF_SKIP)
 				continue;
 			if (run->plain_read || tp_inline_op(pc->op) ||
 			    pc->op == TPT_PLAN_WRITE)

@@ -199,7 +199,7 @@ static enum tpt_sense_reason tpt_check_peers(struct tpt_cmd *tc,
 	for (i = 0; i < tc->xl->count; i++) {
 		uint16_t peer = tc->xl->desc[i].peer;
 
-		if (peer == TPT_PEER_ID_CONTROLLER ||
+		if (peer == TPT_PEER_ID_CONTROLLER || peer == TPT_PEER_ID_NONE ||
 		    (pl && tpt_peer_list_find(pl, peer)))
 			continue;
 		where->valid = true;

@@ -5,7 +5,8 @@
  * range's pieces cover the same stream in fixed-size granules.  Every
  * intersection of a descriptor with a piece becomes one Get_Data or
  * Put_Data (the datamover pipelines large ones in chunks).  Inline pieces
- * (peer FFFFh) are copied from the data-out.  Descriptors naming another
+ * (peer FFFFh) are copied from the data-out; a PREP READ's skipped bytes
+ * (peer FFFDh) are read with the rest of the range and go nowhere.  Descriptors naming another
  * target's slot also fetch the slot's header, which is checked once all
  * data arrived: a slot released or reused since the controller named it
  * fails the command with TPT SLOT STALE instead of feeding it wrong data.
@@ -233,8 +234,12 @@ static void tpt_xfer_issue(struct tpt_xfer *x)
 		const struct tpt_xfer_desc *d = &x->xl->desc[x->next_desc];
 		unsigned int before = x->next_desc;
 
-		if (d->peer == TPT_PEER_ID_CONTROLLER) {
-			tpt_xfer_desc(x, NULL, x->next_desc, x->next_desc_pos);
+		if (d->peer == TPT_PEER_ID_CONTROLLER ||
+		    d->peer == TPT_PEER_ID_NONE) {
+			/* Inline data is copied; a skip's bytes stay put. */
+			if (d->peer == TPT_PEER_ID_CONTROLLER)
+				tpt_xfer_desc(x, NULL, x->next_desc,
+					      x->next_desc_pos);
 			x->next_desc_pos += d->length;
 			x->next_desc++;
 			continue;

@@ -577,6 +577,14 @@ static bool sim_check_cmd(struct sim *s, const struct tpt_plan_cmd *cmd)
 	for (j = 0; !s->failed && j < cmd->nr_refs; j++) {
 		const struct tpt_plan_ref *ref = &s->plan->refs[cmd->first_ref + j];
 
+		/* A skip: PREP READ only, between moved pieces (5.1). */
+		if (ref->kind == TPT_REF_SKIP) {
+			if (op != TPT_PLAN_PREP_READ || !j ||
+			    j + 1 == cmd->nr_refs)
+				sim_fail(s, cmd, "a skip descriptor where it "
+					 "is refused");
+			continue;
+		}
 		if (write ? ref->kind == TPT_REF_SLOT :
 		    ref->kind == TPT_REF_PARITY ||
 		    (host_only ? ref->kind != TPT_REF_HOST :
@@ -618,6 +626,10 @@ static void sim_prep_read(struct sim *s, const struct tpt_plan_cmd *cmd)
 			const struct tpt_plan_ref *ref =
 				&s->plan->refs[rc->first_ref + j];
 
+			if (ref->kind == TPT_REF_SKIP) {
+				pos += ref->length;	/* read, not moved */
+				continue;
+			}
 			if (ref->host_offset + ref->length > s->host_len ||
 			    pos + ref->length > (uint64_t)rc->blocks * s->bs) {
 				sim_fail(s, rc, "host descriptor out of range");

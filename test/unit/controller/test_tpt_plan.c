@@ -944,6 +944,58 @@ static void multi_stripe_runs(void)
 	}
 }
 
+/*
+ * An extended host's READ of 2N stripes and a ragged head: one PREP READ
+ * per member, stepping over each parity unit inside its run with a skip
+ * descriptor (protocol.md 7.1); an unmodified host's PREP READs, sent as
+ * plain READs, stop at the parity instead.  Both read back the data.
+ */
+static void reads_step_over_parity(void)
+{
+	unsigned int n, i, j, skips, preps;
+	struct tpt_plan p;
+	struct world w;
+
+	for (n = 3; n <= MAX_MEMBERS; n++) {
+		uint32_t unit = 8, blocks = 2 * n * (n - 1) * unit - 3;
+
+		world_init(&w, n, unit, 2 * n + 2, 512, 64);
+		w.a.ctx.host_held = false;
+		CHECK_EQ(raid5_level.tpt_read(&w.a.ctx, 3, blocks, ++w.group, &p), 0);
+		preps = skips = 0;
+		for (i = 0; i < p.nr_cmds; i++) {
+			const struct tpt_plan_cmd *c = &p.cmds[i];
+
+			CHECK_EQ(c->op, TPT_PLAN_PREP_READ);
+			preps++;
+			for (j = 0; j < c->nr_refs; j++) {
+				const struct tpt_plan_ref *r = ref_of(&p, i, j);
+
+				if (r->kind != TPT_REF_SKIP)
+					continue;
+				skips++;
+				CHECK(j > 0 && j + 1 < c->nr_refs);
+				CHECK_EQ(r->length, unit * 512);
+			}
+		}
+		CHECK_EQ(preps, n);
+		/* Every member's parity units between its first and last
+		 * data unit: 2 per member, less the ends of the range. */
+		CHECK(skips >= 2 * n - 2 && skips <= 2 * n);
+		tpt_plan_free(&p);
+		world_read(&w, 3, blocks);
+
+		w.a.ctx.host_held = true;
+		CHECK_EQ(raid5_level.tpt_read(&w.a.ctx, 3, blocks, ++w.group, &p), 0);
+		CHECK(p.nr_cmds >= 2 * n);
+		for (i = 0; i < p.nr_refs; i++)
+			CHECK(p.refs[i].kind == TPT_REF_HOST);
+		tpt_plan_free(&p);
+		world_read(&w, 3, blocks);
+		world_destroy(&w);
+	}
+}
+
 static void bad_requests(void)
 {
 	struct tpt_plan p;
@@ -1374,6 +1426,7 @@ int main(void)
 	RUN(held_full_stripes_are_written_whole);
 	RUN(calculator_rotation);
 	RUN(multi_stripe_runs);
+	RUN(reads_step_over_parity);
 	RUN(bad_requests);
 	RUN(back_pressure);
 	RUN(release_plan);

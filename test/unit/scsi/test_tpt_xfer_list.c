@@ -1,7 +1,7 @@
 /*
  * Unit tests for the transfer list of scsi/tpt_cdb (docs/protocol.md 5.1,
  * 5.2, and the lists of READ MEDIUM, SEND RESULT and TPT HOST READ/WRITE
- * in 4.17-4.19):
+ * in 4.17-4.19, and a PREP READ's skips):
  * lists written out byte by byte from the tables, decoded and encoded
  * back, every rule of the validation table broken once, in the order the
  * table gives, with its field pointer.
@@ -172,13 +172,16 @@ static void test_xfer_list_fields(void)
 		xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, cases[i].byte,
 			      cases[i].bit);
 	}
-	/* PEER IDs fff0h-fffdh are reserved. */
+	/* PEER IDs fff0h-fffch are reserved; fffdh (a skip) has no
+	 * memory, so no FLAGS (here VIRT ADDR). */
 	n = build_xfer_bytes(buf);
 	buf[16] = 0xff;
 	buf[17] = 0xf0;
 	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 16, NO_BIT);
-	buf[17] = 0xfd;
+	buf[17] = 0xfc;
 	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 16, NO_BIT);
+	buf[17] = 0xfd;
+	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 18, 0);
 	buf[17] = 0xef;
 	CHECK_EQ(tpt_xfer_list_decode(buf, n, &xfer, NULL), TPT_SENSE_NONE);
 	/* OFFSET + LENGTH must not pass the end of the address space. */
@@ -203,7 +206,7 @@ static void test_xfer_list_encode_refuses(void)
 	l->total_length++;
 	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
 	l->total_length--;
-	l->desc[0].peer = 0xfffd;
+	l->desc[0].peer = 0xfffc;
 	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
 	l->desc[0].peer = 3;
 	/* No descriptors: the header alone, TOTAL LENGTH not a sum. */
@@ -491,6 +494,78 @@ static void test_send_result_list(void)
 }
 
 /* TPT HOST READ/WRITE name the host's own buffer, in pieces (4.19). */
+/*
+ * PASSIVE PEER ID FFFDh: LENGTH bytes of the range that are not moved.
+ * No memory (FLAGS, STAG and OFFSET zero); only in PREP READ, and only
+ * between descriptors that move data.
+ */
+static void test_skip_list(void)
+{
+	struct tpt_cdb cdb = { .opcode = TPT_OP_PREP_READ, .lba = 64,
+			       .transfer_length = 3, .group = 9 };
+	struct tpt_field_ptr where;
+	struct tpt_xfer_list *l = &xfer;
+	uint8_t enc[16 + 3 * 24];
+	unsigned int i;
+
+	memset(l, 0, sizeof(*l));
+	l->count = 3;
+	l->result_slot = TPT_SLOT_NONE;
+	l->total_length = 3 * 4096;
+	for (i = 0; i < 3; i++) {
+		l->desc[i].peer = 7;
+		l->desc[i].length = 4096;
+		l->desc[i].stag = 0x1234;
+		l->desc[i].offset = 0x10000 * (i + 1);
+	}
+	l->desc[1] = (struct tpt_xfer_desc){ .peer = TPT_PEER_ID_NONE,
+					     .length = 4096 };
+	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), 16 + 3 * 24);
+	CHECK_EQ(enc[40], 0xff);
+	CHECK_EQ(enc[41], 0xfd);
+	CHECK_EQ(tpt_xfer_list_decode(enc, sizeof(enc), l, &where),
+		 TPT_SENSE_NONE);
+	CHECK_EQ(l->desc[1].peer, TPT_PEER_ID_NONE);
+	CHECK_EQ(tpt_xfer_list_inline_len(l), 0);
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 4096, &where), TPT_SENSE_NONE);
+	CHECK(!where.valid);
+
+	/* No memory: FLAGS, STAG, OFFSET zero (decoder). */
+	enc[42] = TPT_XFER_VIRT_ADDR;
+	CHECK_EQ(tpt_xfer_list_decode(enc, sizeof(enc), l, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	check_where(&where, false, 42, 0);
+	enc[42] = 0;
+	enc[55] = 1;
+	CHECK_EQ(tpt_xfer_list_decode(enc, sizeof(enc), l, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	check_where(&where, false, 48, NO_BIT);
+	enc[55] = 0;
+	enc[63] = 1;
+	CHECK_EQ(tpt_xfer_list_decode(enc, sizeof(enc), l, &where),
+		 TPT_SENSE_INVALID_PARAM_FIELD);
+	check_where(&where, false, 56, NO_BIT);
+	enc[63] = 0;
+	CHECK_EQ(tpt_xfer_list_decode(enc, sizeof(enc), l, NULL),
+		 TPT_SENSE_NONE);
+
+	/* Any other command: the PEER ID of the skip. */
+	cdb.opcode = TPT_OP_PREP_WRITE;
+	check_rejected(&cdb, 4096, 40, NO_BIT);
+	cdb.opcode = TPT_OP_SEND_RESULT;
+	check_rejected(&cdb, 4096, 40, NO_BIT);
+	cdb.opcode = TPT_OP_READ_PARITY_PART_TMP;
+	check_rejected(&cdb, 4096, 40, NO_BIT);
+	cdb.opcode = TPT_OP_PREP_READ;
+
+	/* First or last: a skip must lie between moved bytes. */
+	l->desc[0] = l->desc[1];
+	check_rejected(&cdb, 4096, 16, NO_BIT);
+	l->desc[0] = l->desc[2];
+	l->desc[2] = l->desc[1];
+	check_rejected(&cdb, 4096, 64, NO_BIT);
+}
+
 static void test_host_list(void)
 {
 	static const uint8_t host_list[16 + 24] = {
@@ -600,5 +675,6 @@ int main(void)
 	RUN(test_header_only_elsewhere);
 	RUN(test_send_result_list);
 	RUN(test_host_list);
+	RUN(test_skip_list);
 	UNIT_EXIT();
 }
