@@ -672,6 +672,14 @@ static int gather_role(const struct raid_geometry *g,
 	return t >= 0 && !receives[t] ? GATHER_SENDS : t;
 }
 
+/* A receiver's run of stripes: one PREP WRITE, then a COMP TMP per
+ * gathering step it receives in. */
+struct gather_run {
+	unsigned int member, index;
+	uint64_t stripe, len;
+	uint16_t acc;			/* ordinal of its first accumulator slot */
+};
+
 /*
  * Full stripes @first_stripe.. (@nr of them), their parity gathered among
  * the data members in a star or a binary tree (paper III-A, III-C;
@@ -700,14 +708,6 @@ static int gather_role(const struct raid_geometry *g,
  * its data indices from the root's on, and it costs the paper's 3N-1
  * operations (Table II) in either topology.
  */
-/* A receiver's run of stripes: one PREP WRITE, then a COMP TMP per
- * gathering step it receives in. */
-struct gather_run {
-	unsigned int member, index;
-	uint64_t stripe, len;
-	uint16_t acc;			/* ordinal of its first accumulator slot */
-};
-
 static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 			     uint64_t first_stripe, uint64_t nr)
 {
