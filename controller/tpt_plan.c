@@ -183,8 +183,8 @@ static int plan_check(const struct tpt_plan_ctx *c, uint64_t lba,
 	if (!g || !c->level || raid_geometry_check(c->level, g))
 		return -EINVAL;
 	/* Member commands carry 48-bit LBAs and 24-bit lengths (protocol.md
-	 * 2.2), and every one covers at least a unit's worth of blocks; the
-	 * levels keep longer runs within that length. */
+	 * 2.2): a unit must fit in one, and the levels cut longer runs to
+	 * that length. */
 	if (g->member_blocks - 1 > TPT_VENDOR_LBA_MAX ||
 	    g->unit_blocks > TPT_VENDOR_LENGTH_MAX)
 		return -EINVAL;
