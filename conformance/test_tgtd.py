@@ -28,6 +28,33 @@ def test_write_then_read_back_and_on_disk(file_lun):
         assert f.read(len(data)) == data
 
 
+def test_targets_offer_large_data_segments_without_initial_r2t(file_lun):
+    """patches/tgt/0017, docs/target.md: a new target offers 256 KiB data
+    segments and InitialR2T=No (stock tgt: 8192, Yes), and either can be
+    set back per target."""
+    t, url, backing = file_lun
+
+    def offered():
+        out = t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show", "--tid", 1).stdout
+        return dict(kv.strip().split("=", 1) for kv in out.splitlines() if "=" in kv)
+
+    keys = offered()
+    assert keys["MaxRecvDataSegmentLength"] == "262144", keys
+    assert keys["InitialR2T"] == "No", keys
+    assert keys["FirstBurstLength"] == "65536", keys
+    # A 1 MiB write: its first 64 KiB as immediate data, the rest solicited.
+    data = os.urandom(1 << 20)
+    io("write", url, 0, data=data)
+    assert io("read", url, 0, len(data) // 512).stdout == data
+    for name, value in (("InitialR2T", "Yes"), ("MaxRecvDataSegmentLength", "8192")):
+        t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "update", "--tid", 1,
+                 "--name", name, "--value", value)
+    keys = offered()
+    assert (keys["InitialR2T"], keys["MaxRecvDataSegmentLength"]) == ("Yes", "8192"), keys
+    io("write", url, 4096, data=data)
+    assert io("read", url, 4096, len(data) // 512).stdout == data
+
+
 def test_capacity_matches_backing_file(file_lun):
     t, url, backing = file_lun
     out = io("capacity", url).stdout.decode()
