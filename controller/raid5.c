@@ -720,7 +720,7 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 	uint64_t max_run = tpt_plan_refs_max(b->c);
 	struct gather_edge edge[RAID_MAX_MEMBERS];
 	bool receives[RAID_MAX_MEMBERS] = { false };
-	unsigned int steps, e, m, d, r, nr_runs = 0;
+	unsigned int steps, e, m, r, nr_runs = 0;
 	uint64_t s, end = first_stripe + nr, i, len;
 	struct tpt_plan_cmd *cmd;
 	/* Per member and stripe: the slot of its export or accumulator. */
@@ -767,13 +767,14 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 					.stripe = s, .len = len, .acc = first,
 				};
 			for (i = 0; i < len && !err; i++) {
+				uint64_t at;
+
 				slot[m * nr + (s + i - first_stripe)] =
 					(uint16_t)(first + i);
-				for (d = 0; l->data_member(g, s + i, d) != m; d++)
-					;
-				err = tpt_plan_add_host_ref(b, (((s + i) * k + d) *
-								unit - req_lba) * bs,
-							    unit * bs);
+				err = l->unmap(g, m, (s + i) * unit, &at);
+				if (!err)
+					err = tpt_plan_add_host_ref(b, (at - req_lba) * bs,
+								    unit * bs);
 			}
 		}
 	}
@@ -839,8 +840,8 @@ static int plan_full_stripes_held(struct tpt_plan_builder *b,
 	const struct raid_geometry *g = b->c->geo;
 	const struct raid_level_ops *l = b->c->level;
 	uint32_t bs = b->c->block_size, unit = g->unit_blocks;
-	unsigned int k = g->members - 1, m, d;
-	uint64_t s, end = first_stripe + nr;
+	unsigned int k = g->members - 1, m;
+	uint64_t s, at, end = first_stripe + nr;
 	struct tpt_plan_cmd *cmd;
 
 	for (m = 0; m < g->members; m++) {
@@ -861,10 +862,9 @@ static int plan_full_stripes_held(struct tpt_plan_builder *b,
 					return -ENOMEM;
 				continue;
 			}
-			for (d = 0; l->data_member(g, s, d) != m; d++)
-				;
-			if (tpt_plan_add_host_ref(b, first_data +
-						  (uint64_t)d * unit * bs,
+			if (l->unmap(g, m, s * unit, &at))
+				return -EINVAL;
+			if (tpt_plan_add_host_ref(b, (at - req_lba) * bs,
 						  unit * bs))
 				return -ENOMEM;
 		}

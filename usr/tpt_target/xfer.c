@@ -6,10 +6,11 @@
  * intersection of a descriptor with a piece becomes one Get_Data or
  * Put_Data (the datamover pipelines large ones in chunks).  Inline pieces
  * (peer FFFFh) are copied from the data-out; a PREP READ's skipped bytes
- * (peer FFFDh) are read with the rest of the range and go nowhere.  Descriptors naming another
- * target's slot also fetch the slot's header, which is checked once all
- * data arrived: a slot released or reused since the controller named it
- * fails the command with TPT SLOT STALE instead of feeding it wrong data.
+ * (peer FFFDh) are read with the rest of the range and go nowhere.
+ * Descriptors naming another target's slot also fetch the slot's header,
+ * which is checked once all data arrived: a slot released or reused since
+ * the controller named it fails the command with TPT SLOT STALE instead of
+ * feeding it wrong data.
  */
 #include <stdint.h>
 #include <errno.h>
