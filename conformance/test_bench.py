@@ -95,9 +95,10 @@ def test_scale_bench_runs(out):
 @pytest.mark.skipif(not NETNS, reason="needs network namespaces (root, iproute2)")
 def test_gather_bench_runs(out):
     text = run(out, "gather", "--quick")
-    # Both link settings at N = 3 and 5, each with star and tree.
+    # Both link settings at N = 3 and 5, each with star, tree and flat.
     assert len(re.findall(r"^summary (loopback|shaped) N=[35]: tree/star latency [0-9.]+, "
-                          r"throughput at qd 8 [0-9.]+$", text, re.M)) == 4, text
+                          r"throughput at qd 8 [0-9.]+; flat/tree latency [0-9.]+, "
+                          r"throughput [0-9.]+$", text, re.M)) == 4, text
     assert len(list(out.glob("gather-*.png"))) == 2
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert net.Switch.PREFIX not in left, left

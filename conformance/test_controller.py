@@ -8,6 +8,7 @@ import random
 import re
 import struct
 import subprocess
+import time
 
 import pytest
 
@@ -283,8 +284,14 @@ def test_tuning_set_with_tgtadm_survives_a_restart(tgtd_factory, client):
     tune("rebuild_rate=55")
     assert tune("fail_timeout=0", check=False).returncode != 0
     assert tuning() == "fail_timeout 7 s (set) rebuild_rate 55 MB/s (set)"
+    # The state file is written by the controller's file thread, after
+    # tgtadm has its answer (array_save_state()).
     state = ctl.dir / "array.state"
-    text = state.read_text()
+    for _ in range(100):
+        text = state.read_text()
+        if "\nfail_timeout 7\n" in text and "\nrebuild_rate 55\n" in text:
+            break
+        time.sleep(0.05)
     assert "\nfail_timeout 7\n" in text and "\nrebuild_rate 55\n" in text, text
     ctl.stop()
     ctl.start(port=ctl.port)

@@ -334,8 +334,11 @@ def test_table_i_for_a_direct_host(tgtd_factory, client, report):
     one-sided transfers; a full-stripe WRITE moves each data block once,
     from the host, and N-1 between targets.  A block is a striping unit.
     The array sends PRE-FETCH as the paper does (prefetch=yes; without it
-    the write is one command less, test_controller checks that)."""
-    c = start(tgtd_factory, extra_opts=("prefetch=yes",))
+    the write is one command less, test_controller checks that) and
+    gathers a full stripe's parity in the paper's star (parity_gather=star;
+    flat, which auto takes at this unit, is N-2 commands less, 2N+1, which
+    test_tpt_plan checks)."""
+    c = start(tgtd_factory, extra_opts=("prefetch=yes", "parity_gather=star"))
     h = new_host(client, c)
     assert h.register()["status"] == GOOD
     client.buf_write("hbuf", 0, os.urandom(1 << 20))

@@ -174,6 +174,101 @@ def test_full_stripe_write_star_parity(tpt):
     assert pt.read_backing(row * UNIT, UNIT) == xor_fast(*new)
 
 
+def test_flat_parity_and_xor_passes(tpt):
+    """5.1, 7.4 flat: a READ PARITY command's list may cover its range
+    several times over, and the target XORs the passes.  The parity
+    target's one COMP BLOCK takes the parity of a full stripe from all four
+    data targets' exported PREP WRITEs; a PART BLOCK with XOR MEDIUM folds
+    two blocks' deltas into the old parity at once; a COMP TMP accumulates
+    two more passes into its result in place.  A list that is not whole
+    passes, a descriptor across a pass boundary, passes on a command that
+    moves data, and more than 31 passes are refused where they are wrong."""
+    tpt.start(5)
+    data_t, pt = tpt.targets[:4], tpt.targets[4]
+    row, group = 11, 0x2102
+    seed_stripe(tpt, row, data_t, pt)
+    new = [os.urandom(UNIT) for _ in data_t]
+    host = tpt.host_buffer("h", b"".join(new))
+    lba = row * UBLK
+    before = snapshot(tpt)
+
+    tags = [tpt.send(t, proto.vendor_cdb(proto.PREP_WRITE, lba, UBLK, group, proto.FINAL),
+                     out=proto.xfer_list([host.desc(i * UNIT, UNIT)], result_slot=0))
+            for i, t in enumerate(data_t)]
+    for r in tpt.wait(tags):
+        assert r.good, r
+    comp_block = proto.vendor_cdb(proto.READ_PARITY_COMP_BLOCK, lba, UBLK, group)
+    r = tpt.cmd(pt, comp_block, out=proto.xfer_list([tpt.slot_desc(t, 0, UNIT) for t in data_t]))
+    assert r.good, r
+    assert snapshot(tpt) == before
+    tags = [tpt.send(t, proto.vendor_cdb(proto.WRITE_NEW_DATA, lba, UBLK, group)) for t in tpt.targets]
+    for r in tpt.wait(tags):
+        assert r.good, r
+    for t, d in zip(data_t, new):
+        assert t.read_backing(row * UNIT, UNIT) == d
+    assert pt.read_backing(row * UNIT, UNIT) == xor_fast(*new)
+
+    # Read-modify-write of two data blocks, both deltas in one PART BLOCK
+    # over the old parity (XOR MEDIUM), and a COMP TMP of two passes
+    # accumulating in place on a third target.
+    row, group = 12, 0x2103
+    lba = row * UBLK
+    old, parity = seed_stripe(tpt, row, data_t, pt)
+    new2 = [os.urandom(UNIT) for _ in range(2)]
+    host2 = tpt.host_buffer("h2", b"".join(new2))
+    tags = [tpt.send(t, proto.vendor_cdb(proto.XDWRITE_16, lba, UBLK, group, proto.DISABLE_WRITE),
+                     out=proto.xfer_list([host2.desc(i * UNIT, UNIT)], result_slot=0))
+            for i, t in enumerate(data_t[:2])]
+    for r in tpt.wait(tags):
+        assert r.good, r
+    r = tpt.cmd(pt, proto.vendor_cdb(proto.READ_PARITY_PART_BLOCK, lba, UBLK, group,
+                                     proto.PARITY_XOR_MEDIUM << proto.PARITY_SHIFT),
+                out=proto.xfer_list([tpt.slot_desc(t, 0, UNIT) for t in data_t[:2]]))
+    assert r.good, r
+    tags = [tpt.send(t, proto.vendor_cdb(proto.WRITE_NEW_DATA, lba, UBLK, group)) for t in (*data_t[:2], pt)]
+    for r in tpt.wait(tags):
+        assert r.good, r
+    want = xor_fast(parity, old[0], new2[0], old[1], new2[1])
+    assert pt.read_backing(row * UNIT, UNIT) == want
+    assert xor_fast(*(t.read_backing(row * UNIT, UNIT) for t in tpt.targets)) == bytes(UNIT)
+
+    acc_group = 0x2104
+    for t in data_t[:3]:
+        assert tpt.wait([read_medium(tpt, t, row, acc_group, slot=1)])[0].good
+    r = tpt.cmd(data_t[2], proto.vendor_cdb(proto.READ_PARITY_COMP_TMP, lba, UBLK, acc_group),
+                out=proto.xfer_list([tpt.slot_desc(t, 1, UNIT) for t in data_t[:2]], result_slot=1))
+    assert r.good, r
+    got = tpt.host_buffer("got", bytes(UNIT))
+    r = tpt.cmd(data_t[2], proto.vendor_cdb(proto.SEND_RESULT, lba, UBLK, acc_group),
+                out=proto.xfer_list([got.desc(0, UNIT)]))
+    assert r.good, r
+    assert got.read() == xor_fast(*(t.read_backing(row * UNIT, UNIT) for t in data_t[:3]))
+    for t in data_t[:3]:
+        assert tpt.cmd(t, proto.release_cdb(acc_group)).good
+
+    # Refusals (5.1): TOTAL LENGTH not whole passes, at byte 8.
+    bad_group = 0x2105
+    comp_block = proto.vendor_cdb(proto.READ_PARITY_COMP_BLOCK, lba, UBLK, bad_group)
+    half = [tpt.slot_desc(data_t[0], 0, UNIT), tpt.slot_desc(data_t[1], 0, UNIT // 2)]
+    assert_field(tpt.cmd(pt, comp_block, out=proto.xfer_list(half)), "INVALID_PARAM_FIELD", 8)
+    # A descriptor across passes, at its LENGTH.
+    across = [tpt.slot_desc(data_t[0], 0, UNIT // 2), proto.Desc(data_t[1].index, UNIT, 1, 0),
+              proto.Desc(data_t[2].index, UNIT // 2, 1, 0)]
+    assert_field(tpt.cmd(pt, comp_block, out=proto.xfer_list(across)),
+                 "INVALID_PARAM_FIELD", 16 + 24 + 4)
+    # A command that moves data covers its range once.
+    twice = proto.xfer_list([host.desc(0, UNIT), host.desc(UNIT, UNIT)], result_slot=0)
+    r = tpt.cmd(data_t[0], proto.vendor_cdb(proto.PREP_WRITE, lba, UBLK, bad_group, proto.FINAL),
+                out=twice)
+    assert_field(r, "INVALID_PARAM_FIELD", 8)
+    # At most 31 passes.
+    many = [proto.Desc(data_t[0].index, BS, 1, 0)] * 32
+    r = tpt.cmd(pt, proto.vendor_cdb(proto.READ_PARITY_COMP_BLOCK, lba, 1, bad_group),
+                out=proto.xfer_list(many))
+    assert_field(r, "INVALID_PARAM_FIELD", 8)
+    assert pt.tgtd.alive()
+
+
 def test_prep_after_final_is_refused(tpt):
     """A PREP WRITE or PREP READ naming a group whose FINAL this target has
     seen is TPT GROUP NUMBER IN USE (protocol.md 8.1): the FINAL's transfer

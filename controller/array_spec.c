@@ -355,6 +355,7 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 			[TPT_GATHER_AUTO] = "auto",
 			[TPT_GATHER_STAR] = "star",
 			[TPT_GATHER_TREE] = "tree",
+			[TPT_GATHER_FLAT] = "flat",
 		};
 		unsigned int i;
 
@@ -365,7 +366,7 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 			}
 		}
 		return spec_error(err, errlen, "parity_gather=%s: expected "
-				  "auto, star or tree", value);
+				  "auto, star, tree or flat", value);
 	}
 	if (!strcmp(key, "start_dirty_degraded"))
 		return parse_yes_no(key, value, &out->start_dirty_degraded,

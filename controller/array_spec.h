@@ -35,9 +35,13 @@ enum tpt_array_mode {
 };
 
 /* How a full stripe's parity is gathered (protocol.md 7.4): at its
- * calculator one block per step (star), or pairwise in rounds (binary
- * tree); auto picks by the number of members.  Zero is auto. */
-enum tpt_parity_gather { TPT_GATHER_AUTO, TPT_GATHER_STAR, TPT_GATHER_TREE };
+ * calculator one block per step (star), pairwise in rounds (binary
+ * tree), or by the parity target from every data block in one command
+ * (flat); auto picks by the number of members and the unit.  Zero is
+ * auto. */
+enum tpt_parity_gather {
+	TPT_GATHER_AUTO, TPT_GATHER_STAR, TPT_GATHER_TREE, TPT_GATHER_FLAT,
+};
 
 struct tpt_array_spec {
 	unsigned int raid_level;	/* 5 */

@@ -601,6 +601,8 @@ static unsigned int gather_edges(enum tpt_parity_gather how, unsigned int k,
 {
 	unsigned int n = 0, step = 0, s, t;
 
+	if (how == TPT_GATHER_FLAT)
+		return 0;	/* the parity target takes every block at once */
 	if (how == TPT_GATHER_STAR) {
 		for (t = 1; t < k; t++)
 			e[n++] = (struct gather_edge){ t, 0, t };
@@ -614,15 +616,39 @@ static unsigned int gather_edges(enum tpt_parity_gather how, unsigned int k,
 	return step;
 }
 
-/* The gathering @c plans for an array of @members. */
+/* What a link moves in about one command round trip (10 Gb/s, ~100 us):
+ * the price of a gathering step, in bytes. */
+#define GATHER_STEP_BYTES	(128u << 10)
+
+/*
+ * The gathering @c plans for an array of @members.  Between the tree and
+ * the star: the tree is shorter from 4 data blocks on (2 steps against
+ * 3), and the same below.  Flat against that one: after the PREP WRITEs,
+ * flat is one COMP BLOCK that brings all k data blocks over the parity
+ * target's link; star or tree is G steps of one block per receiver and a
+ * COMP BLOCK of one.  With t a block's time on a link and r a command's
+ * round trip, flat ends first where k t + r <= (G + 1)(t + r), that is
+ * (k - G - 1) t <= G r: always below 5 members, up to 256 KiB units at
+ * 5, up to 96 KiB at 9.  Flat also costs the controller k - 1 fewer
+ * commands per stripe, which is what it pays for on any link.
+ */
 static enum tpt_parity_gather gather_of(const struct tpt_plan_ctx *c,
 					unsigned int members)
 {
+	unsigned int k = members - 1, steps;
+	struct gather_edge edge[RAID_MAX_MEMBERS];
+	enum tpt_parity_gather how;
+	uint64_t unit_bytes;
+
 	if (c->gather != TPT_GATHER_AUTO)
 		return c->gather;
-	/* The tree is shorter from 4 data blocks on (2 steps against 3),
-	 * and the same below. */
-	return members - 1 >= 4 ? TPT_GATHER_TREE : TPT_GATHER_STAR;
+	how = k >= 4 ? TPT_GATHER_TREE : TPT_GATHER_STAR;
+	steps = gather_edges(how, k, edge);
+	unit_bytes = (uint64_t)c->geo->unit_blocks * c->block_size;
+	if ((k - steps - 1) * unit_bytes <=
+	    (uint64_t)steps * GATHER_STEP_BYTES)
+		return TPT_GATHER_FLAT;
+	return how;
 }
 
 /*
@@ -683,8 +709,9 @@ struct gather_run {
 /*
  * Full stripes @first_stripe.. (@nr of them), their parity gathered among
  * the data members in a star or a binary tree (paper III-A, III-C;
- * protocol.md 7.4; gather_edges()), with commands that cover several
- * stripes each: the paper's "single command" per target.
+ * protocol.md 7.4; gather_edges()) or flat by the parity member, with
+ * commands that cover several stripes each: the paper's "single
+ * command" per target.
  *
  * Tree indices count each stripe's data members in member order from a
  * root member on (gather_index()), so a member keeps its role over runs
@@ -697,7 +724,9 @@ struct gather_run {
  * list a SLOT descriptor per stripe, naming whichever member has the
  * sending index in that stripe.  Finally each stripe's parity member
  * reads the finished parity from the root's accumulator with COMP BLOCK,
- * one per stripe: no member is parity of two stripes in a row.
+ * one per stripe: no member is parity of two stripes in a row.  Flat has
+ * no receivers and no gathering steps: every data member exports, and
+ * each COMP BLOCK XORs all k of its stripe's blocks, one pass each.
  *
  * The root is the first stripe's data member at data index calculator_rr
  * mod (N-1), and calculator_rr advances once per request: requests to
@@ -720,7 +749,10 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 	uint64_t max_run = tpt_plan_refs_max(b->c);
 	struct gather_edge edge[RAID_MAX_MEMBERS];
 	bool receives[RAID_MAX_MEMBERS] = { false };
-	unsigned int steps, e, m, r, nr_runs = 0;
+	enum tpt_parity_gather how = gather_of(b->c, n);
+	unsigned int steps, e, m, r, t, nr_runs = 0;
+	/* Flat has no receivers: every data block goes to the parity. */
+	unsigned int nr_edges = how == TPT_GATHER_FLAT ? 0 : k - 1;
 	uint64_t s, end = first_stripe + nr, i, len;
 	struct tpt_plan_cmd *cmd;
 	/* Per member and stripe: the slot of its export or accumulator. */
@@ -734,8 +766,8 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 	}
 	if (max_run > TPT_VENDOR_LENGTH_MAX / unit)
 		max_run = TPT_VENDOR_LENGTH_MAX / unit;
-	steps = gather_edges(gather_of(b->c, n), k, edge);
-	for (e = 0; e < k - 1; e++)
+	steps = gather_edges(how, k, edge);
+	for (e = 0; e < nr_edges; e++)
 		receives[edge[e].to] = true;
 
 	/* Step 1: a PREP WRITE per run of a member's stripes in one role. */
@@ -780,7 +812,7 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 	}
 	/* The gathering: per edge, a COMP TMP per run of its receiver,
 	 * naming per stripe the slot of the member that sends there. */
-	for (e = 0; e < k - 1 && !err; e++) {
+	for (e = 0; e < nr_edges && !err; e++) {
 		const struct gather_edge *x = &edge[e];
 
 		for (r = 0; r < nr_runs && !err; r++) {
@@ -803,14 +835,20 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 			}
 		}
 	}
-	/* Each parity from the root's accumulator. */
+	/* Each parity from the root's accumulator, or flat, from every data
+	 * block, one pass each (protocol.md 5.1). */
 	for (s = first_stripe; s < end && !err; s++) {
-		m = gather_member(g, l, s, root, 0);
 		if (!tpt_plan_add_cmd(b, steps + 1, TPT_PLAN_COMP_BLOCK,
-				      l->parity_member(g, s, 0), s * unit, unit) ||
-		    tpt_plan_add_slot_ref(b, m, slot[m * nr + (s - first_stripe)],
-					  unit * bs))
+				      l->parity_member(g, s, 0), s * unit, unit)) {
 			err = -ENOMEM;
+			break;
+		}
+		for (t = 0; t < (how == TPT_GATHER_FLAT ? k : 1) && !err; t++) {
+			m = gather_member(g, l, s, root, t);
+			err = tpt_plan_add_slot_ref(b, m,
+						    slot[m * nr + (s - first_stripe)],
+						    unit * bs);
+		}
 	}
 out:
 	free(slot);

@@ -118,6 +118,8 @@ struct cdb_format {
 	bool from_host;
 	/* May leave bytes of its range unmoved (TPT_PEER_ID_NONE). */
 	bool skip_ok;
+	/* May cover its range several times over, to XOR the passes. */
+	bool passes_ok;
 	/*
 	 * PARAMETER LIST LENGTH = param_base + param_unit * n, 1 <= n <= max.
 	 * With param_unit 0 the field is an ALLOCATION LENGTH, which SPC
@@ -197,19 +199,23 @@ static const struct cdb_format formats[256] = {
 		.info = XFER_OUT("READ PARITY PART TMP"),
 		.layout = &io16_layout,
 		.parity = true,
+		.passes_ok = true,
 	},
 	[TPT_OP_READ_PARITY_PART_BLOCK] = {
 		.info = XFER_OUT("READ PARITY PART BLOCK"),
 		.layout = &io16_layout,
 		.parity = true,
+		.passes_ok = true,
 	},
 	[TPT_OP_READ_PARITY_COMP_TMP] = {
 		.info = XFER_OUT("READ PARITY COMP TMP"),
 		.layout = &io16_layout,
+		.passes_ok = true,
 	},
 	[TPT_OP_READ_PARITY_COMP_BLOCK] = {
 		.info = XFER_OUT("READ PARITY COMP BLOCK"),
 		.layout = &io16_layout,
+		.passes_ok = true,
 	},
 	[TPT_OP_WRITE_NEW_DATA] = {
 		.info = INFO("WRITE NEW DATA", TPT_DATA_NONE, TPT_PARAM_NONE),
@@ -734,7 +740,7 @@ enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 					  struct tpt_field_ptr *where)
 {
 	const struct cdb_format *f = format_of(cdb->opcode);
-	uint64_t at = 0;
+	uint64_t at = 0, range;
 	size_t i;
 
 	clear_where(where);
@@ -744,11 +750,19 @@ enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 		return check_host_list(list, cdb, block_size, where);
 	if (f->header_only ? list->count != 0 : list->count == 0)
 		return bad_param(where, XH_COUNT, NO_BIT);
-	if (list->total_length != (uint64_t)cdb->transfer_length * block_size)
+	range = (uint64_t)cdb->transfer_length * block_size;
+	if (list->total_length != range &&
+	    (!f->passes_ok || !range || list->total_length % range ||
+	     list->total_length / range > TPT_XOR_PASSES_MAX))
 		return bad_param(where, XH_TOTAL, NO_BIT);
 	for (i = 0; i < list->count && i < TPT_XFER_DESC_MAX; i++) {
 		const struct tpt_xfer_desc *d = &list->desc[i];
 		size_t base = TPT_XFER_LIST_LEN(i);
+
+		/* Each pass is one source's blocks for the whole range. */
+		if (list->total_length != range &&
+		    at / range != (at + d->length - 1) / range)
+			return bad_param(where, base + XD_LENGTH, NO_BIT);
 
 		if ((d->peer == TPT_PEER_ID_CONTROLLER && !f->inline_ok) ||
 		    d->peer == TPT_PEER_ID_INITIATOR)
@@ -771,6 +785,16 @@ enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 	if (list->result_slot != TPT_SLOT_NONE && f->writes_passive)
 		return bad_param(where, XH_RESULT_SLOT, NO_BIT);
 	return TPT_SENSE_NONE;
+}
+
+unsigned int tpt_xfer_list_passes(const struct tpt_xfer_list *list,
+				  const struct tpt_cdb *cdb,
+				  uint32_t block_size)
+{
+	uint64_t range = (uint64_t)cdb->transfer_length * block_size;
+
+	return range && list->total_length > range ?
+		(unsigned int)(list->total_length / range) : 1;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -182,6 +182,14 @@ enum tpt_sense_reason tpt_cdb_check_capacity(const struct tpt_cdb *cdb,
 /* RESULT SLOT: keep the result private on the executing target. */
 #define TPT_SLOT_NONE		0xffff
 
+/*
+ * A READ PARITY command's list may cover its range up to this many times
+ * over, each pass one source block, and the target XORs the passes
+ * (protocol.md 5.1): a stripe's parity from all of its data blocks in one
+ * command.  One pass per data member of the widest array.
+ */
+#define TPT_XOR_PASSES_MAX	31
+
 struct tpt_xfer_desc {
 	uint16_t peer;
 	uint8_t flags;
@@ -221,7 +229,9 @@ uint64_t tpt_xfer_list_inline_len(const struct tpt_xfer_list *list);
  * TPT_PEER_ID_INITIATOR, no slot, no result), which no other command may
  * name.  Otherwise: READ MEDIUM's must have no
  * descriptors and every other command's at least one, TOTAL LENGTH must
- * equal TRANSFER LENGTH blocks of @block_size bytes, inline data is only
+ * equal TRANSFER LENGTH blocks of @block_size bytes (a READ PARITY
+ * command's may be up to TPT_XOR_PASSES_MAX times that, with no
+ * descriptor crossing from one pass into the next), inline data is only
  * allowed where the controller can be the data source, and slots only
  * where the command reads its passive sides and has a result (not in
  * PREP READ and SEND RESULT, which write to theirs): a SLOT descriptor
@@ -234,6 +244,12 @@ enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 					  const struct tpt_cdb *cdb,
 					  uint32_t block_size,
 					  struct tpt_field_ptr *where);
+
+/* How many times a checked list covers its command's range: 1, or for a
+ * READ PARITY command the number of blocks it XORs per block of range. */
+unsigned int tpt_xfer_list_passes(const struct tpt_xfer_list *list,
+				  const struct tpt_cdb *cdb,
+				  uint32_t block_size);
 
 /*
  * Result slots: buffers a target registers once per I_T nexus and reports

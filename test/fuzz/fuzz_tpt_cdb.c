@@ -94,6 +94,26 @@ static bool skips_ok(const struct tpt_xfer_list *list, uint8_t opcode)
 	return true;
 }
 
+/* A list that passed covers its range once, or a READ PARITY command's
+ * 1-31 times with every descriptor inside one pass. */
+static bool passes_ok(const struct tpt_xfer_list *list,
+		      const struct tpt_cdb *cdb, uint32_t block_size)
+{
+	uint64_t range = (uint64_t)cdb->transfer_length * block_size, at = 0;
+	unsigned int passes = tpt_xfer_list_passes(list, cdb, block_size);
+	bool parity = cdb->opcode >= TPT_OP_READ_PARITY_PART_TMP &&
+		      cdb->opcode <= TPT_OP_READ_PARITY_COMP_BLOCK;
+	uint16_t i;
+
+	if (list->total_length != passes * range ||
+	    passes > (parity ? TPT_XOR_PASSES_MAX : 1))
+		return false;
+	for (i = 0; i < list->count; at += list->desc[i++].length)
+		if (at / range != (at + list->desc[i].length - 1) / range)
+			return false;
+	return true;
+}
+
 static void fuzz_xfer_list(const uint8_t *data, size_t size,
 			   const struct tpt_cdb *cdb)
 {
@@ -141,6 +161,9 @@ static void fuzz_xfer_list(const uint8_t *data, size_t size,
 		/* Skipped bytes: a PREP READ's, between moved ones, with no
 		 * memory named. */
 		if (!skips_ok(&xfer_list, cdb->opcode))
+			abort();
+		if (xfer_list.count &&
+		    !passes_ok(&xfer_list, cdb, block_sizes[i]))
 			abort();
 	}
 }

@@ -14,9 +14,14 @@
  *   READ MEDIUM  nothing fetched, outcome = the medium's blocks as the
  *                group's result
  *
- * Fetched data lands in a private scratch range first: it is only used
- * once the whole transfer arrived and every slot header checked out, so
- * a stale or failed source never half-modifies the operand.
+ * A READ PARITY command's list may cover its range several times over
+ * (protocol.md 5.1): each pass is one more block XORed in, so a stripe's
+ * parity can be gathered from all its data blocks in one command.
+ *
+ * Fetched data lands in a private scratch range first, every pass of it:
+ * it is only used once the whole transfer arrived and every slot header
+ * checked out, so a stale or failed source never half-modifies the
+ * operand.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,6 +35,7 @@ struct parity_run {
 	struct tpt_range *fetched;
 	struct tpt_range *operand;	/* existing result folded in, or NULL */
 	struct tpt_range *dest;
+	unsigned int passes;		/* blocks fetched per block of dest */
 	bool in_place;			/* dest is operand */
 	bool medium;			/* dest starts as the medium */
 	unsigned int outcome;		/* TPT_RANGE_* flags of the outcome */
@@ -63,6 +69,22 @@ static void replace_outcome(struct tpt_cmd *tc, struct tpt_range *dest,
 	}
 }
 
+/* dest = its operand (an existing result, the medium, or nothing) XOR
+ * every pass fetched. */
+static enum tpt_sense_reason fold_passes(struct parity_run *run)
+{
+	unsigned int pass = 0;
+
+	if (run->operand && !run->in_place)
+		tpt_range_copy(run->dest, run->operand);
+	if (!run->operand && !run->medium)
+		tpt_range_copy_pass(run->dest, run->fetched, pass++);
+	for (; pass < run->passes; pass++)
+		if (tpt_range_xor_pass(run->dest, run->fetched, pass))
+			return TPT_SENSE_INTERNAL_FAILURE;
+	return TPT_SENSE_NONE;
+}
+
 static void parity_finish(struct tpt_cmd *tc)
 {
 	struct parity_run *run = tc->priv;
@@ -77,16 +99,8 @@ static void parity_finish(struct tpt_cmd *tc)
 		r = TPT_SENSE_GROUP_RANGE_MISSING;
 	if (!r && run->in_place && run->operand->holders > 1)
 		r = TPT_SENSE_GROUP_IN_USE;
-	if (!r) {
-		if (run->operand && !run->in_place)
-			tpt_range_copy(run->dest, run->operand);
-		if (run->operand || run->medium) {
-			if (tpt_range_xor(run->dest, run->fetched))
-				r = TPT_SENSE_INTERNAL_FAILURE;
-		} else {
-			tpt_range_copy(run->dest, run->fetched);
-		}
-	}
+	if (!r)
+		r = fold_passes(run);
 	tpt_range_free(run->fetched);
 	if (r) {
 		if (!run->in_place)
@@ -165,8 +179,21 @@ int tpt_exec_read_parity(struct tpt_cmd *tc)
 				  tc->cdb.transfer_length, TPT_RANGE_STAGED))
 		return TPT_SENSE_GROUP_IN_USE;
 
-	r = tpt_cmd_alloc_ranges(tc, TPT_SLOT_NONE, &run->fetched, slot,
-				 run->in_place ? NULL : &run->dest);
+	run->passes = tpt_xfer_list_passes(tc->xl, &tc->cdb,
+					   tpt_lu_block_size(tc->tlu));
+	r = tpt_range_alloc(tc->group, tc->cdb.lba,
+			    run->passes * tc->cdb.transfer_length,
+			    TPT_SLOT_NONE, false, &run->fetched);
+	if (!r && !run->in_place) {
+		r = tpt_range_alloc(tc->group, tc->cdb.lba,
+				    tc->cdb.transfer_length, slot, false,
+				    &run->dest);
+		if (r) {
+			tpt_range_free(run->fetched);
+			run->fetched = NULL;
+		}
+	}
+	r = tpt_cmd_result_slot_sense(tc, r);
 	if (r)
 		return r;
 	if (run->operand)

@@ -482,9 +482,12 @@ void tpt_range_publish(struct tpt_range *r)
 	}
 }
 
-/* Walk the byte intersections of two ranges over the same LBAs, whose
- * pieces may have different granules (slots vs private buffers). */
+/* Walk the byte intersections of @dst with @src from byte @src_pos on,
+ * over the same LBAs: ranges whose pieces may have different granules
+ * (slots vs private buffers), and @src may hold several passes of the
+ * range back to back (a READ PARITY command's fetched blocks). */
 static int tpt_range_zip(struct tpt_range *dst, const struct tpt_range *src,
+			 uint64_t src_pos,
 			 int (*fn)(void *d, const void *s, size_t len))
 {
 	uint64_t bytes = (uint64_t)dst->nr_blocks *
@@ -492,10 +495,11 @@ static int tpt_range_zip(struct tpt_range *dst, const struct tpt_range *src,
 	uint64_t pos = 0;
 
 	while (pos < bytes) {
+		uint64_t spos = src_pos + pos;
 		unsigned int di = pos / dst->piece_bytes;
-		unsigned int si = pos / src->piece_bytes;
+		unsigned int si = spos / src->piece_bytes;
 		uint64_t doff = pos - (uint64_t)di * dst->piece_bytes;
-		uint64_t soff = pos - (uint64_t)si * src->piece_bytes;
+		uint64_t soff = spos - (uint64_t)si * src->piece_bytes;
 		uint64_t n = dst->piece[di].len - doff;
 		int err;
 
@@ -516,16 +520,35 @@ static int tpt_copy_bytes(void *d, const void *s, size_t len)
 	return 0;
 }
 
-int tpt_range_xor(struct tpt_range *dst, const struct tpt_range *src)
+/* The byte where pass @pass of @src over @dst's blocks begins. */
+static uint64_t pass_pos(const struct tpt_range *dst, unsigned int pass)
+{
+	return (uint64_t)pass * dst->nr_blocks *
+	       tpt_lu_block_size(dst->group->tlu);
+}
+
+int tpt_range_xor_pass(struct tpt_range *dst, const struct tpt_range *src,
+		       unsigned int pass)
 {
 	dst->group->tlu->stats.bytes_xored +=
 		(uint64_t)dst->nr_blocks * tpt_lu_block_size(dst->group->tlu);
-	return tpt_range_zip(dst, src, tpt_xor_acc);
+	return tpt_range_zip(dst, src, pass_pos(dst, pass), tpt_xor_acc);
+}
+
+void tpt_range_copy_pass(struct tpt_range *dst, const struct tpt_range *src,
+			 unsigned int pass)
+{
+	tpt_range_zip(dst, src, pass_pos(dst, pass), tpt_copy_bytes);
+}
+
+int tpt_range_xor(struct tpt_range *dst, const struct tpt_range *src)
+{
+	return tpt_range_xor_pass(dst, src, 0);
 }
 
 void tpt_range_copy(struct tpt_range *dst, const struct tpt_range *src)
 {
-	tpt_range_zip(dst, src, tpt_copy_bytes);
+	tpt_range_copy_pass(dst, src, 0);
 }
 
 struct tpt_range *tpt_range_overlapping(struct tpt_group *g, uint64_t lba,

@@ -330,6 +330,12 @@ void *tpt_piece_data(const struct tpt_range *r, unsigned int i);
 /* dst ^= src and dst = src over ranges of the same LBAs; 0 or -EINVAL. */
 int tpt_range_xor(struct tpt_range *dst, const struct tpt_range *src);
 void tpt_range_copy(struct tpt_range *dst, const struct tpt_range *src);
+/* The same with pass @pass of @src, which holds passes of @dst's blocks
+ * back to back. */
+int tpt_range_xor_pass(struct tpt_range *dst, const struct tpt_range *src,
+		       unsigned int pass);
+void tpt_range_copy_pass(struct tpt_range *dst, const struct tpt_range *src,
+			 unsigned int pass);
 /* Publish slot headers so peers may read the range. */
 void tpt_range_publish(struct tpt_range *r);
 

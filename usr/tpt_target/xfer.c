@@ -62,6 +62,9 @@ static void tpt_xfer_fail(struct tpt_xfer *x, enum tpt_sense_reason reason,
 static enum tpt_sense_reason tpt_xfer_check_headers(struct tpt_xfer *x)
 {
 	uint32_t bs = tpt_lu_block_size(x->tc->tlu);
+	/* A READ PARITY command's list may cover its range several times
+	 * over (protocol.md 5.1): each pass starts at the range's LBA. */
+	uint64_t range = (uint64_t)x->tc->cdb.transfer_length * bs;
 	uint64_t pos = 0;
 	unsigned int i;
 
@@ -73,7 +76,8 @@ static enum tpt_sense_reason tpt_xfer_check_headers(struct tpt_xfer *x)
 			continue;
 		reason = tpt_slot_header_check(x->headers + i * TPT_SLOT_HDR_LEN,
 					       x->tc->cdb.group,
-					       x->r->lba + pos / bs, d->length);
+					       x->r->lba + pos % range / bs,
+					       d->length);
 		if (reason) {
 			tpt_xfer_fail(x, reason, i);
 			return reason;

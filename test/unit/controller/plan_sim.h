@@ -462,16 +462,33 @@ static bool sim_read_slot(struct sim *s, const struct tpt_plan_cmd *cmd,
 }
 
 /* RMA-read the command's passive sides, in descriptor order. */
-static bool sim_fetch(struct sim *s, const struct tpt_plan_cmd *cmd,
-		      unsigned char *dst)
+/* The passes a READ PARITY command's list makes over its range (5.1). */
+static unsigned int sim_passes(const struct sim *s,
+			       const struct tpt_plan_cmd *cmd)
 {
-	uint64_t pos = 0, want = (uint64_t)cmd->blocks * s->bs;
+	uint64_t total = 0, range = (uint64_t)cmd->blocks * s->bs;
+	unsigned int j;
+
+	for (j = 0; j < cmd->nr_refs; j++)
+		total += s->plan->refs[cmd->first_ref + j].length;
+	return range && total > range && total % range == 0 ?
+		(unsigned int)(total / range) : 1;
+}
+
+/* The descriptors' bytes into @dst: @passes times the command's range,
+ * no descriptor crossing from one pass into the next. */
+static bool sim_fetch_passes(struct sim *s, const struct tpt_plan_cmd *cmd,
+			     unsigned char *dst, unsigned int passes)
+{
+	uint64_t range = (uint64_t)cmd->blocks * s->bs, pos = 0;
+	uint64_t want = passes * range;
 	unsigned int j;
 
 	for (j = 0; j < cmd->nr_refs; j++) {
 		const struct tpt_plan_ref *ref = &s->plan->refs[cmd->first_ref + j];
 
-		if (!ref->length || pos + ref->length > want) {
+		if (!ref->length || pos + ref->length > want ||
+		    pos / range != (pos + ref->length - 1) / range) {
 			sim_fail(s, cmd, "descriptors exceed TRANSFER LENGTH");
 			return false;
 		}
@@ -484,7 +501,7 @@ static bool sim_fetch(struct sim *s, const struct tpt_plan_cmd *cmd,
 			memcpy(dst + pos, s->host + ref->host_offset,
 			       ref->length);
 			sim_use_host(s, ref->host_offset, ref->length);
-		} else if (!sim_read_slot(s, cmd, ref, pos, dst + pos)) {
+		} else if (!sim_read_slot(s, cmd, ref, pos % range, dst + pos)) {
 			return false;
 		}
 		pos += ref->length;
@@ -494,6 +511,12 @@ static bool sim_fetch(struct sim *s, const struct tpt_plan_cmd *cmd,
 		return false;
 	}
 	return true;
+}
+
+static bool sim_fetch(struct sim *s, const struct tpt_plan_cmd *cmd,
+		      unsigned char *dst)
+{
+	return sim_fetch_passes(s, cmd, dst, 1);
 }
 
 static void xor_into(unsigned char *dst, const unsigned char *src,
@@ -832,7 +855,7 @@ static void sim_read_parity(struct sim *s, const struct tpt_plan_cmd *cmd)
 	struct sim_grp *G = sim_grp_of(s, cmd);
 	struct sim_range *operand = NULL, *dest, *old;
 	unsigned char *fetched;
-	unsigned int flag, i;
+	unsigned int flag, i, passes;
 
 	if (!sim_use_group(s, cmd, SIM_WRITE_GROUP, !group))
 		return;
@@ -857,8 +880,13 @@ static void sim_read_parity(struct sim *s, const struct tpt_plan_cmd *cmd)
 		sim_fail(s, cmd, "TPT GROUP NUMBER IN USE: staged twice");
 		return;
 	}
-	fetched = xcalloc(cmd->blocks, s->bs);
-	if (!sim_fetch(s, cmd, fetched)) {
+	passes = sim_passes(s, cmd);
+	if (passes > TPT_XOR_PASSES_MAX) {
+		sim_fail(s, cmd, "more passes than a target XORs");
+		return;
+	}
+	fetched = xcalloc((uint64_t)passes * cmd->blocks, s->bs);
+	if (!sim_fetch_passes(s, cmd, fetched, passes)) {
 		free(fetched);
 		return;
 	}
@@ -893,7 +921,8 @@ static void sim_read_parity(struct sim *s, const struct tpt_plan_cmd *cmd)
 		}
 		dest->flags = outcome;
 	}
-	xor_into(dest->data, fetched, bytes);
+	for (i = 0; i < passes; i++)
+		xor_into(dest->data, fetched + i * bytes, bytes);
 	free(fetched);
 	dest->step = s->step;
 	sim_publish(s, t, dest);

@@ -45,6 +45,9 @@ static void full_spec_parses(void)
 	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;parity_gather=tree;" M(0)
 				      ";" M(1) ";" M(2), &s, err, sizeof(err)), 0);
 	CHECK_EQ(s.parity_gather, TPT_GATHER_TREE);
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;parity_gather=flat;" M(0)
+				      ";" M(1) ";" M(2), &s, err, sizeof(err)), 0);
+	CHECK_EQ(s.parity_gather, TPT_GATHER_FLAT);
 }
 
 /* Each bad spec is refused with a message naming the bad part, and the

@@ -348,6 +348,65 @@ run:
 	}
 }
 
+
+/*
+ * Flat gathering (protocol.md 7.4): a stripe's data members each export
+ * their block with PREP WRITE, and the parity member's one COMP BLOCK
+ * XORs all N-1 of them, a pass each (5.1): N-1 PREP WRITE, one COMP
+ * BLOCK, N WRITE NEW DATA in 3 steps; 2N+1 controller operations with
+ * the host answer against the star's or tree's 3N-1, the same N-1
+ * transfers between targets.
+ */
+static void flat_full_stripe_write(void)
+{
+	const struct raid_level_ops *l = &raid5_level;
+	unsigned int n, i, t, parity;
+	struct paper_counts pc;
+	struct tpt_plan p;
+	unsigned char *host;
+	struct world w;
+
+	for (n = 3; n <= MAX_MEMBERS; n++) {
+		uint32_t unit = 16, blocks = (n - 1) * unit;
+		uint64_t lba = blocks;		/* stripe 1 */
+		bool named[MAX_MEMBERS] = { false };
+
+		world_init(&w, n, unit, 4, 512, 64);
+		w.a.ctx.gather = TPT_GATHER_FLAT;
+		CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, lba, blocks, ++w.group, &p), 0);
+		CHECK_EQ(p.nr_cmds, 2 * n);
+		CHECK_EQ(p.nr_steps, 3);
+		paper_counts(&p, unit * 512, &pc);
+		CHECK_EQ(pc.controller_ops, 2 * n + 1);
+		CHECK_EQ(pc.target_ops, 4 * n - 2);
+		CHECK_EQ(pc.target_units, 3 * (n - 1));
+		parity = l->parity_member(&w.a.geo, 1, 0);
+		for (i = 0; i < p.nr_cmds; i++) {
+			const struct tpt_plan_cmd *c = &p.cmds[i];
+
+			if (c->op == TPT_PLAN_PREP_WRITE)
+				CHECK(c->result_slot != TPT_SLOT_NONE);
+			if (c->op != TPT_PLAN_COMP_BLOCK)
+				continue;
+			expect_cmd(&p, i, TPT_PLAN_COMP_BLOCK, parity, unit, unit);
+			CHECK_EQ(c->nr_refs, n - 1);
+			for (t = 0; t < c->nr_refs; t++) {
+				const struct tpt_plan_ref *r =
+					&p.refs[c->first_ref + t];
+
+				CHECK_EQ(r->kind, TPT_REF_SLOT);
+				CHECK(r->member != parity && !named[r->member]);
+				named[r->member] = true;
+			}
+		}
+		host = xcalloc(blocks, 512);
+		rnd_fill(host, (uint64_t)blocks * 512);
+		world_run_write(&w, &p, lba, host, blocks, false);
+		free(host);
+		world_destroy(&w);
+	}
+}
+
 /*
  * A full stripe's parity gathered in a binary tree: the same commands and
  * transfers as the star (Table II holds), in ceil(log2(N-1)) gathering
@@ -418,28 +477,51 @@ static void full_stripe_write_tree(void)
 	}
 }
 
-/* auto: the star while it is as short (up to 3 data blocks), the tree
- * from 4 on. */
+/*
+ * auto: the star while it is as short (up to 3 data blocks), the tree
+ * from 4 on - unless flat, the parity member fetching every data block
+ * in its COMP BLOCK, ends first: (k - G - 1) units over its link against
+ * G steps of 128 KiB each (raid5.c, gather_of()).  So flat up to 4
+ * members at any unit, up to 256 KiB units at 5, 6 members, 96 KiB at 9.
+ */
 static void parity_gather_auto(void)
 {
-	unsigned int n, i, comp_steps;
+	static const uint32_t units[] = { 8, 512, 2048 };	/* 4k, 256k, 1m */
+	unsigned int n, i, u, comp_steps, comp_block_refs;
 	struct tpt_plan p;
 	struct world w;
 
-	for (n = 3; n <= MAX_MEMBERS; n++) {
-		uint32_t unit = 8;
+	for (u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
+		for (n = 3; n <= MAX_MEMBERS; n++) {
+			uint32_t unit = units[u];
+			unsigned int k = n - 1, steps = k >= 4 ?
+				(k > 4 ? 3 : 2) : k - 1;
+			bool flat = (uint64_t)(k - steps - 1) * unit * 512 <=
+				    steps * (128u << 10);
 
-		world_init(&w, n, unit, 4, 512, 64);
-		CHECK_EQ(w.a.ctx.gather, TPT_GATHER_AUTO);
-		CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, (n - 1) * unit, ++w.group, &p), 0);
-		comp_steps = 0;
-		for (i = 0; i < p.nr_steps; i++)
-			if (p.cmds[p.steps[i].first_cmd].op == TPT_PLAN_COMP_TMP)
-				comp_steps++;
-		CHECK_EQ(comp_steps, n - 1 >= 4 ? (n - 1 > 4 ? 3 : 2) : n - 2);
-		tpt_plan_return_slots(&p);
-		tpt_plan_free(&p);
-		world_destroy(&w);
+			world_init(&w, n, unit, 2, 512, 16);
+			CHECK_EQ(w.a.ctx.gather, TPT_GATHER_AUTO);
+			CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, k * unit,
+						       ++w.group, &p), 0);
+			comp_steps = 0;
+			comp_block_refs = 0;
+			for (i = 0; i < p.nr_steps; i++)
+				if (p.cmds[p.steps[i].first_cmd].op ==
+				    TPT_PLAN_COMP_TMP)
+					comp_steps++;
+			for (i = 0; i < p.nr_cmds; i++)
+				if (p.cmds[i].op == TPT_PLAN_COMP_BLOCK)
+					comp_block_refs += p.cmds[i].nr_refs;
+			CHECK_EQ(comp_steps, flat ? 0 : steps);
+			CHECK_EQ(comp_block_refs, flat ? k : 1);
+			if ((n == 5 && unit == 2048) || (n == 7 && unit == 512))
+				CHECK(!flat);
+			if (n <= 4 || (n <= 6 && unit <= 512) || unit == 8)
+				CHECK(flat);
+			tpt_plan_return_slots(&p);
+			tpt_plan_free(&p);
+			world_destroy(&w);
+		}
 	}
 }
 
@@ -453,6 +535,7 @@ static void wide_arrays_count_like_the_paper(void)
 	struct tpt_plan_ctx c = {
 		.geo = &g, .level = &raid5_level, .block_size = 512,
 		.slots = slot_of, .prefetch = true,
+		.gather = TPT_GATHER_TREE,	/* the paper's counts */
 	};
 	struct paper_counts pc;
 	struct tpt_plan p;
@@ -470,7 +553,7 @@ static void wide_arrays_count_like_the_paper(void)
 		CHECK_EQ(pc.controller_ops, 3 * n - 1);
 		CHECK_EQ(pc.target_ops, 5 * n - 4);
 		CHECK_EQ(pc.target_units, 3 * (n - 1));
-		/* auto gathers in a tree here: ceil(log2(N-1)) steps. */
+		/* The tree: ceil(log2(N-1)) gathering steps. */
 		for (rounds = 0; (1u << rounds) < n - 1; rounds++)
 			;
 		CHECK_EQ(p.nr_steps, rounds + 3);
@@ -667,6 +750,7 @@ static void multi_stripe_write(void)
 	struct world w;
 
 	world_init(&w, 4, 8, 6, 512, 64);
+	w.a.ctx.gather = TPT_GATHER_STAR;	/* flat_full_stripe_write: flat */
 	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 5, 71, ++w.group, &p), 0);
 	for (i = 0; i < p.nr_cmds; i++)
 		counts[p.cmds[i].op]++;
@@ -830,6 +914,7 @@ static void calculator_rotation(void)
 	struct world w;
 
 	world_init(&w, 5, 8, 10, 512, 64);
+	w.a.ctx.gather = TPT_GATHER_TREE;	/* flat has no calculator */
 	for (i = 0; i < 8; i++) {
 		CHECK_EQ(w.a.ctx.calculator_rr, i);
 		CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 2 * 32, 32, ++w.group, &p), 0);
@@ -903,7 +988,7 @@ static void multi_stripe_runs(void)
 		uint64_t lba = (n - 1) * unit;		/* stripe 1 on */
 
 		host = xcalloc(blocks, 512);
-		for (how = TPT_GATHER_STAR; how <= TPT_GATHER_TREE; how++) {
+		for (how = TPT_GATHER_STAR; how <= TPT_GATHER_FLAT; how++) {
 			for (rr = 0; rr < n; rr++) {
 				world_init(&w, n, unit, nr + 2, 512, 256);
 				w.a.ctx.gather = how;
@@ -916,6 +1001,10 @@ static void multi_stripe_runs(void)
 					uint64_t s;
 
 					counts[c->op]++;
+					if (c->op == TPT_PLAN_COMP_BLOCK)
+						CHECK_EQ(c->nr_refs,
+							 how == TPT_GATHER_FLAT ?
+							 n - 1 : 1);
 					if (c->op != TPT_PLAN_PREP_WRITE &&
 					    c->op != TPT_PLAN_COMP_TMP)
 						continue;
@@ -935,6 +1024,14 @@ static void multi_stripe_runs(void)
 					      nr * (n - 2));
 				}
 				CHECK_EQ(counts[TPT_PLAN_COMP_BLOCK], nr);
+				/* Flat: a PREP WRITE per run between parity
+				 * units, at most one more than parity units
+				 * per member. */
+				if (how == TPT_GATHER_FLAT) {
+					CHECK_EQ(counts[TPT_PLAN_COMP_TMP], 0);
+					CHECK(counts[TPT_PLAN_PREP_WRITE] <=
+					      nr + n);
+				}
 				rnd_fill(host, (uint64_t)blocks * 512);
 				world_run_write(&w, &p, lba, host, blocks, false);
 				world_destroy(&w);
@@ -1416,6 +1513,7 @@ int main(void)
 	RUN(single_block_write);
 	RUN(single_block_write_without_prefetch);
 	RUN(full_stripe_write);
+	RUN(flat_full_stripe_write);
 	RUN(full_stripe_write_tree);
 	RUN(parity_gather_auto);
 	RUN(wide_arrays_count_like_the_paper);

@@ -566,6 +566,90 @@ static void test_skip_list(void)
 	check_rejected(&cdb, 4096, 64, NO_BIT);
 }
 
+/*
+ * Passes (protocol.md 5.1): a READ PARITY command's list may cover its
+ * range 1-31 times, each descriptor within one pass; any other command's
+ * covers it once.  Refused at TOTAL LENGTH (byte 8), or at the LENGTH of
+ * the descriptor that crosses a pass boundary.
+ */
+static void test_passes_list(void)
+{
+	static const uint8_t parity_ops[] = {
+		TPT_OP_READ_PARITY_PART_TMP, TPT_OP_READ_PARITY_PART_BLOCK,
+		TPT_OP_READ_PARITY_COMP_TMP, TPT_OP_READ_PARITY_COMP_BLOCK,
+	};
+	struct tpt_cdb cdb = { .lba = 64, .transfer_length = 2, .group = 9 };
+	struct tpt_xfer_list *l = &xfer;
+	unsigned int i, o;
+
+	for (o = 0; o < sizeof(parity_ops); o++) {
+		cdb.opcode = parity_ops[o];
+		memset(l, 0, sizeof(*l));
+		l->result_slot = TPT_SLOT_NONE;
+		/* Four sources of two blocks each, the second in two pieces. */
+		l->count = 5;
+		for (i = 0; i < l->count; i++) {
+			l->desc[i].peer = (uint16_t)i;
+			l->desc[i].length = 2 * 4096;
+			l->desc[i].flags = TPT_XFER_SLOT;
+		}
+		l->desc[1].length = 4096;
+		l->desc[2].length = 4096;
+		l->desc[2].flags = 0;	/* a slot holds whole pieces */
+		l->total_length = 4 * 2 * 4096;
+		CHECK_EQ(tpt_xfer_list_check(l, &cdb, 4096, NULL),
+			 TPT_SENSE_NONE);
+		CHECK_EQ(tpt_xfer_list_passes(l, &cdb, 4096), 4);
+		l->count = 1;
+		l->total_length = 2 * 4096;
+		CHECK_EQ(tpt_xfer_list_passes(l, &cdb, 4096), 1);
+
+		/* Not whole passes. */
+		l->count = 5;
+		l->desc[4].length = 4096;
+		l->total_length = 7 * 4096;
+		check_rejected(&cdb, 4096, 8, NO_BIT);
+		/* Across a boundary: 1 block, then 2 from the middle of
+		 * pass 0 into pass 1. */
+		l->count = 3;
+		l->desc[0].length = 4096;
+		l->desc[1].length = 2 * 4096;
+		l->desc[1].flags = 0;
+		l->desc[2].length = 4096;
+		l->total_length = 4 * 4096;
+		check_rejected(&cdb, 4096, 16 + 24 + 4, NO_BIT);
+		/* 31 passes, not 32. */
+		l->count = 31;
+		for (i = 0; i < 32; i++)
+			l->desc[i] = (struct tpt_xfer_desc){ .peer = 1,
+				.length = 2 * 4096, .flags = TPT_XFER_SLOT };
+		l->total_length = 31 * 2 * 4096;
+		CHECK_EQ(tpt_xfer_list_check(l, &cdb, 4096, NULL),
+			 TPT_SENSE_NONE);
+		CHECK_EQ(tpt_xfer_list_passes(l, &cdb, 4096), 31);
+		l->count = 32;
+		l->total_length = 32 * 2 * 4096;
+		check_rejected(&cdb, 4096, 8, NO_BIT);
+	}
+
+	/* Every other transfer-list command covers its range once. */
+	l->count = 2;
+	for (i = 0; i < 2; i++)
+		l->desc[i] = (struct tpt_xfer_desc){ .peer = 1,
+						     .length = 2 * 4096 };
+	l->total_length = 2 * 2 * 4096;
+	cdb.opcode = TPT_OP_PREP_WRITE;
+	check_rejected(&cdb, 4096, 8, NO_BIT);
+	cdb.opcode = TPT_OP_XDWRITE_16;
+	cdb.flags = TPT_CDB_DISABLE_WRITE;
+	check_rejected(&cdb, 4096, 8, NO_BIT);
+	cdb.flags = 0;
+	cdb.opcode = TPT_OP_SEND_RESULT;
+	check_rejected(&cdb, 4096, 8, NO_BIT);
+	cdb.opcode = TPT_OP_PREP_READ;
+	check_rejected(&cdb, 4096, 8, NO_BIT);
+}
+
 static void test_host_list(void)
 {
 	static const uint8_t host_list[16 + 24] = {
@@ -676,5 +760,6 @@ int main(void)
 	RUN(test_send_result_list);
 	RUN(test_host_list);
 	RUN(test_skip_list);
+	RUN(test_passes_list);
 	UNIT_EXIT();
 }
