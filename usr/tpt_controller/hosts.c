@@ -200,6 +200,14 @@ static int host_key_perform(struct tpt_array *a, struct scsi_cmd *cmd,
 
 /* ---- TPT HOST READ / WRITE ---- */
 
+/*
+ * Where a host command's transfer list is decoded: one per thread, used
+ * by one call at a time.  A list is 8 KiB, and a malloc that large per
+ * command made glibc consolidate its free lists each time (perf: about a
+ * seventh of the controller's CPU on random 4 KiB reads).
+ */
+static _Thread_local struct tpt_xfer_list host_list;
+
 /* Decode and check a host I/O command: TPT_SENSE_NONE with @cdb and
  * @xl filled, or the reason and its field. */
 static enum tpt_sense_reason host_io_decode(struct tpt_array *a,
@@ -242,15 +250,11 @@ static enum tpt_sense_reason host_io_decode(struct tpt_array *a,
 static int host_io_perform(struct tpt_array *a, struct scsi_cmd *cmd)
 {
 	struct scsi_lu *lu = cmd->dev;
-	struct tpt_xfer_list *xl = malloc(sizeof(*xl));
 	struct tpt_field_ptr where = { 0 };
 	enum tpt_sense_reason r;
 	struct tpt_cdb cdb;
 
-	if (!xl)
-		return host_sense(cmd, TPT_SENSE_POOL_EXHAUSTED, NULL);
-	r = host_io_decode(a, cmd, &cdb, xl, &where);
-	free(xl);
+	r = host_io_decode(a, cmd, &cdb, &host_list, &where);
 	if (r)
 		return host_bad_field(cmd, r, &where);
 	if (device_reserved(cmd))
@@ -290,14 +294,13 @@ static int host_cmd_perform(int host_no, struct scsi_cmd *cmd)
 int tpt_hosts_io_req(struct tpt_array *a, struct scsi_cmd *cmd,
 		     struct tpt_req *r, struct tpt_host_buf *hb)
 {
-	struct tpt_xfer_list *xl = malloc(sizeof(*xl));
+	struct tpt_xfer_list *xl = &host_list;
 	struct tpt_field_ptr where;
 	struct tpt_cdb cdb;
 	unsigned int i;
 
-	/* Checked on the event loop already: only memory can fail here. */
-	if (!xl || host_io_decode(a, cmd, &cdb, xl, &where)) {
-		free(xl);
+	/* Checked on the event loop already: it cannot fail here. */
+	if (host_io_decode(a, cmd, &cdb, xl, &where)) {
 		scsi_set_result(cmd, host_sense(cmd, TPT_SENSE_INTERNAL_FAILURE,
 						NULL));
 		return -1;
@@ -305,7 +308,6 @@ int tpt_hosts_io_req(struct tpt_array *a, struct scsi_cmd *cmd,
 	memset(hb, 0, sizeof(*hb));
 	hb->piece = calloc(xl->count, sizeof(*hb->piece));
 	if (!hb->piece) {
-		free(xl);
 		scsi_set_result(cmd, host_sense(cmd, TPT_SENSE_INTERNAL_FAILURE,
 						NULL));
 		return -1;
@@ -319,7 +321,6 @@ int tpt_hosts_io_req(struct tpt_array *a, struct scsi_cmd *cmd,
 		hb->piece[i].rma_addr = xl->desc[i].offset;
 		hb->piece[i].length = xl->desc[i].length;
 	}
-	free(xl);
 	r->kind = cdb.opcode == TPT_OP_HOST_WRITE ? TPT_REQ_WRITE : TPT_REQ_READ;
 	r->lba = cdb.lba;
 	r->blocks = cdb.transfer_length;

@@ -39,6 +39,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -886,6 +887,11 @@ static int tp_host_descs(const struct tpt_host_buf *hb, uint64_t off,
 	return (int)n;
 }
 
+/* Where a member command's transfer list is built before it is encoded:
+ * one per thread, as in hosts.c (an 8 KiB malloc per command costs glibc
+ * a consolidation of its free lists). */
+static _Thread_local struct tpt_xfer_list member_list;
+
 /* The transfer list of @pc, then its inline data: an extended host's
  * pieces name its buffer, an unmodified host's travel inline where the
  * command allows it and else name our registration of them, slot pieces
@@ -895,7 +901,7 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 {
 	struct tp_array *tp = tp_of(run->span->array);
 	const struct tpt_host_buf *direct = tp_direct(run);
-	struct tpt_xfer_list *xl = calloc(1, sizeof(*xl));
+	struct tpt_xfer_list *xl = &member_list;
 	uint64_t base = run->host_mr ? tpt_dm_buf_rma_base(run->host_mr) : 0;
 	bool inline_host = !direct && tp_inline_op(pc->op);
 	uint64_t inline_len = 0;
@@ -907,26 +913,22 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 		base = (run->span->lba - run->span->req->lba) *
 		       run->span->array->block_size;
 
-	if (!xl)
-		return -ENOMEM;
+	memset(xl, 0, offsetof(struct tpt_xfer_list, desc));
 	xl->result_slot = pc->result_slot;
 	for (i = 0, n = 0; i < pc->nr_refs; i++, n++) {
 		const struct tpt_plan_ref *ref = &p->refs[pc->first_ref + i];
 		struct tpt_xfer_desc *d = &xl->desc[n];
 
-		if (n == TPT_XFER_DESC_MAX) {
-			free(xl);
+		if (n == TPT_XFER_DESC_MAX)
 			return -E2BIG;
-		}
+		memset(d, 0, sizeof(*d));
 		d->length = ref->length;
 		if (ref->kind == TPT_REF_HOST && direct) {
 			len = tp_host_descs(direct, base + ref->host_offset,
 					    ref->length, d,
 					    TPT_XFER_DESC_MAX - n);
-			if (len < 0) {
-				free(xl);
+			if (len < 0)
 				return len;
-			}
 			n += (unsigned int)len - 1;
 		} else if (ref->kind == TPT_REF_HOST && inline_host) {
 			d->peer = TPT_PEER_ID_CONTROLLER;
@@ -943,10 +945,8 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 			struct tpt_member *box = tp_box(run, ref->member);
 			const struct tpt_slot_table *t;
 
-			if (!box) {
-				free(xl);
+			if (!box)
 				return -EIO;
-			}
 			t = &tp->member[box->id].slot_table;
 			d->peer = (uint16_t)box->id;
 			d->flags = TPT_XFER_SLOT | (t->flags & TPT_XFER_VIRT_ADDR);
@@ -965,7 +965,6 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 	*out = malloc(TPT_XFER_LIST_LEN(xl->count) + inline_len);
 	len = *out ? tpt_xfer_list_encode(xl, *out, TPT_XFER_LIST_LEN(xl->count)) :
 		     -ENOMEM;
-	free(xl);
 	if (len < 0) {
 		free(*out);
 		*out = NULL;
