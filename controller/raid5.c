@@ -107,12 +107,84 @@ static unsigned int r5_calculator(struct tpt_plan_ctx *c, unsigned int F)
 	return (F + 1 + c->calculator_rr % (n - 1)) % n;
 }
 
+/* One source of a parity chain: slots of @member from @ordinal on, one per
+ * unit of the chain's range, or, with @member -1, the host's bytes at
+ * @host_offset. */
+struct chain_source {
+	int member;
+	uint16_t ordinal;
+	uint64_t host_offset;
+};
+
+/* What one command has a target fetch at most: its passes land in
+ * scratch before they are XORed (protocol.md 5.1), within the target's
+ * bound per group (tpt_group_mb, 128 MiB by default) with room for the
+ * outcome. */
+#define CHAIN_FETCH_BYTES_MAX	(32u << 20)
+
+/*
+ * A parity chain at @target over [@lba, @lba + @n): the XOR of @nr
+ * sources into the operand of @first_mode, in as few READ PARITY PART
+ * commands as the passes of a list allow (protocol.md 5.1) - one, unless
+ * descriptors or scratch run out - one per step from @step on, since a
+ * target does not order a group's commands.  Each command after the first
+ * folds its passes into the result with XOR GROUP; the last is PART BLOCK
+ * with @stage (the outcome staged for WRITE NEW DATA).  Returns the last
+ * step used, or an error.
+ */
+static int plan_parity_chain(struct tpt_plan_builder *b, unsigned int step,
+			     unsigned int target, uint64_t lba, uint32_t n,
+			     uint8_t group, uint8_t first_mode, bool stage,
+			     const struct chain_source *src, unsigned int nr)
+{
+	uint32_t bs = b->c->block_size, unit = b->c->geo->unit_blocks;
+	uint32_t pieces = (n + unit - 1) / unit, len, i;
+	uint64_t bytes = (uint64_t)n * bs;
+	unsigned int per = nr, k, j, end;
+	struct tpt_plan_cmd *cmd;
+
+	if (per > TPT_XOR_PASSES_MAX)
+		per = TPT_XOR_PASSES_MAX;
+	if ((uint64_t)per * pieces > tpt_plan_refs_max(b->c))
+		per = tpt_plan_refs_max(b->c) / pieces;
+	if ((uint64_t)per * bytes > CHAIN_FETCH_BYTES_MAX)
+		per = (unsigned int)(CHAIN_FETCH_BYTES_MAX / bytes);
+	if (!per)
+		per = 1;
+	for (k = 0; k < nr; k = end, step++) {
+		end = nr - k > per ? k + per : nr;
+		cmd = tpt_plan_add_cmd(b, step, end == nr && stage ?
+				       TPT_PLAN_PART_BLOCK : TPT_PLAN_PART_TMP,
+				       target, lba, n);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->parity_mode = k ? TPT_PARITY_XOR_GROUP : first_mode;
+		cmd->group_offset = group;
+		for (j = k; j < end; j++) {
+			if (src[j].member < 0) {
+				if (tpt_plan_add_host_ref(b, src[j].host_offset,
+							  (uint32_t)bytes))
+					return -ENOMEM;
+				continue;
+			}
+			for (i = 0; i < pieces; i++) {
+				len = n - i * unit < unit ? n - i * unit : unit;
+				if (tpt_plan_add_slot_ref(b, (unsigned int)src[j].member,
+							  (uint16_t)(src[j].ordinal + i),
+							  len * bs))
+					return -ENOMEM;
+			}
+		}
+	}
+	return (int)step - 1;
+}
+
 /*
  * The blocks [@lba, @lba + @n) of member @target, rebuilt from every other
  * member's same blocks into a result at @target, in group @group
  * (protocol.md 7.5): a READ MEDIUM at each source, exporting into slots,
- * in @step; then one READ PARITY PART per source at @target, one per step,
- * each a slot run naming the sources' slots piece by piece.  @first_mode
+ * in @step; then the parity chain at @target (plan_parity_chain()), a
+ * pass per source naming its slots piece by piece.  @first_mode
  * is the first link's PARITY MODE: XOR MEDIUM when @target's own blocks
  * take part (a degraded read's calculator), COPY when they are what is
  * rebuilt.  With @stage the last link is PART BLOCK: the result becomes
@@ -125,45 +197,29 @@ static int plan_rebuild_chain(struct tpt_plan_builder *b, uint32_t skip,
 			      uint8_t first_mode, bool stage)
 {
 	const struct raid_geometry *g = b->c->geo;
-	uint32_t bs = b->c->block_size, unit = g->unit_blocks;
-	uint32_t pieces = (n + unit - 1) / unit, len, i;
-	uint16_t ordinal[RAID_MAX_MEMBERS];
-	unsigned int src[RAID_MAX_MEMBERS], nr_src = 0, m, k;
+	uint32_t pieces = (n + g->unit_blocks - 1) / g->unit_blocks;
+	struct chain_source src[RAID_MAX_MEMBERS];
+	unsigned int nr_src = 0, m;
 	struct tpt_plan_cmd *cmd;
 	int err;
 
 	for (m = 0; m < g->members; m++) {
 		if (m == target || (skip & (1u << m)))
 			continue;
-		err = tpt_plan_want_slots(b, m, (uint16_t)pieces, &ordinal[nr_src]);
+		src[nr_src] = (struct chain_source){ .member = (int)m };
+		err = tpt_plan_want_slots(b, m, (uint16_t)pieces,
+					  &src[nr_src].ordinal);
 		if (err)
 			return err;
 		cmd = tpt_plan_add_cmd(b, step, TPT_PLAN_READ_MEDIUM, m, lba, n);
 		if (!cmd)
 			return -ENOMEM;
-		cmd->result_slot = ordinal[nr_src];
+		cmd->result_slot = src[nr_src].ordinal;
 		cmd->group_offset = group;
-		src[nr_src++] = m;
+		nr_src++;
 	}
-	for (k = 0; k < nr_src; k++) {
-		bool last = k + 1 == nr_src;
-
-		cmd = tpt_plan_add_cmd(b, step + 1 + k, last && stage ?
-				       TPT_PLAN_PART_BLOCK : TPT_PLAN_PART_TMP,
-				       target, lba, n);
-		if (!cmd)
-			return -ENOMEM;
-		cmd->parity_mode = k ? TPT_PARITY_XOR_GROUP : first_mode;
-		cmd->group_offset = group;
-		for (i = 0; i < pieces; i++) {
-			len = n - i * unit < unit ? n - i * unit : unit;
-			if (tpt_plan_add_slot_ref(b, src[k],
-						  (uint16_t)(ordinal[k] + i),
-						  len * bs))
-				return -ENOMEM;
-		}
-	}
-	return (int)(step + nr_src);
+	return plan_parity_chain(b, step + 1, target, lba, n, group,
+				 first_mode, stage, src, nr_src);
 }
 
 /* ---- TPT READ (paper III-C, III-D 5; protocol.md 7.1, 7.5) ---- */
@@ -328,11 +384,6 @@ struct stripe_piece {
 	uint64_t host_offset;		/* bytes, of block @first */
 };
 
-struct stripe_delta {
-	unsigned int member;
-	uint16_t ordinal;
-};
-
 static int cmp_u32(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -358,21 +409,16 @@ static const struct stripe_piece *piece_over(const struct stripe_piece *piece,
  * Read-modify-write of the interval [x, x + len) of a stripe's units
  * (paper III-C, Fig. 4; protocol.md 7.2): each data member writing there
  * XDWRITEs its new data and exports the delta new XOR old; the parity
- * member folds the deltas into its old parity.  Per interval with k deltas
- * the parity member runs a chain, one command per step since a target
- * does not order a group's commands: PART TMP with XOR MEDIUM on the
- * first delta, PART TMP with XOR GROUP on each next one, accumulating in
- * its private result, and PART BLOCK with XOR GROUP on the last, which
- * stages the new parity; a single delta is one PART BLOCK with XOR
- * MEDIUM (star).
+ * member folds the deltas into its old parity: one PART BLOCK with XOR
+ * MEDIUM and a pass per delta (plan_parity_chain()), which stages the
+ * new parity.
  */
 static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
 			     unsigned int parity,
 			     const struct stripe_piece *piece, unsigned int nr,
 			     uint32_t x, uint32_t len)
 {
-	uint32_t bs = b->c->block_size;
-	struct stripe_delta delta[RAID_MAX_MEMBERS];
+	struct chain_source delta[RAID_MAX_MEMBERS];
 	struct tpt_plan_cmd *cmd;
 	unsigned int j, k = 0;
 	int err;
@@ -382,7 +428,7 @@ static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
 
 		if (pc->first > x || pc->end < x + len)
 			continue;
-		delta[k].member = pc->member;
+		delta[k] = (struct chain_source){ .member = (int)pc->member };
 		err = tpt_plan_want_slot(b, pc->member, &delta[k].ordinal);
 		if (err)
 			return err;
@@ -392,24 +438,14 @@ static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
 			return -ENOMEM;
 		cmd->result_slot = delta[k].ordinal;
 		if (tpt_plan_add_host_ref(b, pc->host_offset +
-					  (uint64_t)(x - pc->first) * bs,
-					  len * bs))
+					  (uint64_t)(x - pc->first) * b->c->block_size,
+					  len * b->c->block_size))
 			return -ENOMEM;
 		k++;
 	}
-	for (j = 0; j < k; j++) {
-		cmd = tpt_plan_add_cmd(b, 1 + j, j + 1 < k ? TPT_PLAN_PART_TMP :
-				       TPT_PLAN_PART_BLOCK, parity, base + x,
-				       len);
-		if (!cmd)
-			return -ENOMEM;
-		cmd->parity_mode = j ? TPT_PARITY_XOR_GROUP :
-				       TPT_PARITY_XOR_MEDIUM;
-		if (tpt_plan_add_slot_ref(b, delta[j].member, delta[j].ordinal,
-					  len * bs))
-			return -ENOMEM;
-	}
-	return 0;
+	err = plan_parity_chain(b, 1, parity, base + x, len, 0,
+				TPT_PARITY_XOR_MEDIUM, true, delta, k);
+	return err < 0 ? err : 0;
 }
 
 /*
@@ -418,9 +454,9 @@ static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
  * the new parity is the XOR of the new data where the request writes and
  * of the medium elsewhere.  Every other data member exports its part of
  * that sum into a slot - READ NEW BLOCK of its new data (also staged) or
- * READ MEDIUM of its blocks - and the parity member starts from @F's new
- * data, fetched from the host with PART TMP COPY, and folds the others in
- * with XOR GROUP, PART BLOCK on the last.  All in group 1, apart from the
+ * READ MEDIUM of its blocks - and the parity member's PART BLOCK with COPY
+ * takes @F's new data from the host and the others' slots, a pass each
+ * (plan_parity_chain()).  All in group 1, apart from the
  * read-modify-write intervals of the same stripe.
  */
 static int plan_rcw_interval(struct tpt_plan_builder *b, uint64_t stripe,
@@ -431,19 +467,25 @@ static int plan_rcw_interval(struct tpt_plan_builder *b, uint64_t stripe,
 	const struct raid_geometry *g = b->c->geo;
 	uint32_t bs = b->c->block_size;
 	uint64_t base = stripe * g->unit_blocks;
-	struct stripe_delta part[RAID_MAX_MEMBERS];
+	struct chain_source part[RAID_MAX_MEMBERS];
 	const struct stripe_piece *pc;
 	struct tpt_plan_cmd *cmd;
-	unsigned int d, j, k = 0, m;
+	unsigned int d, k = 1, m;
 	int err;
 
 	b->p->nr_groups = 2;
+	/* @F's new data, from the host, is the first pass. */
+	pc = piece_over(piece, nr, F, x, len);
+	part[0] = (struct chain_source){
+		.member = -1,
+		.host_offset = pc->host_offset + (uint64_t)(x - pc->first) * bs,
+	};
 	for (d = 0; d < g->members - 1; d++) {
 		m = b->c->level->data_member(g, stripe, d);
 		if (m == F)
 			continue;
 		pc = piece_over(piece, nr, m, x, len);
-		part[k].member = m;
+		part[k] = (struct chain_source){ .member = (int)m };
 		err = tpt_plan_want_slot(b, m, &part[k].ordinal);
 		if (err)
 			return err;
@@ -459,28 +501,9 @@ static int plan_rcw_interval(struct tpt_plan_builder *b, uint64_t stripe,
 			return -ENOMEM;
 		k++;
 	}
-	pc = piece_over(piece, nr, F, x, len);
-	cmd = tpt_plan_add_cmd(b, 1, TPT_PLAN_PART_TMP, parity, base + x, len);
-	if (!cmd)
-		return -ENOMEM;
-	cmd->parity_mode = TPT_PARITY_COPY;
-	cmd->group_offset = 1;
-	if (tpt_plan_add_host_ref(b, pc->host_offset +
-				  (uint64_t)(x - pc->first) * bs, len * bs))
-		return -ENOMEM;
-	for (j = 0; j < k; j++) {
-		cmd = tpt_plan_add_cmd(b, 2 + j, j + 1 < k ? TPT_PLAN_PART_TMP :
-				       TPT_PLAN_PART_BLOCK, parity, base + x,
-				       len);
-		if (!cmd)
-			return -ENOMEM;
-		cmd->parity_mode = TPT_PARITY_XOR_GROUP;
-		cmd->group_offset = 1;
-		if (tpt_plan_add_slot_ref(b, part[j].member, part[j].ordinal,
-					  len * bs))
-			return -ENOMEM;
-	}
-	return 0;
+	err = plan_parity_chain(b, 1, parity, base + x, len, 1,
+				TPT_PARITY_COPY, true, part, k);
+	return err < 0 ? err : 0;
 }
 
 /*
@@ -978,8 +1001,9 @@ static int r5_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
  * returning member catching up - or, for RAID_PARITY_MEMBER, each
  * stripe's parity recomputed from its data (resync after a crash).
  * Stripes whose rebuilt unit lies on one member are one chain: a READ
- * MEDIUM of all their units at each source, one PART command per source
- * at the member, each naming the sources' slots stripe by stripe.
+ * MEDIUM of all their units at each source, then at the member a PART
+ * BLOCK with a pass per source, naming its slots stripe by stripe
+ * (plan_parity_chain()).
  */
 static int r5_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 			  unsigned int member, uint32_t group,

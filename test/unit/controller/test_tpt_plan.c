@@ -575,9 +575,9 @@ static void partial_pieces_at_different_offsets(void)
 
 	world_init(&w, 4, 8, 6, 512, 16);
 	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 4, 10, ++w.group, &p), 0);
-	CHECK_EQ(p.nr_steps, 4);
-	CHECK_EQ(p.nr_cmds, 12);
-	if (p.nr_steps != 4 || p.nr_cmds != 12)
+	CHECK_EQ(p.nr_steps, 3);
+	CHECK_EQ(p.nr_cmds, 11);
+	if (p.nr_steps != 3 || p.nr_cmds != 11)
 		goto run_first;
 	CHECK_EQ(p.steps[0].nr_cmds, 5);
 	expect_cmd(&p, 0, TPT_PLAN_XDWRITE, 1, 0, 4);
@@ -593,26 +593,26 @@ static void partial_pieces_at_different_offsets(void)
 		CHECK(p.cmds[i].result_slot != TPT_SLOT_NONE);
 	CHECK(p.cmds[1].result_slot != p.cmds[3].result_slot);
 
+	/* One PART BLOCK per interval, both deltas of [4,6) in one, a pass
+	 * each (protocol.md 5.1). */
 	CHECK_EQ(p.steps[1].nr_cmds, 3);
 	expect_cmd(&p, 5, TPT_PLAN_PART_BLOCK, 3, 0, 4);
-	expect_cmd(&p, 6, TPT_PLAN_PART_TMP, 3, 4, 2);
+	expect_cmd(&p, 6, TPT_PLAN_PART_BLOCK, 3, 4, 2);
 	expect_cmd(&p, 7, TPT_PLAN_PART_BLOCK, 3, 6, 2);
 	CHECK_EQ(p.cmds[5].parity_mode, TPT_PARITY_XOR_MEDIUM);
 	CHECK_EQ(p.cmds[6].parity_mode, TPT_PARITY_XOR_MEDIUM);
 	CHECK_EQ(p.cmds[7].parity_mode, TPT_PARITY_XOR_MEDIUM);
+	CHECK_EQ(p.cmds[6].nr_refs, 2);
 	CHECK_EQ(ref_of(&p, 6, 0)->member, 0);
 	CHECK_EQ(ref_of(&p, 6, 0)->slot, p.cmds[1].result_slot);
-	CHECK_EQ(p.steps[2].nr_cmds, 1);
-	expect_cmd(&p, 8, TPT_PLAN_PART_BLOCK, 3, 4, 2);
-	CHECK_EQ(p.cmds[8].parity_mode, TPT_PARITY_XOR_GROUP);
-	CHECK_EQ(ref_of(&p, 8, 0)->member, 1);
-	CHECK_EQ(ref_of(&p, 8, 0)->slot, p.cmds[2].result_slot);
+	CHECK_EQ(ref_of(&p, 6, 1)->member, 1);
+	CHECK_EQ(ref_of(&p, 6, 1)->slot, p.cmds[2].result_slot);
 
 	/* One WRITE NEW DATA per member over its contiguous staged run. */
-	CHECK_EQ(p.steps[3].nr_cmds, 3);
-	expect_cmd(&p, 9, TPT_PLAN_WRITE_NEW_DATA, 0, 4, 4);
-	expect_cmd(&p, 10, TPT_PLAN_WRITE_NEW_DATA, 1, 0, 6);
-	expect_cmd(&p, 11, TPT_PLAN_WRITE_NEW_DATA, 3, 0, 8);
+	CHECK_EQ(p.steps[2].nr_cmds, 3);
+	expect_cmd(&p, 8, TPT_PLAN_WRITE_NEW_DATA, 0, 4, 4);
+	expect_cmd(&p, 9, TPT_PLAN_WRITE_NEW_DATA, 1, 0, 6);
+	expect_cmd(&p, 10, TPT_PLAN_WRITE_NEW_DATA, 3, 0, 8);
 run_first:
 	rnd_fill(host, sizeof(host));
 	world_run_write(&w, &p, 4, host, 10, false);
@@ -658,11 +658,11 @@ static void multi_stripe_write(void)
 	for (i = 0; i < p.nr_cmds; i++)
 		counts[p.cmds[i].op]++;
 	/* Head pieces [5,8), [0,8), [0,8): the parity's offsets split at 5,
-	 * so units 1 and 2 XDWRITE twice; [0,5) folds 2 deltas, [5,8) 3.
-	 * Tail: one piece, one delta. */
+	 * so units 1 and 2 XDWRITE twice; [0,5) folds 2 deltas, [5,8) 3,
+	 * each interval in one PART BLOCK.  Tail: one piece, one delta. */
 	CHECK_EQ(counts[TPT_PLAN_XDWRITE], 5 + 1);
 	CHECK_EQ(counts[TPT_PLAN_PRE_FETCH], 2);
-	CHECK_EQ(counts[TPT_PLAN_PART_TMP], 1 + 2);
+	CHECK_EQ(counts[TPT_PLAN_PART_TMP], 0);
 	CHECK_EQ(counts[TPT_PLAN_PART_BLOCK], 1 + 1 + 1);
 	/* Full stripes 1 and 2 (parity on members 2 and 1), star from root
 	 * member 3 (stripe 1's data index 0): member 3 gathers both stripes
@@ -671,8 +671,8 @@ static void multi_stripe_write(void)
 	CHECK_EQ(counts[TPT_PLAN_PREP_WRITE], 4);
 	CHECK_EQ(counts[TPT_PLAN_COMP_TMP], 2);
 	CHECK_EQ(counts[TPT_PLAN_COMP_BLOCK], 2);
-	/* The parts share steps: host reads, COMP TMP and the longest
-	 * parity chain (3 deltas), COMP BLOCK, WRITE NEW DATA. */
+	/* The parts share steps: host reads, the star's two COMP TMP steps
+	 * (the PART BLOCKs beside the first), COMP BLOCK, WRITE NEW DATA. */
 	CHECK_EQ(p.nr_steps, 5);
 	if (p.nr_steps != 5)
 		goto run_first;
@@ -1337,9 +1337,9 @@ static void degraded_requests(void)
 	random_requests_on(8, 16, 12, 512, 100, 5);
 }
 
-/* A unit of the missing member, read: N-2 READ MEDIUM, a PART TMP chain
- * of N-2 at the calculator, one SEND RESULT, and a release of the
- * exporters' slots beside it. */
+/* A unit of the missing member, read: N-2 READ MEDIUM, one PART TMP at
+ * the calculator with a pass per source, one SEND RESULT, and a release
+ * of the exporters' slots beside it. */
 static void degraded_read_shape(void)
 {
 	unsigned int n, i, counts[TPT_PLAN_SEND_RESULT + 1];
@@ -1359,10 +1359,10 @@ static void degraded_read_shape(void)
 		CHECK_EQ(p.nr_groups, 2);
 		CHECK_EQ(counts[TPT_PLAN_PREP_READ], 0);
 		CHECK_EQ(counts[TPT_PLAN_READ_MEDIUM], n - 2);
-		CHECK_EQ(counts[TPT_PLAN_PART_TMP], n - 2);
+		CHECK_EQ(counts[TPT_PLAN_PART_TMP], 1);
 		CHECK_EQ(counts[TPT_PLAN_SEND_RESULT], 1);
 		CHECK_EQ(counts[TPT_PLAN_RELEASE], n - 2);
-		CHECK_EQ(p.nr_steps, n);
+		CHECK_EQ(p.nr_steps, 3);
 		for (i = 0; i < p.nr_cmds; i++)
 			CHECK(p.cmds[i].member != ch.member);
 		tpt_plan_return_slots(&p);
@@ -1407,6 +1407,53 @@ static void resync_recomputes_parity(void)
 	}
 }
 
+/*
+ * A rebuild chain's passes (protocol.md 5.1, 7.5): one PART BLOCK with a
+ * pass per survivor while its list holds them, and where a long run on a
+ * wide array would pass 256 descriptors (a descriptor per unit and
+ * survivor) a PART TMP COPY of as many passes as fit, then XOR GROUP
+ * commands, PART BLOCK last, one per step - the same bytes either way.
+ */
+static void rebuild_passes_fit_the_list(void)
+{
+	static const uint32_t runs[] = { 16, 64 };
+	unsigned int r, i, part_tmp, part_block, refs;
+	struct tpt_plan p;
+	struct world w;
+
+	for (r = 0; r < 2; r++) {
+		world_init(&w, 8, 8, 64, 512, 128);
+		w.a.ctx.missing = 1u << 2;
+		CHECK_EQ(raid5_level.tpt_rebuild(&w.a.ctx, 0, runs[r], 2, 100,
+						 &p), 0);
+		part_tmp = part_block = refs = 0;
+		for (i = 0; i < p.nr_cmds; i++) {
+			if (p.cmds[i].op == TPT_PLAN_PART_TMP)
+				part_tmp++;
+			if (p.cmds[i].op == TPT_PLAN_PART_BLOCK)
+				part_block++;
+			if (p.cmds[i].op == TPT_PLAN_PART_TMP ||
+			    p.cmds[i].op == TPT_PLAN_PART_BLOCK) {
+				CHECK(p.cmds[i].nr_refs <= TPT_XFER_DESC_MAX);
+				CHECK_EQ(p.cmds[i].nr_refs % runs[r], 0);
+				refs += p.cmds[i].nr_refs;
+			}
+		}
+		/* 7 survivors: 7 x 16 descriptors fit; 7 x 64 take 4 passes,
+		 * then 3. */
+		CHECK_EQ(part_block, 1);
+		CHECK_EQ(part_tmp, r ? 1 : 0);
+		CHECK_EQ(refs, 7 * runs[r]);
+		CHECK_EQ(p.nr_steps, r ? 4 : 3);
+		tpt_plan_return_slots(&p);
+		tpt_plan_free(&p);
+		w.a.ctx.missing = 0;
+		world_rebuild(&w, 2, runs[r]);
+		CHECK(world_consistent(&w));
+		world_destroy(&w);
+	}
+}
+
 int main(void)
 {
 	RUN(opcodes);
@@ -1435,5 +1482,6 @@ int main(void)
 	RUN(two_missing_is_no_data);
 	RUN(degraded_requests);
 	RUN(resync_recomputes_parity);
+	RUN(rebuild_passes_fit_the_list);
 	UNIT_EXIT();
 }
