@@ -136,6 +136,23 @@ def test_fig4_single_block_write(tpt):
     assert xor_fast(*(t.read_backing(row * UNIT, UNIT) for t in tpt.targets)) == bytes(UNIT)
 
 
+def prep_write_stripe(tpt, row, group, data_t, pt):
+    """Old data and parity on the stripe at @row, then a FINAL PREP WRITE
+    of new random data on every data target, exported into its slot 0
+    (7.4 step 1): the new blocks, and the backing files as they were."""
+    seed_stripe(tpt, row, data_t, pt)
+    new = [os.urandom(UNIT) for _ in data_t]
+    host = tpt.host_buffer(f"h{row}", b"".join(new))
+    before = snapshot(tpt)
+    lba = row * UBLK
+    tags = [tpt.send(t, proto.vendor_cdb(proto.PREP_WRITE, lba, UBLK, group, proto.FINAL),
+                     out=proto.xfer_list([host.desc(i * UNIT, UNIT)], result_slot=0))
+            for i, t in enumerate(data_t)]
+    for r in tpt.wait(tags):
+        assert r.good, r
+    return new, before
+
+
 def test_full_stripe_write_star_parity(tpt):
     """Full stripe: PREP WRITE on every data target, the calculator (a data
     target) folds the others' blocks in with READ PARITY COMP TMP, the parity
@@ -144,17 +161,8 @@ def test_full_stripe_write_star_parity(tpt):
     data_t, pt = tpt.targets[:4], tpt.targets[4]
     calc = data_t[1]
     row, group = 9, 0x2002
-    seed_stripe(tpt, row, data_t, pt)
-    new = [os.urandom(UNIT) for _ in data_t]
-    host = tpt.host_buffer("h", b"".join(new))
     lba = row * UBLK
-    before = snapshot(tpt)
-
-    tags = [tpt.send(t, proto.vendor_cdb(proto.PREP_WRITE, lba, UBLK, group, proto.FINAL),
-                     out=proto.xfer_list([host.desc(i * UNIT, UNIT)], result_slot=0))
-            for i, t in enumerate(data_t)]
-    for r in tpt.wait(tags):
-        assert r.good, r
+    new, before = prep_write_stripe(tpt, row, group, data_t, pt)
     for t in data_t:
         if t is calc:
             continue
@@ -186,17 +194,8 @@ def test_flat_parity_and_xor_passes(tpt):
     tpt.start(5)
     data_t, pt = tpt.targets[:4], tpt.targets[4]
     row, group = 11, 0x2102
-    seed_stripe(tpt, row, data_t, pt)
-    new = [os.urandom(UNIT) for _ in data_t]
-    host = tpt.host_buffer("h", b"".join(new))
     lba = row * UBLK
-    before = snapshot(tpt)
-
-    tags = [tpt.send(t, proto.vendor_cdb(proto.PREP_WRITE, lba, UBLK, group, proto.FINAL),
-                     out=proto.xfer_list([host.desc(i * UNIT, UNIT)], result_slot=0))
-            for i, t in enumerate(data_t)]
-    for r in tpt.wait(tags):
-        assert r.good, r
+    new, before = prep_write_stripe(tpt, row, group, data_t, pt)
     comp_block = proto.vendor_cdb(proto.READ_PARITY_COMP_BLOCK, lba, UBLK, group)
     r = tpt.cmd(pt, comp_block, out=proto.xfer_list([tpt.slot_desc(t, 0, UNIT) for t in data_t]))
     assert r.good, r
@@ -257,7 +256,7 @@ def test_flat_parity_and_xor_passes(tpt):
     assert_field(tpt.cmd(pt, comp_block, out=proto.xfer_list(across)),
                  "INVALID_PARAM_FIELD", 16 + 24 + 4)
     # A command that moves data covers its range once.
-    twice = proto.xfer_list([host.desc(0, UNIT), host.desc(UNIT, UNIT)], result_slot=0)
+    twice = proto.xfer_list([host2.desc(0, UNIT), host2.desc(UNIT, UNIT)], result_slot=0)
     r = tpt.cmd(data_t[0], proto.vendor_cdb(proto.PREP_WRITE, lba, UBLK, bad_group, proto.FINAL),
                 out=twice)
     assert_field(r, "INVALID_PARAM_FIELD", 8)
