@@ -118,5 +118,5 @@ def test_report_collects_every_section(out):
     # In the fixed order, each under its own heading.
     titles = ["Datamover", "Array", "Host-direct", "Tables", "Recovery"]
     heads = [md.index(f"## {t}")
-             for t in titles + (["Scalability", "Star and binary-tree"] if NETNS else [])]
+             for t in titles + (["Scalability", "Star, binary-tree and flat"] if NETNS else [])]
     assert heads == sorted(heads), md[:2000]
