@@ -153,6 +153,18 @@ def prep_write_stripe(tpt, row, group, data_t, pt):
     return new, before
 
 
+def commit_stripe(tpt, row, group, data_t, pt, new):
+    """WRITE NEW DATA of the stripe at @row on every target (7.4's last
+    step): the new blocks and their parity are on the backing files."""
+    tags = [tpt.send(t, proto.vendor_cdb(proto.WRITE_NEW_DATA, row * UBLK, UBLK, group))
+            for t in tpt.targets]
+    for r in tpt.wait(tags):
+        assert r.good, r
+    for t, d in zip(data_t, new):
+        assert t.read_backing(row * UNIT, UNIT) == d
+    assert pt.read_backing(row * UNIT, UNIT) == xor_fast(*new)
+
+
 def test_full_stripe_write_star_parity(tpt):
     """Full stripe: PREP WRITE on every data target, the calculator (a data
     target) folds the others' blocks in with READ PARITY COMP TMP, the parity
@@ -174,12 +186,7 @@ def test_full_stripe_write_star_parity(tpt):
     assert r.good, r
     assert snapshot(tpt) == before
 
-    tags = [tpt.send(t, proto.vendor_cdb(proto.WRITE_NEW_DATA, lba, UBLK, group)) for t in tpt.targets]
-    for r in tpt.wait(tags):
-        assert r.good, r
-    for t, d in zip(data_t, new):
-        assert t.read_backing(row * UNIT, UNIT) == d
-    assert pt.read_backing(row * UNIT, UNIT) == xor_fast(*new)
+    commit_stripe(tpt, row, group, data_t, pt, new)
 
 
 def test_flat_parity_and_xor_passes(tpt):
@@ -200,12 +207,7 @@ def test_flat_parity_and_xor_passes(tpt):
     r = tpt.cmd(pt, comp_block, out=proto.xfer_list([tpt.slot_desc(t, 0, UNIT) for t in data_t]))
     assert r.good, r
     assert snapshot(tpt) == before
-    tags = [tpt.send(t, proto.vendor_cdb(proto.WRITE_NEW_DATA, lba, UBLK, group)) for t in tpt.targets]
-    for r in tpt.wait(tags):
-        assert r.good, r
-    for t, d in zip(data_t, new):
-        assert t.read_backing(row * UNIT, UNIT) == d
-    assert pt.read_backing(row * UNIT, UNIT) == xor_fast(*new)
+    commit_stripe(tpt, row, group, data_t, pt, new)
 
     # Read-modify-write of two data blocks, both deltas in one PART BLOCK
     # over the old parity (XOR MEDIUM), and a COMP TMP of two passes

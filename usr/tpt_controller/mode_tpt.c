@@ -955,13 +955,14 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 		}
 	}
 	xl->count = (uint16_t)n;
-	/* The descriptors' sum - the range, or for a COMP BLOCK of a flat
-	 * gathering one pass of it per data block (protocol.md 5.1) - or
-	 * what READ MEDIUM exports without any. */
-	xl->total_length = (uint64_t)pc->blocks * run->span->array->block_size;
-	if (n)
-		for (i = 0, xl->total_length = 0; i < n; i++)
-			xl->total_length += xl->desc[i].length;
+	/* The descriptors' sum - the range, or a READ PARITY command's
+	 * passes over it (protocol.md 5.1) - or, without any, what READ
+	 * MEDIUM exports. */
+	for (i = 0, xl->total_length = 0; i < n; i++)
+		xl->total_length += xl->desc[i].length;
+	if (!n)
+		xl->total_length = (uint64_t)pc->blocks *
+				   run->span->array->block_size;
 	*out = malloc(TPT_XFER_LIST_LEN(xl->count) + inline_len);
 	len = *out ? tpt_xfer_list_encode(xl, *out, TPT_XFER_LIST_LEN(xl->count)) :
 		     -ENOMEM;

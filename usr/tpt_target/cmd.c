@@ -462,10 +462,12 @@ int tpt_cmd_alloc_ranges(struct tpt_cmd *tc, uint16_t slot_a,
 			 struct tpt_range **a, uint16_t slot_b,
 			 struct tpt_range **b)
 {
+	unsigned int passes = tpt_xfer_list_passes(tc->xl, &tc->cdb,
+						   tpt_lu_block_size(tc->tlu));
 	int r;
 
-	r = tpt_range_alloc(tc->group, tc->cdb.lba, tc->cdb.transfer_length,
-			    slot_a, false, a);
+	r = tpt_range_alloc(tc->group, tc->cdb.lba,
+			    passes * tc->cdb.transfer_length, slot_a, false, a);
 	if (r || !b)
 		return tpt_cmd_result_slot_sense(tc, r);
 	r = tpt_range_alloc(tc->group, tc->cdb.lba, tc->cdb.transfer_length,

@@ -35,7 +35,6 @@ struct parity_run {
 	struct tpt_range *fetched;
 	struct tpt_range *operand;	/* existing result folded in, or NULL */
 	struct tpt_range *dest;
-	unsigned int passes;		/* blocks fetched per block of dest */
 	bool in_place;			/* dest is operand */
 	bool medium;			/* dest starts as the medium */
 	unsigned int outcome;		/* TPT_RANGE_* flags of the outcome */
@@ -70,16 +69,17 @@ static void replace_outcome(struct tpt_cmd *tc, struct tpt_range *dest,
 }
 
 /* dest = its operand (an existing result, the medium, or nothing) XOR
- * every pass fetched. */
+ * every pass fetched: fetched holds dest's blocks that many times over. */
 static enum tpt_sense_reason fold_passes(struct parity_run *run)
 {
+	unsigned int passes = run->fetched->nr_blocks / run->dest->nr_blocks;
 	unsigned int pass = 0;
 
 	if (run->operand && !run->in_place)
 		tpt_range_copy(run->dest, run->operand);
 	if (!run->operand && !run->medium)
 		tpt_range_copy_pass(run->dest, run->fetched, pass++);
-	for (; pass < run->passes; pass++)
+	for (; pass < passes; pass++)
 		if (tpt_range_xor_pass(run->dest, run->fetched, pass))
 			return TPT_SENSE_INTERNAL_FAILURE;
 	return TPT_SENSE_NONE;
@@ -179,21 +179,8 @@ int tpt_exec_read_parity(struct tpt_cmd *tc)
 				  tc->cdb.transfer_length, TPT_RANGE_STAGED))
 		return TPT_SENSE_GROUP_IN_USE;
 
-	run->passes = tpt_xfer_list_passes(tc->xl, &tc->cdb,
-					   tpt_lu_block_size(tc->tlu));
-	r = tpt_range_alloc(tc->group, tc->cdb.lba,
-			    run->passes * tc->cdb.transfer_length,
-			    TPT_SLOT_NONE, false, &run->fetched);
-	if (!r && !run->in_place) {
-		r = tpt_range_alloc(tc->group, tc->cdb.lba,
-				    tc->cdb.transfer_length, slot, false,
-				    &run->dest);
-		if (r) {
-			tpt_range_free(run->fetched);
-			run->fetched = NULL;
-		}
-	}
-	r = tpt_cmd_result_slot_sense(tc, r);
+	r = tpt_cmd_alloc_ranges(tc, TPT_SLOT_NONE, &run->fetched, slot,
+				 run->in_place ? NULL : &run->dest);
 	if (r)
 		return r;
 	if (run->operand)

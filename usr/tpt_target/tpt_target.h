@@ -409,9 +409,11 @@ void tpt_disk_pieces(struct tpt_cmd *tc, struct tpt_range *r,
 		     unsigned int first, unsigned int count, bool write,
 		     bool sync, tpt_disk_done done, void *ctx);
 
-/* Ranges for the command's LBA range, all or nothing: *@a in the slots
- * from @slot_a (TPT_SLOT_NONE: private) and, when @b is not NULL, *@b in
- * those from @slot_b.  A sense reason on failure. */
+/* Ranges for the command's LBA range, all or nothing: *@a, where its
+ * transfer list's bytes land (every pass of a READ PARITY list, back to
+ * back, protocol.md 5.1), in the slots from @slot_a (TPT_SLOT_NONE:
+ * private) and, when @b is not NULL, *@b in those from @slot_b.  A sense
+ * reason on failure. */
 int tpt_cmd_alloc_ranges(struct tpt_cmd *tc, uint16_t slot_a,
 			 struct tpt_range **a, uint16_t slot_b,
 			 struct tpt_range **b);
