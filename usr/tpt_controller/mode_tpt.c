@@ -892,10 +892,11 @@ static int tp_host_descs(const struct tpt_host_buf *hb, uint64_t off,
  * a consolidation of its free lists). */
 static _Thread_local struct tpt_xfer_list member_list;
 
-/* The transfer list of @pc, then its inline data: an extended host's
+/* The transfer list of @pc, encoded into *@out: an extended host's
  * pieces name its buffer, an unmodified host's travel inline where the
- * command allows it and else name our registration of them, slot pieces
- * the box's slot as it reported it. */
+ * command allows it (tp_tpt_task() attaches them) and else name our
+ * registration of them, slot pieces the box's slot as it reported it.
+ * The list's length, or -errno. */
 static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 			const struct tpt_plan_cmd *pc, uint8_t **out)
 {
@@ -963,23 +964,12 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 	if (!n)
 		xl->total_length = (uint64_t)pc->blocks *
 				   run->span->array->block_size;
-	*out = malloc(TPT_XFER_LIST_LEN(xl->count) + inline_len);
+	*out = malloc(TPT_XFER_LIST_LEN(xl->count));
 	len = *out ? tpt_xfer_list_encode(xl, *out, TPT_XFER_LIST_LEN(xl->count)) :
 		     -ENOMEM;
 	if (len < 0) {
 		free(*out);
 		*out = NULL;
-		return len;
-	}
-	/* The inline pieces' bytes, back to back in descriptor order. */
-	for (i = 0; inline_len && i < pc->nr_refs; i++) {
-		const struct tpt_plan_ref *ref = &p->refs[pc->first_ref + i];
-
-		if (ref->kind != TPT_REF_HOST)
-			continue;
-		memcpy(*out + len, (uint8_t *)run->span->buf + ref->host_offset,
-		       ref->length);
-		len += (int)ref->length;
 	}
 	return len;
 }
@@ -1090,11 +1080,12 @@ fail:
 	return NULL;
 }
 
-/* @pc as the TPT command it is: *@task, with its data-out (the transfer
- * list and any inline data) in *@data_out, *@len bytes.  0 or -errno. */
+/* @pc as the TPT command it is: *@task, its data-out the transfer list
+ * in *@data_out (freed with the command) and any inline data where it
+ * is.  0 or -errno. */
 static int tp_tpt_task(struct tp_run *run, const struct tpt_plan *p,
 		       const struct tpt_plan_cmd *pc, uint8_t **data_out,
-		       int *len, struct scsi_task **task)
+		       struct scsi_task **task)
 {
 	struct tpt_cdb cdb = {
 		.opcode = tpt_plan_opcode(pc->op),
@@ -1104,7 +1095,9 @@ static int tp_tpt_task(struct tp_run *run, const struct tpt_plan *p,
 		.parity_mode = pc->parity_mode,
 	};
 	uint8_t raw[TPT_CDB_MAX_LEN] = { 0 };
-	int n;
+	bool inline_host = !tp_direct(run) && tp_inline_op(pc->op);
+	int n, list_len = 0, len;
+	unsigned int i;
 
 	switch (pc->op) {
 	case TPT_PLAN_PREP_READ:
@@ -1129,18 +1122,43 @@ static int tp_tpt_task(struct tp_run *run, const struct tpt_plan *p,
 	default:
 		break;
 	}
-	*len = 0;
 	if (tpt_cdb_info(cdb.opcode)->param == TPT_PARAM_XFER_LIST) {
-		*len = tp_xfer_list(run, p, pc, data_out);
-		if (*len < 0)
-			return *len;
+		list_len = tp_xfer_list(run, p, pc, data_out);
+		if (list_len < 0)
+			return list_len;
 	}
+	len = list_len;
+	for (i = 0; inline_host && i < pc->nr_refs; i++)
+		if (p->refs[pc->first_ref + i].kind == TPT_REF_HOST)
+			len += (int)p->refs[pc->first_ref + i].length;
 	n = tpt_cdb_encode(&cdb, raw, sizeof(raw));
 	if (n <= 0)
 		return -EINVAL;
-	*task = scsi_create_task(n, raw, *len ? SCSI_XFER_WRITE : SCSI_XFER_NONE,
-				 *len);
-	return *task ? 0 : -ENOMEM;
+	*task = scsi_create_task(n, raw, len ? SCSI_XFER_WRITE : SCSI_XFER_NONE,
+				 len);
+	if (!*task)
+		return -ENOMEM;
+	/*
+	 * The data-out: the list, then the inline pieces back to back in
+	 * descriptor order (protocol.md 5.2), each sent from where the host
+	 * data is rather than copied after the list.
+	 */
+	if (list_len &&
+	    scsi_task_add_data_out_buffer(*task, list_len, *data_out))
+		goto fail;
+	for (i = 0; inline_host && i < pc->nr_refs; i++) {
+		const struct tpt_plan_ref *ref = &p->refs[pc->first_ref + i];
+
+		if (ref->kind == TPT_REF_HOST &&
+		    scsi_task_add_data_out_buffer(*task, (int)ref->length,
+				(uint8_t *)run->span->buf + ref->host_offset))
+			goto fail;
+	}
+	return 0;
+fail:
+	scsi_free_scsi_task(*task);
+	*task = NULL;
+	return -ENOMEM;
 }
 
 static int tp_send(struct tp_run *run, const struct tpt_plan *p,
@@ -1149,7 +1167,7 @@ static int tp_send(struct tp_run *run, const struct tpt_plan *p,
 	struct tpt_member *m = tp_box(run, pc->member);
 	struct scsi_task *task = NULL;
 	struct tp_cmd *c;
-	int len = 0, err;
+	int err;
 
 	if (!m)
 		return -EIO;
@@ -1166,12 +1184,11 @@ static int tp_send(struct tp_run *run, const struct tpt_plan *p,
 		task = tp_write_task(run, p, pc, &c->data_out);
 		err = task ? 0 : -ENOMEM;
 	} else {
-		err = tp_tpt_task(run, p, pc, &c->data_out, &len, &task);
+		err = tp_tpt_task(run, p, pc, &c->data_out, &task);
 	}
 	if (!err) {
 		run->pending++;
-		err = member_send(m, task, len ? c->data_out : NULL, len,
-				  tp_cmd_done, c);
+		err = member_send(m, task, NULL, 0, tp_cmd_done, c);
 		if (!err) {
 			run->pdus++;
 			return 0;
