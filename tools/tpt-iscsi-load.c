@@ -81,6 +81,7 @@ struct load_opts {
 	bool use_lib;		/* --direct given: through libtptinitiator */
 	enum tpt_init_direct direct;
 	unsigned int merge;	/* --direct: merge_max, 0 the library's */
+	bool gate;		/* --gate: wait on stdin around the run */
 };
 
 struct slot {
@@ -139,6 +140,11 @@ static void usage(FILE *out)
 		"                    every byte moves host-direct), auto or off\n"
 		"  --merge N         --direct: send up to N adjacent requests\n"
 		"                    as one command (64; 1: never merge)\n"
+		"  --gate            logged in, print 'ready' and wait for a\n"
+		"                    line on standard input before the first\n"
+		"                    command; after the result line, wait for\n"
+		"                    another before logging out (a caller can\n"
+		"                    then measure the run alone)\n"
 		"  --help            this text\n"
 		"\n"
 		"BYTES and N take k, m, g suffixes (powers of 1024).  URL is\n"
@@ -210,6 +216,7 @@ static int parse_args(int argc, char **argv, struct load_opts *o)
 		{ "initiator", required_argument, NULL, 'i' },
 		{ "direct", optional_argument, NULL, 'd' },
 		{ "merge", required_argument, NULL, 'm' },
+		{ "gate", no_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -312,6 +319,9 @@ static int parse_args(int argc, char **argv, struct load_opts *o)
 				return -1;
 			}
 			o->merge = (unsigned int)v;
+			break;
+		case 'g':
+			o->gate = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -738,6 +748,19 @@ progress:
 	return l->failed ? -1 : 0;
 }
 
+/* --gate: @word (if any) on stdout, then a line from stdin.  0, or -1
+ * when stdin ends first. */
+static int gate(const char *word)
+{
+	char line[64];
+
+	if (word) {
+		printf("%s\n", word);
+		fflush(stdout);
+	}
+	return fgets(line, sizeof(line), stdin) ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
 	struct load_opts o;
@@ -757,6 +780,10 @@ int main(int argc, char **argv)
 	if ((o.use_lib ? lib_open(&l) : lun_open(&l)) || check_geometry(&l) ||
 	    alloc_slots(&l))
 		goto out;
+	if (o.gate && gate("ready")) {
+		fprintf(stderr, PROG ": --gate: standard input ended\n");
+		goto out;
+	}
 	if (run(&l, &elapsed) || check_direct(&l))
 		goto out;
 	if (!(elapsed > 0))
@@ -770,6 +797,8 @@ int main(int argc, char **argv)
 	       l.ctx && tpt_init_is_direct(l.ctx) ? "yes" : "no",
 	       l.ctx ? st.commands : l.done_ops);
 	rc = fflush(stdout) ? 1 : 0;
+	if (o.gate)
+		gate(NULL);	/* logs out either way */
 out:
 	l.closing = true;
 	/* Logout only over a healthy session with nothing queued. */

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parents[2]
@@ -66,27 +67,36 @@ def array_state(server):
 
 
 def run_load(args, url, pattern, bs, span, seconds=None, nbytes=None, direct=False,
-             qd=None, netns=None, extra_args=()):
+             qd=None, netns=None, extra_args=(), at_start=None, at_end=None):
     """One tpt-iscsi-load run (args: bindir, qd, timeout) for `seconds` or
     `nbytes`: its ops, bytes, seconds, mbps, iops and direct (bool).
     direct: as the extended host (--direct), which fails the run unless
     every byte moved host-direct; checked here again, so a fallback to
     plain iSCSI can never be reported as a direct figure.  netns: run it
     in that network namespace (a host box); extra_args: more options of
-    tpt-iscsi-load (--offset, --initiator)."""
+    tpt-iscsi-load (--offset, --initiator).  at_start, at_end: called
+    logged in, just before the first command and just after the last
+    completes (tpt-iscsi-load --gate), so what they sample leaves out
+    login and logout - a host logs in once and then runs for hours."""
     limit = ["--bytes", str(nbytes)] if nbytes else ["--seconds", f"{seconds:g}"]
-    cmd = [str(args.bindir / "tpt-iscsi-load"), "--pattern", pattern, "--bs", str(bs),
+    gated = at_start is not None or at_end is not None
+    cmd = [str(args.bindir / "tpt-iscsi-load"), *(["--gate"] if gated else []),
+           "--pattern", pattern, "--bs", str(bs),
            "--qd", str(qd or args.qd), *limit, "--span", str(span),
            "--timeout", f"{args.timeout:g}", *(["--direct"] if direct else []),
            *extra_args, url]
     if netns:
         cmd = ["ip", "netns", "exec", netns, *cmd]
-    r = subprocess.run(cmd, capture_output=True, text=True,
-                       timeout=(seconds or 600) + args.timeout + 30)
-    if r.returncode != 0:
-        raise RuntimeError((r.stderr.strip() or r.stdout.strip()
-                            or f"exit status {r.returncode}"))
-    vals = dict(kv.split("=", 1) for kv in r.stdout.split())
+    limit_s = (seconds or 600) + args.timeout + 30
+    if gated:
+        returncode, stdout, stderr = gated_run(cmd, limit_s, at_start, at_end)
+    else:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit_s)
+        returncode, stdout, stderr = r.returncode, r.stdout, r.stderr
+    if returncode != 0:
+        raise RuntimeError((stderr.strip() or stdout.strip()
+                            or f"exit status {returncode}"))
+    vals = dict(kv.split("=", 1) for kv in stdout.split() if "=" in kv)
     if direct and vals.get("direct") != "yes":
         raise RuntimeError(f"asked for a direct run, got direct={vals.get('direct')}")
     return {"ops": int(vals["ops"]), "bytes": int(vals["bytes"]),
@@ -95,20 +105,59 @@ def run_load(args, url, pattern, bs, span, seconds=None, nbytes=None, direct=Fal
             "commands": int(vals.get("commands", vals["ops"]))}
 
 
+def gated_run(cmd, limit_s, at_start, at_end):
+    """cmd (a tpt-iscsi-load --gate) with at_start/at_end called at its
+    gates; killed past limit_s.  Its exit status, stdout and stderr."""
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(limit_s, p.kill)
+    watchdog.start()
+    result = ""
+    try:
+        if p.stdout.readline().strip() == "ready":
+            if at_start:
+                at_start()
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            result = p.stdout.readline()
+            if result and at_end:
+                at_end()
+            p.stdin.write("\n")
+            p.stdin.flush()
+    except BrokenPipeError:
+        pass                    # it ended early: its status says why
+    finally:
+        rest, err = p.communicate()
+        watchdog.cancel()
+    return p.returncode, result + rest, err
+
+
 def measure_load(args, url, server, targets, pattern, bs, span, seconds=None,
                  nbytes=None, counters=True, direct=False, qd=None, extra_args=()):
-    """run_load() (direct, qd, extra_args: as there) with the CPU seconds of the tgtd `server` (ctl_cpu) and
-    of `targets` (tgt_cpu) it cost, and the change of server's TPT-RAID
-    counters while it ran (stats; empty without `counters`).  A request the
-    controller counted failed fails the measurement."""
-    st0 = controller_counters(server) if counters else {}
-    c0 = cpu_seconds(server.proc)
-    t0 = sum(cpu_seconds(t.proc) for t in targets)
+    """run_load() (direct, qd, extra_args: as there) with the CPU seconds of
+    the tgtd `server` (ctl_cpu) and of `targets` (tgt_cpu) it cost, and the
+    change of server's TPT-RAID counters while it ran (stats; empty without
+    `counters`), all from the first command to the last completion: login
+    and logout left out (run_load's gates), the counters read outside the
+    CPU samples (tgtadm costs the server CPU).  A request the controller
+    counted failed fails the measurement."""
+    seen = {}
+
+    def start():
+        seen["st0"] = controller_counters(server) if counters else {}
+        seen["cpu0"] = (cpu_seconds(server.proc), sum(cpu_seconds(t.proc) for t in targets))
+
+    def end():
+        seen["cpu1"] = (cpu_seconds(server.proc), sum(cpu_seconds(t.proc) for t in targets))
+        seen["st1"] = controller_counters(server) if counters else {}
+
     r = run_load(args, url, pattern, bs, span, seconds, nbytes, direct, qd,
-                 extra_args=extra_args)
-    r["ctl_cpu"] = cpu_seconds(server.proc) - c0
-    r["tgt_cpu"] = sum(cpu_seconds(t.proc) for t in targets) - t0
-    st1 = controller_counters(server) if counters else {}
+                 extra_args=extra_args, at_start=start, at_end=end)
+    if len(seen) != 4:
+        raise RuntimeError("tpt-iscsi-load passed no gate")
+    r["ctl_cpu"] = seen["cpu1"][0] - seen["cpu0"][0]
+    r["tgt_cpu"] = seen["cpu1"][1] - seen["cpu0"][1]
+    st0, st1 = seen["st0"], seen["st1"]
     r["stats"] = {k: st1[k] - st0.get(k, 0) for k in st1}
     if r["stats"].get("failed"):
         raise RuntimeError(f"the controller counted {r['stats']['failed']} failed requests")
