@@ -30,8 +30,8 @@ def test_write_then_read_back_and_on_disk(file_lun):
 
 def test_targets_offer_large_data_segments_without_initial_r2t(file_lun):
     """patches/tgt/0017, docs/target.md: a new target offers 256 KiB data
-    segments and InitialR2T=No (stock tgt: 8192, Yes), and either can be
-    set back per target."""
+    segments, InitialR2T=No and a 256 KiB first burst (stock tgt: 8192,
+    Yes, 64 KiB), and each can be set back per target."""
     t, url, backing = file_lun
 
     def offered():
@@ -41,16 +41,21 @@ def test_targets_offer_large_data_segments_without_initial_r2t(file_lun):
     keys = offered()
     assert keys["MaxRecvDataSegmentLength"] == "262144", keys
     assert keys["InitialR2T"] == "No", keys
-    assert keys["FirstBurstLength"] == "65536", keys
-    # A 1 MiB write: its first 64 KiB as immediate data, the rest solicited.
-    data = os.urandom(1 << 20)
+    assert keys["FirstBurstLength"] == "262144", keys
+    # A 1 MiB write: its first 256 KiB as immediate data, the rest
+    # solicited; a 256 KiB one all immediate.
+    data, burst = os.urandom(1 << 20), os.urandom(256 << 10)
     io("write", url, 0, data=data)
-    assert io("read", url, 0, len(data) // 512).stdout == data
-    for name, value in (("InitialR2T", "Yes"), ("MaxRecvDataSegmentLength", "8192")):
+    io("write", url, 512, data=burst)
+    expect = data[:256 << 10] + burst + data[512 << 10:]
+    assert io("read", url, 0, len(data) // 512).stdout == expect
+    for name, value in (("InitialR2T", "Yes"), ("MaxRecvDataSegmentLength", "8192"),
+                        ("FirstBurstLength", "65536")):
         t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "update", "--tid", 1,
                  "--name", name, "--value", value)
     keys = offered()
-    assert (keys["InitialR2T"], keys["MaxRecvDataSegmentLength"]) == ("Yes", "8192"), keys
+    assert (keys["InitialR2T"], keys["MaxRecvDataSegmentLength"],
+            keys["FirstBurstLength"]) == ("Yes", "8192", "65536"), keys
     io("write", url, 4096, data=data)
     assert io("read", url, 4096, len(data) // 512).stdout == data
 
