@@ -60,6 +60,34 @@ def test_targets_offer_large_data_segments_without_initial_r2t(file_lun):
     assert io("read", url, 4096, len(data) // 512).stdout == data
 
 
+def test_load_generator_runs_between_its_gates(file_lun):
+    """tpt-iscsi-load --gate (how the benchmarks leave login and logout out
+    of what they sample): 'ready' once logged in, the run after a line on
+    stdin, the result line, logout after another line; stdin ending
+    before the run is an error, not a hang."""
+    t, url, backing = file_lun
+    load = [str(paths.tool("tpt-iscsi-load")), "--gate", "--pattern", "seq-read",
+            "--bs", "4k", "--seconds", "0.2", url]
+    r = subprocess.run(load, input="", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stdout == "ready\n", (r.stdout, r.stderr)
+    assert "standard input ended" in r.stderr, r.stderr
+    p = subprocess.Popen(load, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        result = p.stdout.readline()
+        assert result.startswith("ops=") and " direct=no " in result, result
+        assert p.poll() is None          # still logged in, waiting
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def test_capacity_matches_backing_file(file_lun):
     t, url, backing = file_lun
     out = io("capacity", url).stdout.decode()
