@@ -82,7 +82,7 @@ static void recovery_finish(struct tpt_array *a)
 		free(rc->resync_map);
 		rc->resync_map = NULL;
 		eprintf("tptraid: parity of %" PRIu64 " stripes computed in "
-			"%.1f s\n", rc->done_stripes, secs);
+			"%.2f s\n", rc->done_stripes, secs);
 	} else {
 		struct tpt_position *pos = &a->pos[rc->position];
 
@@ -92,7 +92,7 @@ static void recovery_finish(struct tpt_array *a)
 		pos->missed_valid = false;
 		memset(pos->missed, 0, (a->nr_regions + 7) / 8);
 		array_regions_changed(a);
-		eprintf("tptraid: position %u %s: %" PRIu64 " stripes in %.1f "
+		eprintf("tptraid: position %u %s: %" PRIu64 " stripes in %.2f "
 			"s (%.1f MB/s); the array is %s\n", rc->position,
 			rc->catch_up ? "caught up" : "rebuilt",
 			rc->done_stripes, secs,
