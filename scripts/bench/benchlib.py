@@ -143,12 +143,15 @@ def measure_load(args, url, server, targets, pattern, bs, span, seconds=None,
     counted failed fails the measurement."""
     seen = {}
 
+    def cpu_now():
+        return cpu_seconds(server.proc), sum(cpu_seconds(t.proc) for t in targets)
+
     def start():
         seen["st0"] = controller_counters(server) if counters else {}
-        seen["cpu0"] = (cpu_seconds(server.proc), sum(cpu_seconds(t.proc) for t in targets))
+        seen["cpu0"] = cpu_now()
 
     def end():
-        seen["cpu1"] = (cpu_seconds(server.proc), sum(cpu_seconds(t.proc) for t in targets))
+        seen["cpu1"] = cpu_now()
         seen["st1"] = controller_counters(server) if counters else {}
 
     r = run_load(args, url, pattern, bs, span, seconds, nbytes, direct, qd,

@@ -335,8 +335,7 @@ static int member_submit(struct tpt_member *m, struct scsi_task *task,
 	list_add_tail(&c->link, &m->cmds);
 	m->stats.cmds++;
 	m->flush_cmds++;
-	m->flush_data_out |= data_out != NULL ||
-			     task->xfer_dir == SCSI_XFER_WRITE;
+	m->flush_data_out |= task->xfer_dir == SCSI_XFER_WRITE;
 	member_rearm(m);
 	return 0;
 }

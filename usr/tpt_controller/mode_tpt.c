@@ -894,20 +894,22 @@ static _Thread_local struct tpt_xfer_list member_list;
 
 /* The transfer list of @pc, encoded into *@out: an extended host's
  * pieces name its buffer, an unmodified host's travel inline where the
- * command allows it (tp_tpt_task() attaches them) and else name our
- * registration of them, slot pieces the box's slot as it reported it.
- * The list's length, or -errno. */
+ * command allows it (*@inline_len bytes, which tp_tpt_task() attaches)
+ * and else name our registration of them, slot pieces the box's slot as
+ * it reported it.  The list's length, or -errno. */
 static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
-			const struct tpt_plan_cmd *pc, uint8_t **out)
+			const struct tpt_plan_cmd *pc, uint8_t **out,
+			uint32_t *inline_len)
 {
 	struct tp_array *tp = tp_of(run->span->array);
 	const struct tpt_host_buf *direct = tp_direct(run);
 	struct tpt_xfer_list *xl = &member_list;
 	uint64_t base = run->host_mr ? tpt_dm_buf_rma_base(run->host_mr) : 0;
 	bool inline_host = !direct && tp_inline_op(pc->op);
-	uint64_t inline_len = 0;
 	unsigned int i, n;
 	int len;
+
+	*inline_len = 0;
 
 	/* An extended host's pieces: this span's part of its buffer. */
 	if (direct)
@@ -933,8 +935,8 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 			n += (unsigned int)len - 1;
 		} else if (ref->kind == TPT_REF_HOST && inline_host) {
 			d->peer = TPT_PEER_ID_CONTROLLER;
-			d->offset = inline_len;
-			inline_len += ref->length;
+			d->offset = *inline_len;
+			*inline_len += ref->length;
 		} else if (ref->kind == TPT_REF_SKIP) {
 			d->peer = TPT_PEER_ID_NONE;
 		} else if (ref->kind == TPT_REF_HOST) {
@@ -1095,8 +1097,8 @@ static int tp_tpt_task(struct tp_run *run, const struct tpt_plan *p,
 		.parity_mode = pc->parity_mode,
 	};
 	uint8_t raw[TPT_CDB_MAX_LEN] = { 0 };
-	bool inline_host = !tp_direct(run) && tp_inline_op(pc->op);
-	int n, list_len = 0, len;
+	uint32_t inline_len = 0;
+	int n, list_len = 0;
 	unsigned int i;
 
 	switch (pc->op) {
@@ -1123,19 +1125,15 @@ static int tp_tpt_task(struct tp_run *run, const struct tpt_plan *p,
 		break;
 	}
 	if (tpt_cdb_info(cdb.opcode)->param == TPT_PARAM_XFER_LIST) {
-		list_len = tp_xfer_list(run, p, pc, data_out);
+		list_len = tp_xfer_list(run, p, pc, data_out, &inline_len);
 		if (list_len < 0)
 			return list_len;
 	}
-	len = list_len;
-	for (i = 0; inline_host && i < pc->nr_refs; i++)
-		if (p->refs[pc->first_ref + i].kind == TPT_REF_HOST)
-			len += (int)p->refs[pc->first_ref + i].length;
 	n = tpt_cdb_encode(&cdb, raw, sizeof(raw));
 	if (n <= 0)
 		return -EINVAL;
-	*task = scsi_create_task(n, raw, len ? SCSI_XFER_WRITE : SCSI_XFER_NONE,
-				 len);
+	*task = scsi_create_task(n, raw, list_len ? SCSI_XFER_WRITE :
+				 SCSI_XFER_NONE, list_len + (int)inline_len);
 	if (!*task)
 		return -ENOMEM;
 	/*
@@ -1146,7 +1144,7 @@ static int tp_tpt_task(struct tp_run *run, const struct tpt_plan *p,
 	if (list_len &&
 	    scsi_task_add_data_out_buffer(*task, list_len, *data_out))
 		goto fail;
-	for (i = 0; inline_host && i < pc->nr_refs; i++) {
+	for (i = 0; inline_len && i < pc->nr_refs; i++) {
 		const struct tpt_plan_ref *ref = &p->refs[pc->first_ref + i];
 
 		if (ref->kind == TPT_REF_HOST &&
