@@ -1,6 +1,7 @@
 """Our tgtd serving plain LUNs to stock libiscsi on loopback."""
 import fcntl
 import os
+import re
 import subprocess
 
 import pytest
@@ -58,6 +59,44 @@ def test_targets_offer_large_data_segments_without_initial_r2t(file_lun):
             keys["FirstBurstLength"]) == ("Yes", "8192", "65536"), keys
     io("write", url, 4096, data=data)
     assert io("read", url, 4096, len(data) // 512).stdout == data
+
+
+def zero_copy_stats(t):
+    out = t.tgtadm("--mode", "sys", "--op", "show").stdout
+    section = out.split("Zero-copy READ data", 1)[1]
+    stats = {k: int(v) for k, v in
+             re.findall(r"^\s+(READs|Bytes|Read into a buffer instead): (\d+)$", section, re.M)}
+    stats["open"], stats["busy"] = map(int, re.search(r"Pipes: (\d+) open, (\d+) in use",
+                                                      section).groups())
+    return stats
+
+
+def test_reads_of_16k_and_more_go_zero_copy(file_lun):
+    """READs of 16 KiB to 1 MiB are spliced from the file's pages to the
+    socket through a pipe (usr/tpt_data_pipe.h): the data is the file's,
+    also where a READ is several Data-In PDUs (libiscsi takes 256 KiB per
+    PDU) and over a hole; smaller and larger ones are read into a buffer."""
+    t, url, backing = file_lun
+    data = os.urandom(3 << 20)
+    io("write", url, 0, data=data)
+    before = zero_copy_stats(t)
+    assert before["busy"] == 0, before
+    assert io("read", url, 8, 8).stdout == data[4096:8192]               # 4 KiB: buffer
+    assert zero_copy_stats(t)["READs"] == before["READs"]
+    assert io("read", url, 1, 32).stdout == data[512:512 + (16 << 10)]    # 16 KiB, unaligned
+    assert io("read", url, 8, 128).stdout == data[4096:4096 + (64 << 10)]
+    assert io("read", url, 2048, 2048).stdout == data[1 << 20:2 << 20]   # 4 Data-In PDUs
+    hole = (128 << 20) // 512
+    assert io("read", url, hole, 2048).stdout == bytes(1 << 20)          # never written
+    after = zero_copy_stats(t)
+    assert after["READs"] - before["READs"] == 4, (before, after)
+    assert after["Bytes"] - before["Bytes"] == (16 << 10) + (64 << 10) + (2 << 20)
+    assert after["Read into a buffer instead"] == before["Read into a buffer instead"]
+    assert after["open"] >= 1 and after["busy"] == 0, after
+    # A WRITE after a READ completed is seen by the next READ, not the
+    # pages the last one sent.
+    io("write", url, 2048, data=bytes(64 << 10))
+    assert io("read", url, 2048, 128).stdout == bytes(64 << 10)
 
 
 def test_load_generator_runs_between_its_gates(file_lun):

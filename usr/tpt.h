@@ -38,6 +38,9 @@ void tpt_lu_show(struct scsi_lu *lu, struct concat_buf *b);
 void tpt_target_show(struct scsi_lu *lu, struct concat_buf *b);
 void tptraid_show(struct scsi_lu *lu, struct concat_buf *b);
 
+/* Extra lines for tgtadm --mode sys --op show: zero-copy READs. */
+void tpt_system_show(struct concat_buf *b);
+
 /* Indent of those lines, under tgt's own LU lines. */
 #define TPT_SHOW_INDENT "            "
 

@@ -2,6 +2,7 @@
  * The hooks of usr/tpt.h that concern both programs in a tgtd: the TPT
  * target (usr/tpt_target/) and the controller (usr/tpt_controller/).
  */
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,7 +12,9 @@
 #include "list.h"
 #include "tgtd.h"
 #include "spc.h"
+#include "util.h"
 #include "tpt.h"
+#include "tpt_data_pipe.h"
 
 /* One "key=value" of --params that spc did not know: the controller's
  * (a tptraid LU) or the target's. */
@@ -44,4 +47,17 @@ void tpt_lu_show(struct scsi_lu *lu, struct concat_buf *b)
 {
 	tpt_target_show(lu, b);
 	tptraid_show(lu, b);
+}
+
+void tpt_system_show(struct concat_buf *b)
+{
+	struct tpt_data_pipe_stats s;
+
+	tpt_data_pipe_stats(&s);
+	concat_printf(b, "Zero-copy READ data (iSCSI/TCP, file LUNs):\n");
+	concat_printf(b, _TAB1 "READs: %" PRIu64 "\n", s.reads);
+	concat_printf(b, _TAB1 "Bytes: %" PRIu64 "\n", s.bytes);
+	concat_printf(b, _TAB1 "Read into a buffer instead: %" PRIu64 "\n",
+		      s.fallbacks);
+	concat_printf(b, _TAB1 "Pipes: %u open, %u in use\n", s.open, s.busy);
 }
