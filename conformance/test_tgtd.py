@@ -3,6 +3,7 @@ import fcntl
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -61,42 +62,83 @@ def test_targets_offer_large_data_segments_without_initial_r2t(file_lun):
     assert io("read", url, 4096, len(data) // 512).stdout == data
 
 
-def zero_copy_stats(t):
+def read_stats(t):
+    """tgtadm --mode sys --op show's READ counters (usr/tpt_hooks.c)."""
     out = t.tgtadm("--mode", "sys", "--op", "show").stdout
-    section = out.split("Zero-copy READ data", 1)[1]
-    stats = {k: int(v) for k, v in
-             re.findall(r"^\s+(READs|Bytes|Read into a buffer instead): (\d+)$", section, re.M)}
+    pipe = out.split("Zero-copy READ data", 1)[1].split("READs done in the event loop", 1)[0]
+    inline = out.split("READs done in the event loop", 1)[1]
+    stats = {"pipe " + k: int(v) for k, v in
+             re.findall(r"^\s+(READs|Bytes|Read into a buffer instead): (\d+)$", pipe, re.M)}
     stats["open"], stats["busy"] = map(int, re.search(r"Pipes: (\d+) open, (\d+) in use",
-                                                      section).groups())
+                                                      pipe).groups())
+    stats.update({"inline " + k: int(v) for k, v in
+                  re.findall(r"^\s+(Copied|Spliced|Left to a worker, would wait): (\d+)$",
+                             inline, re.M)})
     return stats
 
 
-def test_reads_of_16k_and_more_go_zero_copy(file_lun):
-    """READs of 16 KiB to 1 MiB are spliced from the file's pages to the
-    socket through a pipe (usr/tpt_data_pipe.h): the data is the file's,
-    also where a READ is several Data-In PDUs (libiscsi takes 256 KiB per
-    PDU) and over a hole; smaller and larger ones are read into a buffer."""
-    t, url, backing = file_lun
-    data = os.urandom(3 << 20)
-    io("write", url, 0, data=data)
-    before = zero_copy_stats(t)
-    assert before["busy"] == 0, before
-    assert io("read", url, 8, 8).stdout == data[4096:8192]               # 4 KiB: buffer
-    assert zero_copy_stats(t)["READs"] == before["READs"]
-    assert io("read", url, 1, 32).stdout == data[512:512 + (16 << 10)]    # 16 KiB, unaligned
-    assert io("read", url, 8, 128).stdout == data[4096:4096 + (64 << 10)]
-    assert io("read", url, 2048, 2048).stdout == data[1 << 20:2 << 20]   # 4 Data-In PDUs
-    hole = (128 << 20) // 512
-    assert io("read", url, hole, 2048).stdout == bytes(1 << 20)          # never written
-    after = zero_copy_stats(t)
-    assert after["READs"] - before["READs"] == 4, (before, after)
-    assert after["Bytes"] - before["Bytes"] == (16 << 10) + (64 << 10) + (2 << 20)
-    assert after["Read into a buffer instead"] == before["Read into a buffer instead"]
-    assert after["open"] >= 1 and after["busy"] == 0, after
-    # A WRITE after a READ completed is seen by the next READ, not the
-    # pages the last one sent.
-    io("write", url, 2048, data=bytes(64 << 10))
-    assert io("read", url, 2048, 128).stdout == bytes(64 << 10)
+def inline_reads(path):
+    """How our tgtd may read a LUN over `path` in its event loop
+    (usr/tpt_inline_read.h): 'memory' (tmpfs without swap), 'nowait' (a
+    file system with RWF_NOWAIT), or None where this test cannot tell."""
+    fs = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True,
+                        text=True, check=True).stdout.strip()
+    if fs == "tmpfs":
+        with open("/proc/swaps") as f:
+            return "memory" if len(f.read().splitlines()) <= 1 else None
+    return "nowait" if fs in ("ext2/ext3", "xfs", "btrfs") else None
+
+
+@pytest.mark.parametrize("where", ["workdir", "shm"])
+def test_file_lun_reads_zero_copy_and_in_the_event_loop(tgtd_factory, where):
+    """READs of a file LUN: a file in memory (tmpfs) is read in the event
+    loop, 16 KiB and more spliced into a pipe and from it to the socket;
+    a file system with RWF_NOWAIT has READs up to 32 KiB whose blocks are
+    cached copied in the event loop, and 16 KiB to 1 MiB spliced by a
+    worker (usr/tpt_inline_read.h, usr/tpt_data_pipe.h).  Whichever way,
+    the host gets the file's bytes, also where a READ is several Data-In
+    PDUs (libiscsi takes 256 KiB per PDU) and over a hole."""
+    t = tgtd_factory()
+    iqn = t.new_target(1, "iqn.2026-11.org.tptraid:reads")
+    if where == "shm":
+        if not os.path.isdir("/dev/shm"):
+            pytest.skip("no /dev/shm")
+        backing = Path("/dev/shm") / f"tpt-test-reads-{os.getpid()}-{t.control_port}.img"
+    else:
+        backing = t.dir / "reads.img"
+    try:
+        with open(backing, "wb") as f:
+            f.truncate(256 << 20)
+        t.new_lun(1, 1, str(backing))
+        url = t.url(iqn, 1)
+        how = inline_reads(backing)
+        data = os.urandom(3 << 20)
+        io("write", url, 0, data=data)
+        before = read_stats(t)
+        assert before["busy"] == 0, before
+        reads = [(8, 8), (1, 32), (8, 128), (2048, 2048)]      # 4k, 16k (unaligned), 64k, 1m
+        for lba, blocks in reads:
+            assert io("read", url, lba, blocks).stdout == data[lba * 512:(lba + blocks) * 512]
+        hole = (128 << 20) // 512
+        assert io("read", url, hole, 2048).stdout == bytes(1 << 20)     # never written
+        after = read_stats(t)
+        delta = {k: after[k] - before[k] for k in before}
+        assert after["busy"] == 0 and delta["pipe Read into a buffer instead"] == 0, after
+        if how == "memory":
+            assert (delta["inline Copied"], delta["inline Spliced"], delta["pipe READs"]) == \
+                (1, 4, 4), delta
+            assert delta["pipe Bytes"] == (16 << 10) + (64 << 10) + (2 << 20)
+        elif how == "nowait":
+            assert (delta["inline Copied"], delta["inline Spliced"], delta["pipe READs"]) == \
+                (2, 0, 3), delta
+            assert delta["pipe Bytes"] == (64 << 10) + (2 << 20)
+        # A WRITE after a READ completed is seen by the next READ, not the
+        # pages the last one sent.
+        io("write", url, 2048, data=bytes(64 << 10))
+        assert io("read", url, 2048, 128).stdout == bytes(64 << 10)
+    finally:
+        t.stop()
+        backing.unlink(missing_ok=True)
 
 
 def test_load_generator_runs_between_its_gates(file_lun):

@@ -5,8 +5,10 @@ TPT_VERSION ?= 0.0.0
 EXTRAVERSION := +tpt$(TPT_VERSION)
 
 # Shared by both programs: the hooks tgt calls, the process's datamover,
-# the kept data buffers of iSCSI/TCP commands and their zero-copy READs.
-TPT_OBJS = tpt_hooks.o tpt_datamover.o tpt_data_buf.o tpt_data_pipe.o
+# the kept data buffers of iSCSI/TCP commands, their zero-copy READs and
+# the READs that complete in the event loop.
+TPT_OBJS = tpt_hooks.o tpt_datamover.o tpt_data_buf.o tpt_data_pipe.o \
+	tpt_inline_read.o
 # The TPT target: LUs in TPT mode execute the TPT command set.
 TPT_OBJS += $(addprefix tpt_target/, lu.o nexus.o peer_link.o group.o bounds.o \
 	xfer.o cmd.o cmd_setup.o cmd_read.o cmd_write.o cmd_parity.o disk_io.o \

@@ -1,7 +1,8 @@
 /*
- * Zero-copy READ data for iSCSI/TCP (patches/tgt/0018-*): a backing
- * store worker splices a file LUN's pages into a pipe, and the event
- * loop splices them from the pipe to the connection's socket, so a
+ * Zero-copy READ data for iSCSI/TCP (patches/tgt/0018-*): the rdwr
+ * backing store splices a file LUN's pages into a pipe (a worker, or the
+ * event loop where the file is in memory: tpt_inline_read.h), and the
+ * event loop splices them from the pipe to the connection's socket, so a
  * READ's data is never copied into tgtd's memory and out again.
  *
  * Why: tgt pread()s every READ into its data buffer and send()s it from
@@ -11,9 +12,9 @@
  * wake-ups.  A pipe holds references to the page cache's pages, which
  * TCP sends as they are.
  *
- * Why a pipe and not sendfile() from the event loop: the worker does
- * the part that may wait for a disk (the file's pages into the pipe);
- * the event loop then only moves page references to the socket.
+ * Why a pipe and not sendfile() from the event loop: the part that may
+ * wait for a disk (the file's pages into the pipe) can then be left to a
+ * worker; the event loop only moves page references to the socket.
  *
  * What a reader gets is the page as it is when TCP copies it (loopback)
  * or the NIC reads it: a WRITE to the same blocks that completes while
@@ -59,7 +60,7 @@ int tpt_data_pipe_fits(size_t len);
  * A pipe holding @len bytes of @fd from @offset, or NULL with errno set
  * (no pipe free, the file ended early, an I/O error): the caller then
  * reads them the usual way, and reports a real error from there.  May
- * wait for the disk: for a backing store's worker thread.
+ * wait for the disk: for a worker thread, unless the file is in memory.
  */
 struct tpt_data_pipe *tpt_data_pipe_fill(int fd, off_t offset, size_t len);
 

@@ -15,6 +15,7 @@
 #include "util.h"
 #include "tpt.h"
 #include "tpt_data_pipe.h"
+#include "tpt_inline_read.h"
 
 /* One "key=value" of --params that spc did not know: the controller's
  * (a tptraid LU) or the target's. */
@@ -52,6 +53,7 @@ void tpt_lu_show(struct scsi_lu *lu, struct concat_buf *b)
 void tpt_system_show(struct concat_buf *b)
 {
 	struct tpt_data_pipe_stats s;
+	struct tpt_inline_read_stats r;
 
 	tpt_data_pipe_stats(&s);
 	concat_printf(b, "Zero-copy READ data (iSCSI/TCP, file LUNs):\n");
@@ -60,4 +62,10 @@ void tpt_system_show(struct concat_buf *b)
 	concat_printf(b, _TAB1 "Read into a buffer instead: %" PRIu64 "\n",
 		      s.fallbacks);
 	concat_printf(b, _TAB1 "Pipes: %u open, %u in use\n", s.open, s.busy);
+	tpt_inline_read_stats(&r);
+	concat_printf(b, "READs done in the event loop (file LUNs):\n");
+	concat_printf(b, _TAB1 "Copied: %llu\n", r.copied);
+	concat_printf(b, _TAB1 "Spliced: %llu\n", r.spliced);
+	concat_printf(b, _TAB1 "Left to a worker, would wait: %llu\n",
+		      r.would_wait);
 }
