@@ -6,12 +6,16 @@ import os
 
 from tptlib import proto
 from tptlib.targets import ARRAY_ID, assert_sense
+from tptlib.tgtd import inline_reads, read_stats
 
 BS = 512
 
 
 
 def test_prep_read_multi_block_reads_disk_and_puts_to_host(tpt):
+    """... and, where the backing file cannot make a read wait (cached, or
+    in memory: usr/tpt_inline_read.h), reads up to 32 KiB of it on the
+    event loop."""
     tpt.start(3)
     unit = 64 << 10
     blocks = unit // BS
@@ -19,6 +23,7 @@ def test_prep_read_multi_block_reads_disk_and_puts_to_host(tpt):
     data = [os.urandom(unit) for _ in tpt.targets]
     for t, d in zip(tpt.targets, data):
         t.write_backing(5 * unit, d)
+    before = [read_stats(t.tgtd)["inline Copied"] for t in tpt.targets]
     host = tpt.host_buffer("h", size=3 * unit)
     tags = []
     for t in tpt.targets:
@@ -27,6 +32,16 @@ def test_prep_read_multi_block_reads_disk_and_puts_to_host(tpt):
     for r in tpt.wait(tags):
         assert r.good, r
     assert host.read() == b"".join(data)
+    # 64 KiB: a worker's read.  4 KiB: the event loop's, where it can.
+    t = tpt.targets[0]
+    assert read_stats(t.tgtd)["inline Copied"] == before[0]
+    xl = proto.xfer_list([host.desc(0, 4096)])
+    r = tpt.wait([tpt.send(t, proto.vendor_cdb(proto.PREP_READ, 5 * blocks + 8, 8, 8, proto.FINAL),
+                           out=xl)])[0]
+    assert r.good, r
+    assert host.read()[:4096] == data[0][4096:8192]
+    if inline_reads(t.backing):
+        assert read_stats(t.tgtd)["inline Copied"] == before[0] + 1
 
 
 

@@ -51,13 +51,14 @@ static int swap_is_off(void)
 	return off;
 }
 
-static int read_copy(enum tpt_inline_read_how how, int fd, off_t offset,
+int tpt_inline_pread(enum tpt_inline_read_how how, int fd, off_t offset,
 		     size_t len, void *buf)
 {
 	struct iovec iov = { .iov_base = buf, .iov_len = len };
 	ssize_t ret;
 
-	if (len > TPT_INLINE_READ_COPY_MAX)
+	if (how == TPT_INLINE_READ_NEVER ||
+	    (how == TPT_INLINE_READ_MEMORY && !swap_is_off()))
 		return 0;
 	ret = preadv2(fd, &iov, 1, offset,
 		      how == TPT_INLINE_READ_NOWAIT ? RWF_NOWAIT : 0);
@@ -83,7 +84,8 @@ int tpt_inline_read(enum tpt_inline_read_how how, int fd, off_t offset,
 			return 1;
 		}
 	}
-	return read_copy(how, fd, offset, len, buf);
+	return len <= TPT_INLINE_READ_COPY_MAX &&
+		tpt_inline_pread(how, fd, offset, len, buf);
 }
 
 void tpt_inline_read_stats(struct tpt_inline_read_stats *stats)

@@ -20,7 +20,11 @@
  * A READ up to TPT_INLINE_READ_COPY_MAX bytes is read into its buffer; a
  * longer one that may go through a pipe (tpt_data_pipe.h) is spliced
  * into one, in memory only (a splice cannot be told not to wait).
- * Everything else goes to a worker as before.
+ * Everything else goes to a worker as before.  The TPT target's medium
+ * reads (tpt_target/disk_io.c) use the same test through
+ * tpt_inline_pread() up to TPT_INLINE_READ_COPY_MAX: their data must
+ * reach a buffer anyway, so only the thread hop is saved, and a larger
+ * copy is better done by a worker on the other core.
  */
 #ifndef __TPT_INLINE_READ_H__
 #define __TPT_INLINE_READ_H__
@@ -52,6 +56,15 @@ enum tpt_inline_read_how tpt_inline_read_how(int fd, int oflags);
  */
 int tpt_inline_read(enum tpt_inline_read_how how, int fd, off_t offset,
 		    size_t len, void *buf, struct tpt_data_pipe **pipe);
+
+/*
+ * The same for a read that has only a buffer to go to (a TPT command's
+ * medium read, usr/tpt_target/disk_io.c), of any length: 1 when all
+ * @len bytes were read into @buf, 0 when a worker must read them (not
+ * in memory, the file ends early, an error: the worker says which).
+ */
+int tpt_inline_pread(enum tpt_inline_read_how how, int fd, off_t offset,
+		     size_t len, void *buf);
 
 struct tpt_inline_read_stats {
 	unsigned long long copied;	/* READs read into their buffer inline */

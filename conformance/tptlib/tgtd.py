@@ -225,3 +225,30 @@ class Tgtd:
 
     def url(self, iqn: str, lun: int) -> str:
         return f"iscsi://{self.host}:{self.port}/{iqn}/{lun}"
+
+
+def read_stats(t):
+    """tgtadm --mode sys --op show's READ counters (usr/tpt_hooks.c)."""
+    out = t.tgtadm("--mode", "sys", "--op", "show").stdout
+    pipe = out.split("Zero-copy READ data", 1)[1].split("READs done in the event loop", 1)[0]
+    inline = out.split("READs done in the event loop", 1)[1]
+    stats = {"pipe " + k: int(v) for k, v in
+             re.findall(r"^\s+(READs|Bytes|Read into a buffer instead): (\d+)$", pipe, re.M)}
+    stats["open"], stats["busy"] = map(int, re.search(r"Pipes: (\d+) open, (\d+) in use",
+                                                      pipe).groups())
+    stats.update({"inline " + k: int(v) for k, v in
+                  re.findall(r"^\s+(Copied|Spliced|Left to a worker, would wait): (\d+)$",
+                             inline, re.M)})
+    return stats
+
+
+def inline_reads(path):
+    """How our tgtd may read a LUN over `path` in its event loop
+    (usr/tpt_inline_read.h): 'memory' (tmpfs without swap), 'nowait' (a
+    file system with RWF_NOWAIT), or None where this test cannot tell."""
+    fs = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True,
+                        text=True, check=True).stdout.strip()
+    if fs == "tmpfs":
+        with open("/proc/swaps") as f:
+            return "memory" if len(f.read().splitlines()) <= 1 else None
+    return "nowait" if fs in ("ext2/ext3", "xfs", "btrfs") else None

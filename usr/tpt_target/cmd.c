@@ -424,6 +424,8 @@ void tpt_disk_pieces(struct tpt_cmd *tc, struct tpt_range *r,
 		unsigned int p = first + i;
 
 		io->fd = tpt_lu_fd(tc->tlu);
+		io->read_inline = write ? TPT_INLINE_READ_NEVER :
+					  tpt_lu_read_inline(tc->tlu);
 		io->write = write;
 		io->sync = sync;
 		io->buf = tpt_piece_data(r, p);

@@ -6,7 +6,9 @@
  * while the next one is being read), so they need completions on the event
  * loop rather than tgt's bs_thread model of one worker per command.  A few
  * worker threads run pread/pwrite; finished requests come back through an
- * eventfd that the event loop watches.
+ * eventfd that the event loop watches.  A short read that cannot wait
+ * for a disk (tpt_inline_read.h) is done at submission instead, and
+ * completes from a scheduled event of the same loop: no thread hop.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -32,6 +34,9 @@ static struct {
 	pthread_cond_t cond;
 	struct list_head todo;
 	struct list_head done;
+	/* Read at submission: event loop only, no lock. */
+	struct list_head done_inline;
+	struct event_data inline_event;
 } io = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
@@ -121,6 +126,19 @@ static void tpt_io_reap(int fd, int events, void *data)
 	}
 }
 
+static void tpt_io_reap_inline(struct event_data *ev)
+{
+	LIST_HEAD(done);
+	struct tpt_io *req, *tmp;
+
+	(void)ev;
+	list_splice_init(&io.done_inline, &done);
+	list_for_each_entry_safe(req, tmp, &done, link) {
+		list_del(&req->link);
+		req->done(req);
+	}
+}
+
 int tpt_io_start(void)
 {
 	pthread_t thread;
@@ -130,6 +148,8 @@ int tpt_io_start(void)
 		return 0;
 	INIT_LIST_HEAD(&io.todo);
 	INIT_LIST_HEAD(&io.done);
+	INIT_LIST_HEAD(&io.done_inline);
+	tgt_init_sched_event(&io.inline_event, tpt_io_reap_inline, NULL);
 	io.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (io.efd < 0)
 		return -errno;
@@ -161,6 +181,14 @@ int tpt_io_start(void)
 
 void tpt_io_submit(struct tpt_io *req)
 {
+	if (!req->write && req->len <= TPT_INLINE_READ_COPY_MAX &&
+	    tpt_inline_pread(req->read_inline, req->fd, req->offset, req->len,
+			     req->buf)) {
+		req->result = req->len;
+		list_add_tail(&req->link, &io.done_inline);
+		tgt_add_sched_event(&io.inline_event);
+		return;
+	}
 	pthread_mutex_lock(&io.lock);
 	list_add_tail(&req->link, &io.todo);
 	pthread_cond_signal(&io.cond);

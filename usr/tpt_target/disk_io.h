@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "list.h"
+#include "tpt_inline_read.h"
 
 struct tpt_io {
 	int fd;
@@ -19,6 +20,9 @@ struct tpt_io {
 	ssize_t result;
 	void (*done)(struct tpt_io *req);
 	void *owner;
+	/* How a read of @fd may be done on the event loop; 0 (NEVER):
+	 * always on a worker. */
+	enum tpt_inline_read_how read_inline;
 	struct list_head link;
 };
 

@@ -90,6 +90,11 @@ int tpt_lu_fd(const struct tpt_lu *tlu)
 	return tlu->lu->fd;
 }
 
+enum tpt_inline_read_how tpt_lu_read_inline(const struct tpt_lu *tlu)
+{
+	return tlu->read_inline;
+}
+
 bool tpt_lu_serves(const struct tpt_lu *tlu, const struct tpt_session *s)
 {
 	if (!tlu->bound)
@@ -157,6 +162,7 @@ static tgtadm_err tpt_lu_enable(struct scsi_lu *lu)
 		return TGTADM_NOMEM;
 	tlu->lu = lu;
 	tlu->group_timeout = TPT_DEFAULT_GROUP_TIMEOUT;
+	tlu->read_inline = tpt_inline_read_how(lu->fd, lu->bsoflags);
 	list_add_tail(&tlu->link, &tpt_lus);
 	for (i = 0; i < sizeof(tpt_opcodes); i++) {
 		struct device_type_operations *op =

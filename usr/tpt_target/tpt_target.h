@@ -24,6 +24,7 @@
 #include "scsi/tpt_cdb.h"
 #include "iser/tpt_dm.h"
 #include "tpt_datamover.h"
+#include "tpt_inline_read.h"
 
 struct scsi_lu;
 struct scsi_cmd;
@@ -68,6 +69,8 @@ struct tpt_lu {
 	uint64_t array_id;
 	uint8_t array_key[TPT_ARRAY_KEY_LEN];
 	enum tpt_plain_io plain_io;
+	/* How its medium reads may run on the event loop, from tpt=on. */
+	enum tpt_inline_read_how read_inline;
 	/* The LU's own handlers, which plain_io.c's gate calls. */
 	int (*plain_ops[256])(int host_no, struct scsi_cmd *cmd);
 	struct tpt_lu_stats stats;
@@ -77,6 +80,7 @@ struct tpt_lu *tpt_lu_of(const struct scsi_lu *lu);
 uint32_t tpt_lu_block_size(const struct tpt_lu *tlu);
 uint64_t tpt_lu_nr_blocks(const struct tpt_lu *tlu);
 int tpt_lu_fd(const struct tpt_lu *tlu);
+enum tpt_inline_read_how tpt_lu_read_inline(const struct tpt_lu *tlu);
 /* Whether @s may drive @tlu: the LU is unbound, or @s delivered the
  * array id and key it is bound to. */
 bool tpt_lu_serves(const struct tpt_lu *tlu, const struct tpt_session *s);
