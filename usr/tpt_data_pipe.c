@@ -62,6 +62,20 @@ static void close_pipe(struct tpt_data_pipe *p)
 	pipe_stats.open--;
 }
 
+/* Called with pipe_lock held: @p, taken by take_pipe(), is free again. */
+static void give_back(struct tpt_data_pipe *p)
+{
+	pipe_stats.busy--;
+	if (p->left) {
+		/* Its data was never sent: a fresh pipe is cheaper than
+		 * draining this one. */
+		close_pipe(p);
+	} else {
+		p->next = free_pipes;
+		free_pipes = p;
+	}
+}
+
 static struct tpt_data_pipe *take_pipe(size_t len)
 {
 	struct tpt_data_pipe *p, **prev;
@@ -101,8 +115,8 @@ struct tpt_data_pipe *tpt_data_pipe_fill(int fd, off_t offset, size_t len)
 		if (ret <= 0) {
 			int err = ret ? errno : ENODATA;
 
-			tpt_data_pipe_release(p);
 			pthread_mutex_lock(&pipe_lock);
+			give_back(p);
 			pipe_stats.fallbacks++;
 			pthread_mutex_unlock(&pipe_lock);
 			errno = err;
@@ -141,15 +155,7 @@ void tpt_data_pipe_release(struct tpt_data_pipe *p)
 	if (!p)
 		return;
 	pthread_mutex_lock(&pipe_lock);
-	pipe_stats.busy--;
-	if (p->left) {
-		/* Its data was never sent: a fresh pipe is cheaper than
-		 * draining this one. */
-		close_pipe(p);
-	} else {
-		p->next = free_pipes;
-		free_pipes = p;
-	}
+	give_back(p);
 	pthread_mutex_unlock(&pipe_lock);
 }
 

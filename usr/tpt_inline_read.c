@@ -51,15 +51,20 @@ static int swap_is_off(void)
 	return off;
 }
 
-int tpt_inline_pread(enum tpt_inline_read_how how, int fd, off_t offset,
-		     size_t len, void *buf)
+/* Whether a read of a file @how says may run inline now. */
+static int may_read_now(enum tpt_inline_read_how how)
+{
+	return how == TPT_INLINE_READ_NOWAIT ||
+	       (how == TPT_INLINE_READ_MEMORY && swap_is_off());
+}
+
+/* tpt_inline_pread() once may_read_now() said yes. */
+static int copy_now(enum tpt_inline_read_how how, int fd, off_t offset,
+		    size_t len, void *buf)
 {
 	struct iovec iov = { .iov_base = buf, .iov_len = len };
 	ssize_t ret;
 
-	if (how == TPT_INLINE_READ_NEVER ||
-	    (how == TPT_INLINE_READ_MEMORY && !swap_is_off()))
-		return 0;
 	ret = preadv2(fd, &iov, 1, offset,
 		      how == TPT_INLINE_READ_NOWAIT ? RWF_NOWAIT : 0);
 	if (ret != (ssize_t)len) {
@@ -71,11 +76,16 @@ int tpt_inline_pread(enum tpt_inline_read_how how, int fd, off_t offset,
 	return 1;
 }
 
+int tpt_inline_pread(enum tpt_inline_read_how how, int fd, off_t offset,
+		     size_t len, void *buf)
+{
+	return may_read_now(how) && copy_now(how, fd, offset, len, buf);
+}
+
 int tpt_inline_read(enum tpt_inline_read_how how, int fd, off_t offset,
 		    size_t len, void *buf, struct tpt_data_pipe **pipe)
 {
-	if (how == TPT_INLINE_READ_NEVER ||
-	    (how == TPT_INLINE_READ_MEMORY && !swap_is_off()))
+	if (!may_read_now(how))
 		return 0;
 	if (how == TPT_INLINE_READ_MEMORY && pipe && tpt_data_pipe_fits(len)) {
 		*pipe = tpt_data_pipe_fill(fd, offset, len);
@@ -85,7 +95,7 @@ int tpt_inline_read(enum tpt_inline_read_how how, int fd, off_t offset,
 		}
 	}
 	return len <= TPT_INLINE_READ_COPY_MAX &&
-		tpt_inline_pread(how, fd, offset, len, buf);
+		copy_now(how, fd, offset, len, buf);
 }
 
 void tpt_inline_read_stats(struct tpt_inline_read_stats *stats)

@@ -105,10 +105,20 @@ static void *tpt_io_worker(void *arg)
 	return NULL;
 }
 
+/* Runs done() of each request on @done, which it empties. */
+static void tpt_io_complete(struct list_head *done)
+{
+	struct tpt_io *req, *tmp;
+
+	list_for_each_entry_safe(req, tmp, done, link) {
+		list_del(&req->link);
+		req->done(req);
+	}
+}
+
 static void tpt_io_reap(int fd, int events, void *data)
 {
 	LIST_HEAD(done);
-	struct tpt_io *req, *tmp;
 	uint64_t count;
 
 	(void)events;
@@ -119,24 +129,16 @@ static void tpt_io_reap(int fd, int events, void *data)
 	pthread_mutex_lock(&io.lock);
 	list_splice_init(&io.done, &done);
 	pthread_mutex_unlock(&io.lock);
-
-	list_for_each_entry_safe(req, tmp, &done, link) {
-		list_del(&req->link);
-		req->done(req);
-	}
+	tpt_io_complete(&done);
 }
 
 static void tpt_io_reap_inline(struct event_data *ev)
 {
 	LIST_HEAD(done);
-	struct tpt_io *req, *tmp;
 
 	(void)ev;
 	list_splice_init(&io.done_inline, &done);
-	list_for_each_entry_safe(req, tmp, &done, link) {
-		list_del(&req->link);
-		req->done(req);
-	}
+	tpt_io_complete(&done);
 }
 
 int tpt_io_start(void)
