@@ -37,20 +37,26 @@ int tpt_xor(void *dst, const void *const *src, unsigned int nsrc, size_t len)
 	return xor_gen((int)nsrc + 1, (int)len, vec) ? -EINVAL : 0;
 }
 
-int tpt_xor_acc(void *dst, const void *src, size_t len)
+int tpt_xor_acc(void *dst, const void *const *src, unsigned int nsrc,
+		size_t len)
 {
-	void *vec[3];
+	void *vec[TPT_XOR_MAX_SRC + 2];
+	unsigned int i;
 
-	if (len > INT_MAX || len % TPT_PARITY_ALIGN || !aligned(dst) ||
-	    !aligned(src) || src == dst)
+	if (!nsrc || nsrc > TPT_XOR_MAX_SRC || len > INT_MAX ||
+	    len % TPT_PARITY_ALIGN || !aligned(dst))
 		return -EINVAL;
+	for (i = 0; i < nsrc; i++) {
+		if (!aligned(src[i]) || src[i] == dst)
+			return -EINVAL;
+		vec[i] = (void *)src[i];
+	}
 	/* xor_gen reads every source of a vector-sized block before it
 	 * stores that block of the destination, so the destination may be
 	 * one of the sources; test_tpt_parity checks this holds. */
-	vec[0] = (void *)src;
-	vec[1] = dst;
-	vec[2] = dst;
-	return xor_gen(3, (int)len, vec) ? -EINVAL : 0;
+	vec[nsrc] = dst;
+	vec[nsrc + 1] = dst;
+	return xor_gen((int)nsrc + 2, (int)len, vec) ? -EINVAL : 0;
 }
 
 static int raid5_encode(void *const *data, unsigned int ndata,

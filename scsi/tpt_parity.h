@@ -30,9 +30,11 @@ const struct tpt_parity_scheme *tpt_parity_find(const char *name);
  * data).  Returns 0 or -EINVAL. */
 int tpt_xor(void *dst, const void *const *src, unsigned int nsrc, size_t len);
 
-/* dst ^= src: folding one operand into an accumulated result, as targets
- * do when READ PARITY commands arrive one source at a time.  Same
- * alignment rules; returns 0 or -EINVAL. */
-int tpt_xor_acc(void *dst, const void *src, size_t len);
+/* dst ^= src[0] ^ ... ^ src[nsrc-1]: folding operands into an
+ * accumulated result in one pass over memory, as targets do with a READ
+ * PARITY command's passes.  Same rules as tpt_xor(); returns 0 or
+ * -EINVAL. */
+int tpt_xor_acc(void *dst, const void *const *src, unsigned int nsrc,
+		size_t len);
 
 #endif

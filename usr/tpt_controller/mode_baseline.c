@@ -158,7 +158,7 @@ static int bl_xor(uint8_t *dst, const uint8_t *src, uint32_t len)
 		memcpy(bounce, src, len);
 		src = bounce;
 	}
-	err = tpt_xor_acc(dst, src, len);
+	err = tpt_xor_acc(dst, (const void *[]){ src }, 1, len);
 	free(bounce);
 	return err;
 }

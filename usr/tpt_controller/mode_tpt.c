@@ -1026,7 +1026,7 @@ static int tp_parity(uint8_t *dst, const uint8_t *src, uint32_t n,
 	memcpy(dst, src, len);
 	for (i = 1; i < n && !err; i++) {
 		memcpy(bounce, src + (size_t)i * len, len);
-		err = tpt_xor_acc(dst, bounce, len);
+		err = tpt_xor_acc(dst, (const void *[]){ bounce }, 1, len);
 	}
 	free(bounce);
 	return err;

@@ -69,19 +69,26 @@ static void replace_outcome(struct tpt_cmd *tc, struct tpt_range *dest,
 }
 
 /* dest = its operand (an existing result, the medium, or nothing) XOR
- * every pass fetched: fetched holds dest's blocks that many times over. */
+ * every pass fetched: fetched holds dest's blocks that many times over.
+ * Folded in one pass over memory (tpt_range_fold()). */
 static enum tpt_sense_reason fold_passes(struct parity_run *run)
 {
 	unsigned int passes = run->fetched->nr_blocks / run->dest->nr_blocks;
-	unsigned int pass = 0;
+	struct tpt_fold_src src[TPT_XOR_PASSES_MAX + 1];
+	unsigned int n = 0, pass;
 
+	if (passes > TPT_XOR_PASSES_MAX)	/* the list's check refused it */
+		return TPT_SENSE_INTERNAL_FAILURE;
+	/* In place, and over the medium, dest holds its operand already. */
 	if (run->operand && !run->in_place)
-		tpt_range_copy(run->dest, run->operand);
-	if (!run->operand && !run->medium)
-		tpt_range_copy_pass(run->dest, run->fetched, pass++);
-	for (; pass < passes; pass++)
-		if (tpt_range_xor_pass(run->dest, run->fetched, pass))
-			return TPT_SENSE_INTERNAL_FAILURE;
+		src[n++] = (struct tpt_fold_src){ .range = run->operand };
+	for (pass = 0; pass < passes; pass++)
+		src[n++] = (struct tpt_fold_src){
+			.range = run->fetched,
+			.pos = tpt_range_pass_pos(run->dest, pass),
+		};
+	if (tpt_range_fold(run->dest, src, n, run->in_place || run->medium))
+		return TPT_SENSE_INTERNAL_FAILURE;
 	return TPT_SENSE_NONE;
 }
 

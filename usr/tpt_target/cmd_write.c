@@ -40,7 +40,8 @@ static void new_data_finish(struct tpt_cmd *tc)
 	if (!r && tc->aborted)
 		r = tc->abort_reason;
 	if (!r && run->result &&
-	    tpt_range_xor(run->result, run->staged))
+	    tpt_range_fold(run->result, &(struct tpt_fold_src){
+				   .range = run->staged }, 1, true))
 		r = TPT_SENSE_INTERNAL_FAILURE;
 	if (r) {
 		if (run->result)

@@ -482,73 +482,56 @@ void tpt_range_publish(struct tpt_range *r)
 	}
 }
 
-/* Walk the byte intersections of @dst with @src from byte @src_pos on,
- * over the same LBAs: ranges whose pieces may have different granules
- * (slots vs private buffers), and @src may hold several passes of the
- * range back to back (a READ PARITY command's fetched blocks). */
-static int tpt_range_zip(struct tpt_range *dst, const struct tpt_range *src,
-			 uint64_t src_pos,
-			 int (*fn)(void *d, const void *s, size_t len))
-{
-	uint64_t bytes = (uint64_t)dst->nr_blocks *
-			 tpt_lu_block_size(dst->group->tlu);
-	uint64_t pos = 0;
-
-	while (pos < bytes) {
-		uint64_t spos = src_pos + pos;
-		unsigned int di = pos / dst->piece_bytes;
-		unsigned int si = spos / src->piece_bytes;
-		uint64_t doff = pos - (uint64_t)di * dst->piece_bytes;
-		uint64_t soff = spos - (uint64_t)si * src->piece_bytes;
-		uint64_t n = dst->piece[di].len - doff;
-		int err;
-
-		if (src->piece[si].len - soff < n)
-			n = src->piece[si].len - soff;
-		err = fn((char *)tpt_piece_data(dst, di) + doff,
-			 (const char *)tpt_piece_data(src, si) + soff, n);
-		if (err)
-			return err;
-		pos += n;
-	}
-	return 0;
-}
-
-static int tpt_copy_bytes(void *d, const void *s, size_t len)
-{
-	memcpy(d, s, len);
-	return 0;
-}
-
-/* The byte where pass @pass of @src over @dst's blocks begins. */
-static uint64_t pass_pos(const struct tpt_range *dst, unsigned int pass)
+uint64_t tpt_range_pass_pos(const struct tpt_range *dst, unsigned int pass)
 {
 	return (uint64_t)pass * dst->nr_blocks *
 	       tpt_lu_block_size(dst->group->tlu);
 }
 
-int tpt_range_xor_pass(struct tpt_range *dst, const struct tpt_range *src,
-		       unsigned int pass)
+/*
+ * Walk the byte intersections of @dst with every source at once, over the
+ * same LBAs: ranges whose pieces may have different granules (slots vs
+ * private buffers), a source possibly holding several passes back to
+ * back.  One ISA-L call per intersection reads each source once and
+ * writes @dst once, where folding a pass at a time read and wrote @dst
+ * again for every pass (and copied the first).
+ */
+int tpt_range_fold(struct tpt_range *dst, const struct tpt_fold_src *src,
+		   unsigned int n, bool acc)
 {
-	dst->group->tlu->stats.bytes_xored +=
-		(uint64_t)dst->nr_blocks * tpt_lu_block_size(dst->group->tlu);
-	return tpt_range_zip(dst, src, pass_pos(dst, pass), tpt_xor_acc);
-}
+	const void *ptr[TPT_XOR_PASSES_MAX + 1];
+	uint64_t bytes = (uint64_t)dst->nr_blocks *
+			 tpt_lu_block_size(dst->group->tlu);
+	uint64_t pos = 0;
+	unsigned int k;
 
-void tpt_range_copy_pass(struct tpt_range *dst, const struct tpt_range *src,
-			 unsigned int pass)
-{
-	tpt_range_zip(dst, src, pass_pos(dst, pass), tpt_copy_bytes);
-}
+	if (!n || n > TPT_XOR_PASSES_MAX + 1)
+		return -EINVAL;
+	dst->group->tlu->stats.bytes_xored += (acc ? n : n - 1) * bytes;
+	while (pos < bytes) {
+		unsigned int di = pos / dst->piece_bytes;
+		uint64_t doff = pos - (uint64_t)di * dst->piece_bytes;
+		uint64_t len = dst->piece[di].len - doff;
+		void *d = (char *)tpt_piece_data(dst, di) + doff;
+		int err;
 
-int tpt_range_xor(struct tpt_range *dst, const struct tpt_range *src)
-{
-	return tpt_range_xor_pass(dst, src, 0);
-}
+		for (k = 0; k < n; k++) {
+			const struct tpt_range *r = src[k].range;
+			uint64_t spos = src[k].pos + pos;
+			unsigned int si = spos / r->piece_bytes;
+			uint64_t soff = spos - (uint64_t)si * r->piece_bytes;
 
-void tpt_range_copy(struct tpt_range *dst, const struct tpt_range *src)
-{
-	tpt_range_copy_pass(dst, src, 0);
+			if (r->piece[si].len - soff < len)
+				len = r->piece[si].len - soff;
+			ptr[k] = (const char *)tpt_piece_data(r, si) + soff;
+		}
+		err = acc ? tpt_xor_acc(d, ptr, n, len) :
+			    tpt_xor(d, ptr, n, len);
+		if (err)
+			return err;
+		pos += len;
+	}
+	return 0;
 }
 
 struct tpt_range *tpt_range_overlapping(struct tpt_group *g, uint64_t lba,

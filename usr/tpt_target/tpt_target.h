@@ -331,15 +331,21 @@ struct tpt_range *tpt_range_find(struct tpt_group *g, uint64_t lba,
 struct tpt_range *tpt_range_overlapping(struct tpt_group *g, uint64_t lba,
 					uint32_t nr_blocks, unsigned int flags);
 void *tpt_piece_data(const struct tpt_range *r, unsigned int i);
-/* dst ^= src and dst = src over ranges of the same LBAs; 0 or -EINVAL. */
-int tpt_range_xor(struct tpt_range *dst, const struct tpt_range *src);
-void tpt_range_copy(struct tpt_range *dst, const struct tpt_range *src);
-/* The same with pass @pass of @src, which holds passes of @dst's blocks
- * back to back. */
-int tpt_range_xor_pass(struct tpt_range *dst, const struct tpt_range *src,
-		       unsigned int pass);
-void tpt_range_copy_pass(struct tpt_range *dst, const struct tpt_range *src,
-			 unsigned int pass);
+/* One operand of tpt_range_fold(): @range's bytes from byte @pos on,
+ * laid over the destination's LBAs.  A READ PARITY command's fetched
+ * range holds its passes back to back, pass p from
+ * tpt_range_pass_pos(dst, p). */
+struct tpt_fold_src {
+	const struct tpt_range *range;
+	uint64_t pos;
+};
+
+uint64_t tpt_range_pass_pos(const struct tpt_range *dst, unsigned int pass);
+/* dst = src[0] ^ ... ^ src[n-1] (one source: a copy), or with @acc
+ * dst ^= all of them, over ranges of the same LBAs; n at most
+ * TPT_XOR_PASSES_MAX + 1.  0 or -EINVAL. */
+int tpt_range_fold(struct tpt_range *dst, const struct tpt_fold_src *src,
+		   unsigned int n, bool acc);
 /* Publish slot headers so peers may read the range. */
 void tpt_range_publish(struct tpt_range *r);
 

@@ -67,22 +67,34 @@ static void raid5_parity_recovers_any_lost_block(void)
 
 static void xor_acc_folds_in_place(void)
 {
-	unsigned char *acc = block(3), *src = block(4), expect[LEN];
+	unsigned char *acc = block(3), *src = block(4), *src2 = block(5);
+	unsigned char expect[LEN];
+	const void *one[1] = { src }, *two[2] = { src, src2 };
+	const void *self[2] = { src, acc }, *misaligned[1] = { src + 1 };
 	unsigned int j;
 
 	for (j = 0; j < LEN; j++)
 		expect[j] = acc[j] ^ src[j];
-	CHECK_EQ(tpt_xor_acc(acc, src, LEN), 0);
+	CHECK_EQ(tpt_xor_acc(acc, one, 1, LEN), 0);
 	CHECK_MEM(acc, expect, LEN);
 	/* Folding the same operand again restores the original. */
-	CHECK_EQ(tpt_xor_acc(acc, src, LEN), 0);
+	CHECK_EQ(tpt_xor_acc(acc, one, 1, LEN), 0);
 	for (j = 0; j < LEN; j++)
 		expect[j] ^= src[j];
 	CHECK_MEM(acc, expect, LEN);
-	CHECK_EQ(tpt_xor_acc(acc, acc, LEN), -EINVAL);
-	CHECK_EQ(tpt_xor_acc(acc + 1, src, 64), -EINVAL);
+	/* Several operands in one call: the same as one at a time. */
+	for (j = 0; j < LEN; j++)
+		expect[j] ^= src[j] ^ src2[j];
+	CHECK_EQ(tpt_xor_acc(acc, two, 2, LEN), 0);
+	CHECK_MEM(acc, expect, LEN);
+	CHECK_EQ(tpt_xor_acc(acc, self, 2, LEN), -EINVAL);
+	CHECK_EQ(tpt_xor_acc(acc, one, 0, LEN), -EINVAL);
+	CHECK_EQ(tpt_xor_acc(acc, one, 1, LEN - 1), -EINVAL);
+	CHECK_EQ(tpt_xor_acc(acc + 1, one, 1, 64), -EINVAL);
+	CHECK_EQ(tpt_xor_acc(acc, misaligned, 1, 64), -EINVAL);
 	free(acc);
 	free(src);
+	free(src2);
 }
 
 static void xor_rejects_bad_arguments(void)
