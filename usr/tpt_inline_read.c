@@ -3,6 +3,7 @@
  * tpt_inline_read.h.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <sys/statfs.h>
 #include <sys/sysinfo.h>
@@ -82,20 +83,26 @@ int tpt_inline_pread(enum tpt_inline_read_how how, int fd, off_t offset,
 	return may_read_now(how) && copy_now(how, fd, offset, len, buf);
 }
 
-int tpt_inline_read(enum tpt_inline_read_how how, int fd, off_t offset,
-		    size_t len, void *buf, struct tpt_data_pipe **pipe)
+enum tpt_inline_read_result tpt_inline_read(enum tpt_inline_read_how how,
+					    int fd, off_t offset, size_t len,
+					    void *buf,
+					    struct tpt_data_pipe **pipe)
 {
+	bool pipe_tried = false;
+
 	if (!may_read_now(how))
-		return 0;
+		return TPT_INLINE_READ_LATER;
 	if (how == TPT_INLINE_READ_MEMORY && pipe && tpt_data_pipe_fits(len)) {
 		*pipe = tpt_data_pipe_fill(fd, offset, len);
 		if (*pipe) {
 			read_stats.spliced++;
-			return 1;
+			return TPT_INLINE_READ_DONE;
 		}
+		pipe_tried = true;
 	}
-	return len <= TPT_INLINE_READ_COPY_MAX &&
-		copy_now(how, fd, offset, len, buf);
+	if (len <= TPT_INLINE_READ_COPY_MAX && copy_now(how, fd, offset, len, buf))
+		return TPT_INLINE_READ_DONE;
+	return pipe_tried ? TPT_INLINE_READ_LATER_NO_PIPE : TPT_INLINE_READ_LATER;
 }
 
 void tpt_inline_read_stats(struct tpt_inline_read_stats *stats)

@@ -48,14 +48,25 @@ enum tpt_inline_read_how {
  * when the LU opens its file. */
 enum tpt_inline_read_how tpt_inline_read_how(int fd, int oflags);
 
+enum tpt_inline_read_result {
+	TPT_INLINE_READ_LATER,		/* a worker must do it */
+	/* The same, into the buffer: a pipe was tried inline and could not
+	 * be filled (none free, the file ends early), so the worker must
+	 * not try one again - a second attempt, and a second count. */
+	TPT_INLINE_READ_LATER_NO_PIPE,
+	TPT_INLINE_READ_DONE,
+};
+
 /*
  * Reads @len bytes at @offset of @fd inline if @how allows it now: into
  * @buf, or, if @pipe is given (the transport takes one) and @len fits
- * one, into a pipe stored at *@pipe.  Returns 1 when the READ is done,
- * 0 when a worker must do it (nothing was read, or what was is dropped).
+ * one, into a pipe stored at *@pipe.  Nothing read is kept unless the
+ * result is TPT_INLINE_READ_DONE.
  */
-int tpt_inline_read(enum tpt_inline_read_how how, int fd, off_t offset,
-		    size_t len, void *buf, struct tpt_data_pipe **pipe);
+enum tpt_inline_read_result tpt_inline_read(enum tpt_inline_read_how how,
+					    int fd, off_t offset, size_t len,
+					    void *buf,
+					    struct tpt_data_pipe **pipe);
 
 /*
  * The same for a read that has only a buffer to go to (a TPT command's

@@ -80,20 +80,24 @@ static void test_nowait_copies_cached_small_reads_only(void)
 	}
 	tpt_inline_read_stats(&s0);
 	/* Just written, so cached. */
-	CHECK(tpt_inline_read(TPT_INLINE_READ_NOWAIT, fd, 4096, 4096, buf,
-			      NULL));
+	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_NOWAIT, fd, 4096, 4096, buf,
+				 NULL),
+		 TPT_INLINE_READ_DONE);
 	CHECK_MEM(buf, pattern + 4096, 4096);
-	CHECK(tpt_inline_read(TPT_INLINE_READ_NOWAIT, fd, 512,
-			      TPT_INLINE_READ_COPY_MAX, buf, &pipe));
+	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_NOWAIT, fd, 512,
+				 TPT_INLINE_READ_COPY_MAX, buf, &pipe),
+		 TPT_INLINE_READ_DONE);
 	CHECK_MEM(buf, pattern + 512, TPT_INLINE_READ_COPY_MAX);
 	CHECK(pipe == NULL);
 	/* Longer: a worker's, with its pipe. */
-	CHECK(!tpt_inline_read(TPT_INLINE_READ_NOWAIT, fd, 0, 64 << 10, buf,
-			       &pipe));
+	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_NOWAIT, fd, 0, 64 << 10, buf,
+				 &pipe),
+		 TPT_INLINE_READ_LATER);
 	CHECK(pipe == NULL);
 	/* Past the end: the worker reports it. */
-	CHECK(!tpt_inline_read(TPT_INLINE_READ_NOWAIT, fd, FILE_BYTES, 4096,
-			       buf, NULL));
+	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_NOWAIT, fd, FILE_BYTES, 4096,
+				 buf, NULL),
+		 TPT_INLINE_READ_LATER);
 	tpt_inline_read_stats(&s1);
 	CHECK_EQ(s1.copied - s0.copied, 2);
 	CHECK_EQ(s1.would_wait - s0.would_wait, 1);
@@ -115,8 +119,9 @@ static void test_memory_splices_and_copies(void)
 		return;
 	}
 	tpt_inline_read_stats(&s0);
-	CHECK(tpt_inline_read(TPT_INLINE_READ_MEMORY, fd, 8192, 64 << 10, buf,
-			      &pipe));
+	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_MEMORY, fd, 8192, 64 << 10,
+				 buf, &pipe),
+		 TPT_INLINE_READ_DONE);
 	CHECK(pipe != NULL);
 	if (pipe) {
 		CHECK_EQ(tpt_data_pipe_left(pipe), 64 << 10);
@@ -128,18 +133,53 @@ static void test_memory_splices_and_copies(void)
 	/* Below a pipe's minimum, or with none to be had: copied up to the
 	 * copy limit, a worker's beyond it. */
 	pipe = NULL;
-	CHECK(tpt_inline_read(TPT_INLINE_READ_MEMORY, fd, 0, 4096, buf, &pipe));
+	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_MEMORY, fd, 0, 4096, buf,
+				 &pipe),
+		 TPT_INLINE_READ_DONE);
 	CHECK(pipe == NULL);
 	CHECK_MEM(buf, pattern, 4096);
-	CHECK(tpt_inline_read(TPT_INLINE_READ_MEMORY, fd, 4096,
-			      TPT_INLINE_READ_COPY_MAX, buf, NULL));
+	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_MEMORY, fd, 4096,
+				 TPT_INLINE_READ_COPY_MAX, buf, NULL),
+		 TPT_INLINE_READ_DONE);
 	CHECK_MEM(buf, pattern + 4096, TPT_INLINE_READ_COPY_MAX);
-	CHECK(!tpt_inline_read(TPT_INLINE_READ_MEMORY, fd, 0, 64 << 10, buf,
-			       NULL));
+	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_MEMORY, fd, 0, 64 << 10, buf,
+				 NULL),
+		 TPT_INLINE_READ_LATER);
 	tpt_inline_read_stats(&s1);
 	CHECK_EQ(s1.spliced - s0.spliced, 1);
 	CHECK_EQ(s1.copied - s0.copied, 2);
 	CHECK_EQ(s1.would_wait, s0.would_wait);
+	close(fd);
+}
+
+/* A pipe that could not be filled inline is not tried again by the
+ * worker: the result says so, and the fallback counts once. */
+static void test_memory_pipe_tried_once(void)
+{
+	struct tpt_data_pipe_stats p0, p1;
+	static uint8_t buf[64 << 10];
+	struct tpt_data_pipe *pipe = NULL;
+	int fd = make_file("/dev/shm");
+
+	if (fd < 0 || swap_configured()) {
+		printf("  (no /dev/shm, or swap on: skipped)\n");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	tpt_data_pipe_stats(&p0);
+	/* The file ends inside the READ: no pipe, too long to copy. */
+	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_MEMORY, fd, FILE_BYTES - 4096,
+				 64 << 10, buf, &pipe),
+		 TPT_INLINE_READ_LATER_NO_PIPE);
+	CHECK(pipe == NULL);
+	/* Without a pipe to take it, the same READ is simply later. */
+	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_MEMORY, fd, FILE_BYTES - 4096,
+				 64 << 10, buf, NULL),
+		 TPT_INLINE_READ_LATER);
+	tpt_data_pipe_stats(&p1);
+	CHECK_EQ(p1.fallbacks - p0.fallbacks, 1);
+	CHECK_EQ(p1.reads, p0.reads);
 	close(fd);
 }
 
@@ -150,9 +190,11 @@ static void test_never_reads_nothing(void)
 	int fd = make_file("/tmp");
 
 	CHECK(fd >= 0);
-	CHECK(!tpt_inline_read(TPT_INLINE_READ_NEVER, fd, 0, 4096, buf, NULL));
-	CHECK(!tpt_inline_read(TPT_INLINE_READ_NEVER, fd, 0, 64 << 10, buf,
-			       &pipe));
+	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_NEVER, fd, 0, 4096, buf, NULL),
+		 TPT_INLINE_READ_LATER);
+	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_NEVER, fd, 0, 64 << 10, buf,
+				 &pipe),
+		 TPT_INLINE_READ_LATER);
 	CHECK(pipe == NULL);
 	close(fd);
 }
@@ -166,6 +208,7 @@ int main(void)
 	RUN(test_which_files_qualify);
 	RUN(test_nowait_copies_cached_small_reads_only);
 	RUN(test_memory_splices_and_copies);
+	RUN(test_memory_pipe_tried_once);
 	RUN(test_never_reads_nothing);
 	UNIT_EXIT();
 }
