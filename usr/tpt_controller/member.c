@@ -273,6 +273,8 @@ static void member_event(int fd, int events, void *data)
 	(void)fd;
 	if (!m->iscsi || m->failing)
 		return;
+	if (events & POLLIN)
+		m->heard = true;
 	if (iscsi_service(m->iscsi, events) < 0) {
 		member_fail(m, NULL);
 		return;
@@ -382,7 +384,12 @@ static void member_nop_done(struct iscsi_context *iscsi, int status,
 
 /* Once a second: a NOP-Out to every ONLINE member that has none in
  * flight, a verdict on those whose NOP went unanswered, and libiscsi's
- * own timeouts, which only advance when it is serviced. */
+ * own timeouts, which only advance when it is serviced.  A box is failed
+ * when its NOP has been unanswered and the box silent for fail_timeout:
+ * one that keeps sending (the data of a rebuild's reads on a slow link,
+ * where its NOP-In queues behind seconds of them, with TCP's
+ * retransmission pauses between) is alive.  A hung box sends nothing,
+ * and a dead one nothing but a reset. */
 static void member_check(struct tpt_member *m, time_t now)
 {
 	unsigned int timeout = m->array->fail_timeout;
@@ -394,8 +401,12 @@ static void member_check(struct tpt_member *m, time_t now)
 		member_fail(m, "connect timed out");
 		return;
 	}
+	if (m->heard)
+		m->last_heard = now;
+	m->heard = false;
 	if (m->link == MEMBER_ONLINE) {
-		if (m->nop_sent && now - m->nop_sent >= (time_t)timeout) {
+		if (m->nop_sent && now - m->nop_sent >= (time_t)timeout &&
+		    now - m->last_heard >= (time_t)timeout) {
 			member_fail(m, "no answer to NOP-Out");
 			return;
 		}

@@ -134,6 +134,11 @@ struct tpt_member {
 	bool unreachable_said;		/* logged once per absence */
 	char fail_reason[160];		/* for the log; empty: libiscsi's */
 	time_t nop_sent;		/* monotonic seconds; 0: no NOP in flight */
+	/* Bytes came in from the box since the last tick, and the last tick
+	 * that found some: it is alive even if its NOP-In waits behind the
+	 * data of our reads on a full link. */
+	bool heard;
+	time_t last_heard;
 	time_t next_connect;
 	time_t connect_started;
 
