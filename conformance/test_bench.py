@@ -99,7 +99,10 @@ def test_gather_bench_runs(out):
     assert len(re.findall(r"^summary (loopback|shaped) N=[35]: tree/star latency [0-9.]+, "
                           r"throughput at qd 8 [0-9.]+; flat/tree latency [0-9.]+, "
                           r"throughput [0-9.]+$", text, re.M)) == 4, text
-    assert len(list(out.glob("gather-*.png"))) == 2
+    # A rebuild onto a spare at N = 3 and 5: Baseline, flat and tree.
+    assert len(re.findall(r"^summary rebuild N=[35]: tree/flat [0-9.]+, "
+                          r"tree/baseline [0-9.]+$", text, re.M)) == 2, text
+    assert len(list(out.glob("gather-*.png"))) == 3
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert net.Switch.PREFIX not in left, left
 

@@ -174,6 +174,24 @@ def test_killed_target_is_rebuilt_onto_a_spare(tgtd_factory, mode, tmp_path, rep
     scrub(c)
 
 
+@pytest.mark.parametrize("how", ["flat", "tree"])
+def test_rebuild_gathered_flat_or_in_a_tree(tgtd_factory, how, tmp_path, report):
+    """A tpt rebuild gathers each lost unit at the spare from every
+    survivor (flat) or pairwise among the survivors first (tree), with up
+    to 4 batches in flight: slowed down, it runs under the host's writes,
+    which must reach the spare wherever a batch has ended, in whatever
+    order the batches end."""
+    c = start(tgtd_factory, "tpt", n=5, spares=1,
+              extra_opts=(f"rebuild_gather={how}", "rebuild_rate=4"))
+    clean_load(c, tmp_path, 10, lambda: kill(c.targets[2]), report,
+               f"rebuild_gather={how}: target 2 killed mid-load, spare rebuilt in")
+    wait_state(c, {"optimal"})
+    assert members(c)[5][1:] == ("up", 2), show(c)
+    assert re.search(r"position 2 rebuilt: \d+ stripes", c.controller.log())
+    verify_all(c, tmp_path)
+    scrub(c)
+
+
 def test_hung_target_is_failed_and_catches_up(tgtd_factory, mode, tmp_path, report):
     """SIGSTOP: the box says nothing, TCP stays up.  Its NOP-Outs go
     unanswered; it is failed after fail_timeout, and when it wakes it is

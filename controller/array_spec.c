@@ -368,6 +368,22 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 		return spec_error(err, errlen, "parity_gather=%s: expected "
 				  "auto, star, tree or flat", value);
 	}
+	if (!strcmp(key, "rebuild_gather")) {
+		static const char *const names[] = {
+			[TPT_REBUILD_TREE] = "tree",
+			[TPT_REBUILD_FLAT] = "flat",
+		};
+		unsigned int i;
+
+		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+			if (!strcmp(value, names[i])) {
+				out->rebuild_gather = (enum tpt_rebuild_gather)i;
+				return 0;
+			}
+		}
+		return spec_error(err, errlen, "rebuild_gather=%s: expected "
+				  "tree or flat", value);
+	}
 	if (!strcmp(key, "start_dirty_degraded"))
 		return parse_yes_no(key, value, &out->start_dirty_degraded,
 				    err, errlen);
@@ -381,7 +397,7 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 			  "unit, mode, dm, initiator, member, spare, "
 			  "fail_timeout, rebuild_rate, assume_clean, "
 			  "start_dirty_degraded, write_intent, prefetch, "
-			  "parity_gather)", key);
+			  "parity_gather, rebuild_gather)", key);
 }
 
 static int check_whole(struct tpt_array_spec *out, char *err, size_t errlen)

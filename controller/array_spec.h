@@ -43,6 +43,15 @@ enum tpt_parity_gather {
 	TPT_GATHER_AUTO, TPT_GATHER_STAR, TPT_GATHER_TREE, TPT_GATHER_FLAT,
 };
 
+/* How a rebuild gathers a lost unit from the N-1 others (protocol.md
+ * 7.5): pairwise among them in rounds first (binary tree), so that no box
+ * takes in more than ceil(log2(N-1)) units per unit rebuilt, or by the
+ * rebuilt target from all of them in one command (flat).  Zero, the
+ * default, is the tree. */
+enum tpt_rebuild_gather {
+	TPT_REBUILD_TREE, TPT_REBUILD_FLAT,
+};
+
 struct tpt_array_spec {
 	unsigned int raid_level;	/* 5 */
 	uint32_t unit_bytes;		/* stripe unit: 4 KiB .. 1 MiB, power of 2 */
@@ -71,6 +80,7 @@ struct tpt_array_spec {
 	 * while the data target works, for one more command per stripe. */
 	bool prefetch;
 	enum tpt_parity_gather parity_gather;
+	enum tpt_rebuild_gather rebuild_gather;
 };
 
 #define TPT_SPEC_FAIL_TIMEOUT_DEFAULT 8

@@ -996,6 +996,66 @@ static int r5_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 /* ---- TPT rebuild and resync (protocol.md 7.5) ---- */
 
 /*
+ * The blocks [@lba, @lba + @n) of member @target rebuilt as
+ * plan_rebuild_chain() does, but gathered among the sources first, in the
+ * binary tree of gather_edges(): every source exports its blocks with
+ * READ MEDIUM, in round r the source of tree index t (a multiple of 2^r)
+ * folds in the export of t + 2^(r-1) with COMP TMP in place, and @target
+ * copies the root's sum with one PART BLOCK, staged.  The flat chain
+ * brings all N-1 exports over @target's link; here no box takes in more
+ * than ceil(log2(N-1)) of them and @target one, for N-2 more commands and
+ * as many more steps.  Returns the last step used, or an error.
+ */
+static int plan_rebuild_tree(struct tpt_plan_builder *b, unsigned int target,
+			     uint64_t lba, uint32_t n)
+{
+	const struct raid_geometry *g = b->c->geo;
+	uint32_t bs = b->c->block_size, unit = g->unit_blocks;
+	uint32_t pieces = (n + unit - 1) / unit, len, i;
+	struct chain_source src[RAID_MAX_MEMBERS];
+	struct gather_edge edge[RAID_MAX_MEMBERS];
+	unsigned int nr = 0, m, e, steps;
+	struct tpt_plan_cmd *cmd;
+	int err;
+
+	for (m = 0; m < g->members; m++) {
+		if (m == target)
+			continue;
+		src[nr] = (struct chain_source){ .member = (int)m };
+		err = tpt_plan_want_slots(b, m, (uint16_t)pieces,
+					  &src[nr].ordinal);
+		if (err)
+			return err;
+		cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_READ_MEDIUM, m, lba, n);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->result_slot = src[nr].ordinal;
+		nr++;
+	}
+	steps = gather_edges(TPT_GATHER_TREE, nr, edge);
+	for (e = 0; e + 1 < nr; e++) {
+		const struct chain_source *to = &src[edge[e].to];
+		const struct chain_source *from = &src[edge[e].from];
+
+		cmd = tpt_plan_add_cmd(b, edge[e].step, TPT_PLAN_COMP_TMP,
+				       (unsigned int)to->member, lba, n);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->result_slot = to->ordinal;
+		for (i = 0; i < pieces; i++) {
+			len = n - i * unit < unit ? n - i * unit : unit;
+			err = tpt_plan_add_slot_ref(b, (unsigned int)from->member,
+						    (uint16_t)(from->ordinal + i),
+						    len * bs);
+			if (err)
+				return err;
+		}
+	}
+	return plan_parity_chain(b, steps + 1, target, lba, n, 0,
+				 TPT_PARITY_COPY, true, src, 1);
+}
+
+/*
  * The units of @member in stripes [@first, @first + @nr), rebuilt from
  * the other members and written to @member - a spare taking over, or a
  * returning member catching up - or, for RAID_PARITY_MEMBER, each
@@ -1030,9 +1090,13 @@ static int r5_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 		target = member == RAID_PARITY_MEMBER ?
 			 c->level->parity_member(g, s, 0) : member;
 		run = member == RAID_PARITY_MEMBER ? 1 : first + nr - s;
-		last = plan_rebuild_chain(&b, 0, target, s * unit,
-					  (uint32_t)(run * unit), 0, 0,
-					  TPT_PARITY_COPY, true);
+		if (c->rebuild_gather == TPT_REBUILD_TREE)
+			last = plan_rebuild_tree(&b, target, s * unit,
+						 (uint32_t)(run * unit));
+		else
+			last = plan_rebuild_chain(&b, 0, target, s * unit,
+						  (uint32_t)(run * unit), 0, 0,
+						  TPT_PARITY_COPY, true);
 		if (last < 0)
 			err = last;
 	}

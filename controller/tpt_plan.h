@@ -114,6 +114,9 @@ struct tpt_plan_ctx {
 	/* How a full stripe's parity is gathered (protocol.md 7.4; array
 	 * option parity_gather); zero is auto. */
 	enum tpt_parity_gather gather;
+	/* How a rebuild gathers a lost unit (protocol.md 7.5; array option
+	 * rebuild_gather); zero is the tree. */
+	enum tpt_rebuild_gather rebuild_gather;
 	/* The host's data is in the controller's memory (an unmodified
 	 * host): full stripes are cheapest written as they are, parity
 	 * included (raid5.c, plan_full_stripes_held()). */

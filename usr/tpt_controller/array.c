@@ -93,7 +93,8 @@ static bool position_valid(struct tpt_array *a, unsigned int p,
 		return true;
 	case TPT_POS_RECOVERING:
 		return stripe < pos->recover_point ||
-		       (pos->catch_up && !region_missed(pos, stripe));
+		       (pos->catch_up && !region_missed(pos, stripe)) ||
+		       recovery_rebuilt(a, p, stripe);
 	default:
 		return false;
 	}

@@ -611,6 +611,7 @@ static int tp_setup(struct tpt_array *a)
 	tp->plan_ctx.slots = tp->slot_of;
 	tp->plan_ctx.prefetch = a->spec.prefetch;
 	tp->plan_ctx.gather = a->spec.parity_gather;
+	tp->plan_ctx.rebuild_gather = a->spec.rebuild_gather;
 	for (p = 0; p < TPT_SPEC_MAX_MEMBERS; p++)
 		tp->slot_of[p] = &tp->member[0].slots;
 	return 0;

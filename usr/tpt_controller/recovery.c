@@ -12,11 +12,14 @@
  *     controller stopped without warning (the write-intent record of
  *     array_files.c), which closes the write hole.
  *
- * The work goes through the span queue like host I/O, a batch of stripes
- * at a time under their stripe locks, so host reads and writes go on
- * meanwhile: a write below the recovery point reaches the recovering box
- * (it is in sync there), one above it is planned without that box and
- * recorded in the position's missed map, and the recovery gets to it.
+ * The work goes through the span queue like host I/O, in batches of
+ * stripes under their stripe locks, up to TPT_RECOVERY_BATCHES of them in
+ * flight, so host reads and writes go on meanwhile: a write below the
+ * recovery point, or into a batch that ended above it, reaches the
+ * recovering box (it is in sync there); one above it is planned without
+ * that box and recorded in the position's missed map, and the recovery
+ * gets to it.  The point is the first stripe of the oldest batch still in
+ * flight: batches end out of order.
  * Each batch is planned by the RAID level for the array's mode
  * (raid_level_ops.tpt_rebuild / bl_rebuild): in TPT mode the targets
  * compute the missing units, in Baseline mode the controller does.  The
@@ -37,6 +40,24 @@
 /* Stripes one batch rebuilds: a slot per stripe on every source, out of
  * the 128 each member gives us (mode_tpt.c). */
 #define RECOVERY_BATCH_STRIPES 16
+
+/* What the batches in flight read from the survivors together, at most
+ * (one batch at least): enough to keep the links and disks busy while a
+ * batch waits on a step, little enough that what a box answers never
+ * queues for seconds behind them on a slow link, and that Baseline's
+ * buffers for them stay small. */
+#define RECOVERY_INFLIGHT_BYTES (32u << 20)
+
+static unsigned int batches_max(const struct tpt_array *a)
+{
+	uint64_t batch = (uint64_t)RECOVERY_BATCH_STRIPES *
+			 a->spec.unit_bytes * (a->nr_members - 1);
+	uint64_t n = RECOVERY_INFLIGHT_BYTES / batch;
+
+	if (n < 1)
+		return 1;
+	return n < TPT_RECOVERY_BATCHES ? (unsigned int)n : TPT_RECOVERY_BATCHES;
+}
 
 static double elapsed(const struct timespec *since)
 {
@@ -107,6 +128,37 @@ static void recovery_finish(struct tpt_array *a)
 
 static void recovery_retry(void *data);
 
+/* The batch from stripe @first has ended: drop it and every ended batch
+ * before which none is in flight any more. */
+static void batch_done(struct tpt_recovery *rc, uint64_t first)
+{
+	unsigned int i, n;
+
+	for (i = 0; i < rc->nr_batches; i++)
+		if (rc->batch[i].first == first)
+			rc->batch[i].done = true;
+	for (n = 0; n < rc->nr_batches && rc->batch[n].done; n++)
+		;
+	memmove(rc->batch, rc->batch + n,
+		(rc->nr_batches - n) * sizeof(rc->batch[0]));
+	rc->nr_batches -= n;
+}
+
+bool recovery_rebuilt(const struct tpt_array *a, unsigned int p,
+		      uint64_t stripe)
+{
+	const struct tpt_recovery *rc = &a->recovery;
+	unsigned int i;
+
+	if (!rc->active || rc->position != p)
+		return false;
+	for (i = 0; i < rc->nr_batches; i++)
+		if (rc->batch[i].done && stripe >= rc->batch[i].first &&
+		    stripe < rc->batch[i].end)
+			return true;
+	return false;
+}
+
 static void recovery_span_done(struct tpt_span *s, int result)
 {
 	struct tpt_array *a = s->array;
@@ -116,6 +168,8 @@ static void recovery_span_done(struct tpt_span *s, int result)
 
 	rc->in_flight--;
 	free(s);
+	if (result || !rc->active)
+		rc->nr_batches = 0;
 	if (!rc->active) {
 		/* Stopped meanwhile: start what the array needs now. */
 		if (!rc->in_flight)
@@ -137,9 +191,10 @@ static void recovery_span_done(struct tpt_span *s, int result)
 		return;
 	}
 	rc->done_stripes += n;
-	rc->done_point = rc->next;
+	batch_done(rc, s_first);
+	rc->done_point = rc->nr_batches ? rc->batch[0].first : rc->next;
 	if (rc->position != RAID_PARITY_MEMBER)
-		a->pos[rc->position].recover_point = rc->next;
+		a->pos[rc->position].recover_point = rc->done_point;
 	recovery_step(a);
 }
 
@@ -178,21 +233,23 @@ static uint64_t recovery_next(struct tpt_array *a, uint64_t from)
 	return from < a->nr_stripes ? from : a->nr_stripes;
 }
 
-static void recovery_step(struct tpt_array *a)
+/* Start the next batch; false when none is to start now. */
+static bool recovery_next_batch(struct tpt_array *a)
 {
 	struct tpt_recovery *rc = &a->recovery;
 	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
 	uint64_t first, n, region_end;
 	struct tpt_span *s;
 
-	if (!rc->active || rc->in_flight || rc->paused || a->stopping)
-		return;
 	first = recovery_next(a, rc->next);
-	if (rc->position != RAID_PARITY_MEMBER)
+	/* With nothing in flight the point moves up to the next batch:
+	 * the stripes it skipped are in sync (not missed). */
+	if (!rc->in_flight && rc->position != RAID_PARITY_MEMBER)
 		a->pos[rc->position].recover_point = first;
 	if (first >= a->nr_stripes) {
-		recovery_finish(a);
-		return;
+		if (!rc->in_flight)
+			recovery_finish(a);
+		return false;
 	}
 	/* rebuild_rate: the units rebuilt so far may not run ahead of the
 	 * rate; wait a second when they do. */
@@ -203,7 +260,7 @@ static void recovery_step(struct tpt_array *a)
 		rc->timer.func = recovery_resume;
 		rc->timer.data = a;
 		add_work(&rc->timer, 1);
-		return;
+		return false;
 	}
 	n = RECOVERY_BATCH_STRIPES;
 	region_end = (first / TPT_RECOVERY_REGION_STRIPES + 1) *
@@ -214,8 +271,9 @@ static void recovery_step(struct tpt_array *a)
 		n = a->nr_stripes - first;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		rc->active = false;
-		return;
+		if (!rc->in_flight)
+			rc->active = false;
+		return false;
 	}
 	s->kind = TPT_SPAN_REBUILD;
 	s->array = a;
@@ -228,7 +286,21 @@ static void recovery_step(struct tpt_array *a)
 	clock_gettime(CLOCK_MONOTONIC, &s->first_try);
 	rc->next = first + n;
 	rc->in_flight++;
+	rc->batch[rc->nr_batches++] = (struct tpt_recovery_batch){
+		.first = first, .end = first + n,
+	};
 	array_queue_span(a, s);
+	return true;
+}
+
+static void recovery_step(struct tpt_array *a)
+{
+	struct tpt_recovery *rc = &a->recovery;
+
+	while (rc->active && !rc->paused && !a->stopping &&
+	       rc->nr_batches < batches_max(a) &&
+	       recovery_next_batch(a))
+		;
 }
 
 static void recovery_start(struct tpt_array *a, unsigned int position,
@@ -242,6 +314,7 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 	rc->next = 0;
 	rc->done_point = 0;
 	rc->done_stripes = 0;
+	rc->nr_batches = 0;
 	if (position == RAID_PARITY_MEMBER)
 		rc->total_stripes = map_stripes(a, rc->resync_map);
 	else if (catch_up)
@@ -335,6 +408,7 @@ void recovery_stop(struct tpt_array *a)
 		del_work(&a->recovery.timer);
 	a->recovery.paused = false;
 	a->recovery.active = false;
+	a->recovery.nr_batches = 0;
 }
 
 void recovery_free(struct tpt_array *a)

@@ -451,6 +451,10 @@ void array_intent_release(struct tpt_array *a, struct tpt_span *s);
 
 /* ---- recovery.c ---- */
 
+/* Recovery batches that may be in flight at once: while one waits on a
+ * step, the next ones keep the other links and disks busy. */
+#define TPT_RECOVERY_BATCHES 4
+
 struct tpt_recovery {
 	/* Regions whose parity must be computed from their data: a new
 	 * array's, or those with writes in flight when the controller
@@ -464,6 +468,13 @@ struct tpt_recovery {
 	uint64_t done_stripes, total_stripes;
 	struct timespec started;
 	unsigned int in_flight;
+	/* The batches in flight or done above done_point, in the order
+	 * they were started (recovery.c). */
+	struct tpt_recovery_batch {
+		uint64_t first, end;	/* stripes [first, end) */
+		bool done;
+	} batch[TPT_RECOVERY_BATCHES];
+	unsigned int nr_batches;
 	int error;
 	struct tgt_work timer;		/* the rate limit's pause */
 	bool paused;
@@ -471,6 +482,10 @@ struct tpt_recovery {
 
 /* Start whatever the array's state calls for, if nothing runs. */
 void recovery_kick(struct tpt_array *a);
+/* Whether the running recovery of position @p has rebuilt @stripe in a
+ * batch that ended before one below it. */
+bool recovery_rebuilt(const struct tpt_array *a, unsigned int p,
+		      uint64_t stripe);
 /* Whether region @r still awaits its parity resync: its intent bit stays. */
 bool recovery_keeps_region(const struct tpt_array *a, uint64_t r);
 void recovery_stop(struct tpt_array *a);

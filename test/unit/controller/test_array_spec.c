@@ -24,6 +24,7 @@ static void full_spec_parses(void)
 	CHECK(!s.assume_clean);
 	CHECK(!s.prefetch);
 	CHECK_EQ(s.parity_gather, TPT_GATHER_AUTO);
+	CHECK_EQ(s.rebuild_gather, TPT_REBUILD_TREE);
 
 	CHECK_EQ(tpt_array_spec_parse(" raid=5; dm=10.0.0.1:4400 ;" M(0) ";" M(1)
 				      ";" M(2) ";", &s, err, sizeof(err)), 0);
@@ -48,6 +49,12 @@ static void full_spec_parses(void)
 	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;parity_gather=flat;" M(0)
 				      ";" M(1) ";" M(2), &s, err, sizeof(err)), 0);
 	CHECK_EQ(s.parity_gather, TPT_GATHER_FLAT);
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;rebuild_gather=flat;" M(0)
+				      ";" M(1) ";" M(2), &s, err, sizeof(err)), 0);
+	CHECK_EQ(s.rebuild_gather, TPT_REBUILD_FLAT);
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;rebuild_gather=tree;" M(0)
+				      ";" M(1) ";" M(2), &s, err, sizeof(err)), 0);
+	CHECK_EQ(s.rebuild_gather, TPT_REBUILD_TREE);
 }
 
 /* Each bad spec is refused with a message naming the bad part, and the
@@ -83,6 +90,8 @@ static void bad_specs_name_their_fault(void)
 		{ "raid=5;dm=a:1;prefetch=1;" M(0) ";" M(1) ";" M(2), "prefetch=1" },
 		{ "raid=5;dm=a:1;parity_gather=ring;" M(0) ";" M(1) ";" M(2),
 		  "parity_gather=ring" },
+		{ "raid=5;dm=a:1;rebuild_gather=star;" M(0) ";" M(1) ";" M(2),
+		  "rebuild_gather=star" },
 	};
 	struct tpt_array_spec s;
 	size_t i;

@@ -1423,6 +1423,7 @@ static void rebuild_passes_fit_the_list(void)
 
 	for (r = 0; r < 2; r++) {
 		world_init(&w, 8, 8, 64, 512, 128);
+		w.a.ctx.rebuild_gather = TPT_REBUILD_FLAT;
 		w.a.ctx.missing = 1u << 2;
 		CHECK_EQ(raid5_level.tpt_rebuild(&w.a.ctx, 0, runs[r], 2, 100,
 						 &p), 0);
@@ -1450,6 +1451,89 @@ static void rebuild_passes_fit_the_list(void)
 		w.a.ctx.missing = 0;
 		world_rebuild(&w, 2, runs[r]);
 		CHECK(world_consistent(&w));
+		world_destroy(&w);
+	}
+}
+
+/* The COMP TMPs of a rebuild of member 1's first 16 stripes on @w. */
+static unsigned int rebuild_comp_tmps(struct world *w, struct tpt_plan *p)
+{
+	unsigned int i, n = 0;
+
+	w->a.ctx.missing = 1u << 1;
+	CHECK_EQ(raid5_level.tpt_rebuild(&w->a.ctx, 0, 16, 1, 100, p), 0);
+	w->a.ctx.missing = 0;
+	for (i = 0; i < p->nr_cmds; i++)
+		n += p->cmds[i].op == TPT_PLAN_COMP_TMP;
+	return n;
+}
+
+/*
+ * A rebuild gathered in a binary tree (protocol.md 7.5): a READ MEDIUM
+ * per source, N-2 COMP TMPs in ceil(log2(N-1)) rounds, no source taking
+ * in more units than there are rounds, and the rebuilt member one PART
+ * BLOCK of one pass; flat has none.  Whatever member is lost, its
+ * rebuild by the tree makes the array consistent.
+ */
+static void rebuild_tree_spreads_the_gathering(void)
+{
+	static const unsigned int widths[] = { 3, 5, 8 };	/* the sim's widest */
+	unsigned int wi, i, m, k, rounds, medium, part_block;
+	unsigned int taken[RAID_MAX_MEMBERS];
+	struct tpt_plan p;
+	struct world w;
+
+	for (wi = 0; wi < 3; wi++) {
+		unsigned int n = widths[wi];
+
+		k = n - 1;
+		for (rounds = 0; (1u << rounds) < k; rounds++)
+			;
+		world_init(&w, n, 8, 32, 512, 128);
+		w.a.ctx.rebuild_gather = TPT_REBUILD_FLAT;
+		CHECK_EQ(rebuild_comp_tmps(&w, &p), 0);
+		tpt_plan_return_slots(&p);
+		tpt_plan_free(&p);
+
+		w.a.ctx.rebuild_gather = TPT_REBUILD_TREE;
+		CHECK_EQ(rebuild_comp_tmps(&w, &p), k - 1);
+		medium = part_block = 0;
+		memset(taken, 0, sizeof(taken));
+		for (i = 0; i < p.nr_cmds; i++) {
+			const struct tpt_plan_cmd *cmd = &p.cmds[i];
+
+			if (cmd->op == TPT_PLAN_READ_MEDIUM) {
+				medium++;
+				CHECK(cmd->member != 1);
+			}
+			if (cmd->op == TPT_PLAN_COMP_TMP) {
+				CHECK(cmd->member != 1);
+				CHECK_EQ(cmd->nr_refs, 16);
+				taken[cmd->member]++;
+			}
+			if (cmd->op == TPT_PLAN_PART_BLOCK) {
+				part_block++;
+				CHECK_EQ(cmd->member, 1);
+				CHECK_EQ(cmd->nr_refs, 16);
+			}
+		}
+		CHECK_EQ(medium, k);
+		CHECK_EQ(part_block, 1);
+		for (m = 0; m < n; m++)
+			CHECK(taken[m] <= rounds);
+		/* READ MEDIUM, the rounds, PART BLOCK, WRITE NEW DATA */
+		CHECK_EQ(p.nr_steps, rounds + 3);
+		tpt_plan_return_slots(&p);
+		tpt_plan_free(&p);
+		CHECK(all_slots_free(&w.a));
+
+		for (m = 0; m < n; m++) {
+			rnd_fill(w.s.t[m].disk,
+				 w.a.geo.member_blocks * w.s.bs);
+			CHECK(!world_consistent(&w));
+			world_rebuild(&w, m, 5);
+			CHECK(world_consistent(&w));
+		}
 		world_destroy(&w);
 	}
 }
@@ -1483,5 +1567,6 @@ int main(void)
 	RUN(degraded_requests);
 	RUN(resync_recomputes_parity);
 	RUN(rebuild_passes_fit_the_list);
+	RUN(rebuild_tree_spreads_the_gathering);
 	UNIT_EXIT();
 }
