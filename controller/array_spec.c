@@ -285,6 +285,20 @@ bool tpt_spec_same_box(const char *a, const char *b)
 	return !strcmp(na, nb);
 }
 
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The index of @value among @n @names, or -1. */
+static int name_index(const char *value, const char *const *names,
+		      unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(value, names[i]))
+			return (int)i;
+	return -1;
+}
+
 static int parse_yes_no(const char *key, const char *value, bool *out,
 			char *err, size_t errlen)
 {
@@ -357,32 +371,27 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 			[TPT_GATHER_TREE] = "tree",
 			[TPT_GATHER_FLAT] = "flat",
 		};
-		unsigned int i;
+		int i = name_index(value, names, ARRAY_LEN(names));
 
-		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-			if (!strcmp(value, names[i])) {
-				out->parity_gather = (enum tpt_parity_gather)i;
-				return 0;
-			}
-		}
-		return spec_error(err, errlen, "parity_gather=%s: expected "
-				  "auto, star, tree or flat", value);
+		if (i < 0)
+			return spec_error(err, errlen, "parity_gather=%s: "
+					  "expected auto, star, tree or flat",
+					  value);
+		out->parity_gather = (enum tpt_parity_gather)i;
+		return 0;
 	}
 	if (!strcmp(key, "rebuild_gather")) {
 		static const char *const names[] = {
 			[TPT_REBUILD_TREE] = "tree",
 			[TPT_REBUILD_FLAT] = "flat",
 		};
-		unsigned int i;
+		int i = name_index(value, names, ARRAY_LEN(names));
 
-		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-			if (!strcmp(value, names[i])) {
-				out->rebuild_gather = (enum tpt_rebuild_gather)i;
-				return 0;
-			}
-		}
-		return spec_error(err, errlen, "rebuild_gather=%s: expected "
-				  "tree or flat", value);
+		if (i < 0)
+			return spec_error(err, errlen, "rebuild_gather=%s: "
+					  "expected tree or flat", value);
+		out->rebuild_gather = (enum tpt_rebuild_gather)i;
+		return 0;
 	}
 	if (!strcmp(key, "start_dirty_degraded"))
 		return parse_yes_no(key, value, &out->start_dirty_degraded,

@@ -180,6 +180,41 @@ static int plan_parity_chain(struct tpt_plan_builder *b, unsigned int step,
 }
 
 /*
+ * A READ MEDIUM in @step of the blocks [@lba, @lba + @n) at every member
+ * but @target and those in @skip, each exporting into a run of slots of
+ * its own, in group @group: the sources of a rebuild, in @src.  Returns
+ * how many, or an error.
+ */
+static int export_sources(struct tpt_plan_builder *b, uint32_t skip,
+			  unsigned int target, uint64_t lba, uint32_t n,
+			  unsigned int step, uint8_t group,
+			  struct chain_source *src)
+{
+	const struct raid_geometry *g = b->c->geo;
+	uint32_t pieces = (n + g->unit_blocks - 1) / g->unit_blocks;
+	unsigned int nr = 0, m;
+	struct tpt_plan_cmd *cmd;
+	int err;
+
+	for (m = 0; m < g->members; m++) {
+		if (m == target || (skip & (1u << m)))
+			continue;
+		src[nr] = (struct chain_source){ .member = (int)m };
+		err = tpt_plan_want_slots(b, m, (uint16_t)pieces,
+					  &src[nr].ordinal);
+		if (err)
+			return err;
+		cmd = tpt_plan_add_cmd(b, step, TPT_PLAN_READ_MEDIUM, m, lba, n);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->result_slot = src[nr].ordinal;
+		cmd->group_offset = group;
+		nr++;
+	}
+	return (int)nr;
+}
+
+/*
  * The blocks [@lba, @lba + @n) of member @target, rebuilt from every other
  * member's same blocks into a result at @target, in group @group
  * (protocol.md 7.5): a READ MEDIUM at each source, exporting into slots,
@@ -196,30 +231,13 @@ static int plan_rebuild_chain(struct tpt_plan_builder *b, uint32_t skip,
 			      unsigned int step, uint8_t group,
 			      uint8_t first_mode, bool stage)
 {
-	const struct raid_geometry *g = b->c->geo;
-	uint32_t pieces = (n + g->unit_blocks - 1) / g->unit_blocks;
 	struct chain_source src[RAID_MAX_MEMBERS];
-	unsigned int nr_src = 0, m;
-	struct tpt_plan_cmd *cmd;
-	int err;
+	int nr = export_sources(b, skip, target, lba, n, step, group, src);
 
-	for (m = 0; m < g->members; m++) {
-		if (m == target || (skip & (1u << m)))
-			continue;
-		src[nr_src] = (struct chain_source){ .member = (int)m };
-		err = tpt_plan_want_slots(b, m, (uint16_t)pieces,
-					  &src[nr_src].ordinal);
-		if (err)
-			return err;
-		cmd = tpt_plan_add_cmd(b, step, TPT_PLAN_READ_MEDIUM, m, lba, n);
-		if (!cmd)
-			return -ENOMEM;
-		cmd->result_slot = src[nr_src].ordinal;
-		cmd->group_offset = group;
-		nr_src++;
-	}
+	if (nr < 0)
+		return nr;
 	return plan_parity_chain(b, step + 1, target, lba, n, group,
-				 first_mode, stage, src, nr_src);
+				 first_mode, stage, src, (unsigned int)nr);
 }
 
 /* ---- TPT READ (paper III-C, III-D 5; protocol.md 7.1, 7.5) ---- */
@@ -1009,29 +1027,17 @@ static int r5_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 static int plan_rebuild_tree(struct tpt_plan_builder *b, unsigned int target,
 			     uint64_t lba, uint32_t n)
 {
-	const struct raid_geometry *g = b->c->geo;
-	uint32_t bs = b->c->block_size, unit = g->unit_blocks;
+	uint32_t bs = b->c->block_size, unit = b->c->geo->unit_blocks;
 	uint32_t pieces = (n + unit - 1) / unit, len, i;
 	struct chain_source src[RAID_MAX_MEMBERS];
 	struct gather_edge edge[RAID_MAX_MEMBERS];
-	unsigned int nr = 0, m, e, steps;
+	unsigned int nr, e, steps;
 	struct tpt_plan_cmd *cmd;
-	int err;
+	int err = export_sources(b, 0, target, lba, n, 0, 0, src);
 
-	for (m = 0; m < g->members; m++) {
-		if (m == target)
-			continue;
-		src[nr] = (struct chain_source){ .member = (int)m };
-		err = tpt_plan_want_slots(b, m, (uint16_t)pieces,
-					  &src[nr].ordinal);
-		if (err)
-			return err;
-		cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_READ_MEDIUM, m, lba, n);
-		if (!cmd)
-			return -ENOMEM;
-		cmd->result_slot = src[nr].ordinal;
-		nr++;
-	}
+	if (err < 0)
+		return err;
+	nr = (unsigned int)err;
 	steps = gather_edges(TPT_GATHER_TREE, nr, edge);
 	for (e = 0; e + 1 < nr; e++) {
 		const struct chain_source *to = &src[edge[e].to];

@@ -43,6 +43,20 @@ static int swap_configured(void)
 	return sysinfo(&si) || si.totalswap;
 }
 
+/* A file in /dev/shm while no swap is configured, or -1 (the test is
+ * then skipped, and says so). */
+static int memory_file(void)
+{
+	int fd = make_file("/dev/shm");
+
+	if (fd >= 0 && !swap_configured())
+		return fd;
+	printf("  (no /dev/shm, or swap on: skipped)\n");
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
 static void test_which_files_qualify(void)
 {
 	int fd = make_file("/dev/shm"), fds[2];
@@ -110,14 +124,10 @@ static void test_memory_splices_and_copies(void)
 	struct tpt_inline_read_stats s0, s1;
 	static uint8_t buf[64 << 10];
 	struct tpt_data_pipe *pipe = NULL;
-	int fd = make_file("/dev/shm");
+	int fd = memory_file();
 
-	if (fd < 0 || swap_configured()) {
-		printf("  (no /dev/shm, or swap on: skipped)\n");
-		if (fd >= 0)
-			close(fd);
+	if (fd < 0)
 		return;
-	}
 	tpt_inline_read_stats(&s0);
 	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_MEMORY, fd, 8192, 64 << 10,
 				 buf, &pipe),
@@ -159,14 +169,10 @@ static void test_memory_pipe_tried_once(void)
 	struct tpt_data_pipe_stats p0, p1;
 	static uint8_t buf[64 << 10];
 	struct tpt_data_pipe *pipe = NULL;
-	int fd = make_file("/dev/shm");
+	int fd = memory_file();
 
-	if (fd < 0 || swap_configured()) {
-		printf("  (no /dev/shm, or swap on: skipped)\n");
-		if (fd >= 0)
-			close(fd);
+	if (fd < 0)
 		return;
-	}
 	tpt_data_pipe_stats(&p0);
 	/* The file ends inside the READ: no pipe, too long to copy. */
 	CHECK_EQ(tpt_inline_read(TPT_INLINE_READ_MEMORY, fd, FILE_BYTES - 4096,
