@@ -392,26 +392,30 @@ def test_cut_link_then_restored(tgtd_factory, mode, tmp_path, report):
 
 @pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
 def test_busy_slow_links_fail_no_member(tgtd_factory, mode, report):
-    """Every box on a 4 MB/s link, fail_timeout 1 s, and a host reading
-    16 MiB at a time: the members' replies to NOP-Out queue for seconds
+    """Every box on a 4 MB/s link, fail_timeout 2 s, and a host reading
+    32 MiB at a time: the members' replies to NOP-Out queue for seconds
     behind the data of those reads.  A box that keeps sending is alive:
     no member is failed, and the array stays optimal (before, every
     member was failed in a rebuild over slow links, and the array with
-    them)."""
+    them).  The ports queue what they are sent instead of dropping it, as
+    a lossless fabric does: with drops, TCP's retransmission backoff can
+    leave one busy member's connection silent for seconds, and a timeout
+    this short would rightly fail it."""
     sw, c = net.Switch(), None
     try:
         boxes = [sw.add_box(f"t{i}") for i in range(4)]
         ctl, host = sw.add_box("ctl"), sw.add_box("h0")
-        sw.shape(4e6)
+        sw.shape(4e6, queue_s=30)
         c = cluster.start(tgtd_factory, n=4, mode=mode, unit=UNIT, member_bytes=MEMBER_BYTES,
                           boxes=dict(enumerate(boxes)), controller_box=ctl,
-                          extra_opts=("fail_timeout=1",))
+                          extra_opts=("fail_timeout=2",))
         r = subprocess.run([*sw.exec_prefix(host), str(paths.tool("tpt-iscsi-load")),
-                            "--pattern", "seq-read", "--bs", str(1 << 20), "--qd", "16",
+                            "--pattern", "seq-read", "--bs", str(1 << 20), "--qd", "32",
                             "--seconds", "6", "--timeout", "60", c.url],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
-        report(f"{mode}: 1 MiB reads at qd 16 over 4 MB/s links, fail_timeout=1: {r.stdout.strip()}")
+        report(f"{mode}: 1 MiB reads at qd 32 over 4 MB/s links, fail_timeout=2: "
+               f"{r.stdout.strip()}")
         assert counters(c)["member_failures"] == 0, show(c)
         assert array_state(c) == "optimal", show(c)
     finally:

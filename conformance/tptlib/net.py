@@ -160,30 +160,32 @@ class Switch:
         software."""
         return max(256 << 10, int(bytes_per_s * 0.004))
 
-    def shape(self, bytes_per_s: float):
+    def shape(self, bytes_per_s: float, queue_s: float = 0.5):
         """Every port, present and future, a full-duplex link of
         bytes_per_s (tc counts Ethernet frames: headers are part of it),
-        with burst(bytes_per_s)."""
+        with burst(bytes_per_s) and a queue of queue_s seconds at the
+        rate (queue_bytes())."""
         burst = self.burst(bytes_per_s)
-        self.rate = (bytes_per_s, burst)
+        self.rate = (bytes_per_s, burst, queue_s)
         for port in self.ports:
-            self._shape_port(port, bytes_per_s, burst)
+            self._shape_port(port, bytes_per_s, burst, queue_s)
 
-    def _shape_port(self, port, bytes_per_s, burst):
+    def _shape_port(self, port, bytes_per_s, burst, queue_s):
         spec = ["root", "tbf", "rate", f"{int(bytes_per_s * 8)}bit", "burst", str(burst),
-                "limit", str(self.queue_bytes(bytes_per_s, burst))]
+                "limit", str(self.queue_bytes(bytes_per_s, burst, queue_s))]
         _tc(port.name, "qdisc", "replace", "dev", port.box_if, *spec)
         _tc(self.netns, "qdisc", "replace", "dev", port.switch_if, *spec)
 
     @staticmethod
-    def queue_bytes(bytes_per_s, burst):
-        """A port's queue: half a second at its rate.  Storage fabrics are
+    def queue_bytes(bytes_per_s, burst, queue_s=0.5):
+        """A port's queue: queue_s seconds at its rate, half a second by
+        default.  Storage fabrics are
         lossless (InfiniBand credits, Ethernet pause frames): a sender
         waits rather than loses packets, and a deep queue is how a token
         bucket gets near that.  A shallow one drops the many-to-one bursts
         of striping (incast), and TCP's 200 ms retransmission timeouts,
         not the link, set the pace."""
-        return int(bytes_per_s * 0.5) + burst
+        return int(bytes_per_s * queue_s) + burst
 
     def drops(self) -> int:
         """Packets every shaped port has dropped so far, both ends."""
