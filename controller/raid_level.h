@@ -2,9 +2,10 @@
  * RAID levels: where every array block lives on the members, and how a
  * host request becomes member commands in each controller mode.
  *
- * One ops struct per level and one file per level (raid5.c), in the
- * manner of SPDK's raid_bdev_module: the controller picks the level by the
- * array spec's raid= and never asks more of it than this struct says.
+ * One ops struct per level and its files (raid5.c, raid5_baseline.c),
+ * in the manner of SPDK's raid_bdev_module: the controller picks the
+ * level by the array spec's raid= and never asks more of it than this
+ * struct says.
  * Every callback is pure and synchronous: no I/O, no allocation but the
  * plan it returns (and, in TPT mode, the slots the plan takes).
  *

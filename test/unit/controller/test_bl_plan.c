@@ -1,6 +1,6 @@
 /*
  * The Baseline planner (controller/bl_plan.c, the RAID-5 plans of
- * controller/raid5.c), checked by executing its plans on the simulated
+ * controller/raid5_baseline.c), checked by executing its plans on the simulated
  * members of plan_sim.h, against the same byte model as the TPT planner:
  * the paper's Table I and II counts, and random requests.
  *

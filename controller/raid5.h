@@ -1,0 +1,31 @@
+/*
+ * What RAID-5's two planners share (raid5.c: layout and TPT plans,
+ * raid5_baseline.c: Baseline plans); the rest of the controller uses
+ * raid5_level (controller/raid_level.h) only.
+ */
+#ifndef TPT_CONTROLLER_RAID5_H
+#define TPT_CONTROLLER_RAID5_H
+
+#include <stdint.h>
+
+#include "controller/bl_plan.h"
+#include "controller/raid_level.h"
+
+/*
+ * The one member of the array whose blocks cannot be used in @missing
+ * (a mask of positions), in *@F, or -1.  RAID-5 rebuilds one member's
+ * blocks from the others; with two gone a stripe's lost block cannot be
+ * known, and the request fails rather than return or write anything
+ * wrong: -ENODATA.
+ */
+int r5_missing(uint32_t missing, const struct raid_geometry *g, int *F);
+
+/* raid_level_ops.bl_read, bl_write and bl_rebuild of raid5_level. */
+int r5_bl_read(const struct bl_plan_ctx *c, uint64_t lba, uint32_t blocks,
+	       struct bl_plan *out);
+int r5_bl_write(const struct bl_plan_ctx *c, uint64_t lba, uint32_t blocks,
+		struct bl_plan *out);
+int r5_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
+		  unsigned int member, struct bl_plan *out);
+
+#endif

@@ -1,0 +1,359 @@
+/*
+ * The TPT planner (controller/tpt_plan.c, the RAID-5 plans of
+ * controller/raid5.c) against the byte model of plan_sim.h: random
+ * requests on whole and degraded arrays, degraded plans, and the plans of
+ * rebuild and resync, executed on the simulated targets.  The shapes the
+ * paper's tables give are in test_tpt_plan.c.
+ */
+#include "test/unit/controller/plan_sim.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- random requests against the reference ---- */
+
+/* Execute a plan that moves no host data (rebuild, resync) and check the
+ * targets are idle afterwards; gives the slots back, frees the plan. */
+static void world_run_plan(struct world *w, struct tpt_plan *p)
+{
+	check_plan_shape(&w->a, p, p->group);
+	sim_begin(&w->s, p, NULL, 0);
+	sim_steps(&w->s, 0, p->nr_steps);
+	sim_end(&w->s);
+	sim_check_idle(&w->s);
+	tpt_plan_return_slots(p);
+	CHECK(all_slots_free(&w->a));
+	tpt_plan_free(p);
+}
+
+/* Rebuild every unit of @member in runs of up to @run stripes. */
+static void world_rebuild(struct world *w, unsigned int member, uint32_t run)
+{
+	uint64_t stripes = w->a.geo.member_blocks / w->a.geo.unit_blocks, s;
+	struct tpt_plan p;
+	uint32_t n;
+	int err;
+
+	w->s.dead = 0;
+	w->a.ctx.missing = member == RAID_PARITY_MEMBER ? 0 : 1u << member;
+	for (s = 0; s < stripes && !w->s.failed; s += n) {
+		n = (uint32_t)(stripes - s < run ? stripes - s : run);
+		w->group += 2;
+		err = raid5_level.tpt_rebuild(&w->a.ctx, s, n, member, w->group,
+					      &p);
+		CHECK_EQ(err, 0);
+		if (err)
+			break;
+		world_run_plan(w, &p);
+	}
+	w->a.ctx.missing = 0;
+}
+
+/*
+ * Random requests against the byte model; with @dead a member (0..N-1)
+ * is gone for all of them - its disk scrambled, no command may reach it -
+ * and afterwards it is rebuilt, after which the whole array must be
+ * consistent again.
+ */
+static void random_requests_on(unsigned int members, uint32_t unit,
+			       uint64_t stripes, uint32_t block_size,
+			       unsigned int n, int dead)
+{
+	uint64_t stripe_blocks = (uint64_t)(members - 1) * unit;
+	uint64_t lba = 0, blocks = 0;
+	int before = unit_failures;
+	struct world w;
+	unsigned int i, kind;
+
+	world_init(&w, members, unit, stripes, block_size, 256);
+	if (dead >= 0) {
+		w.s.dead = 1u << dead;
+		w.a.ctx.missing = 1u << dead;
+		rnd_fill(w.s.t[dead].disk, w.a.geo.member_blocks * block_size);
+	}
+	for (i = 0; i < n && unit_failures == before; i++) {
+		switch (rnd_below(3)) {
+		case 0:
+			blocks = 1 + rnd_below(unit);
+			break;
+		case 1:
+			blocks = 1 + rnd_below(stripe_blocks);
+			break;
+		default:
+			blocks = 1 + rnd_below(3 * stripe_blocks + unit);
+			break;
+		}
+		lba = rnd_below(w.array_blocks - blocks + 1);
+		/* Aligned requests often, so whole units and stripes come
+		 * up as much as ragged ones. */
+		switch (rnd_below(4)) {
+		case 0:
+			lba -= lba % stripe_blocks;
+			break;
+		case 1:
+			lba -= lba % unit;
+			break;
+		}
+		kind = (unsigned int)rnd_below(20);
+		/* Half the requests as an unmodified host's, whose data the
+		 * controller holds. */
+		w.a.ctx.host_held = i % 2;
+		if (kind < 9)
+			world_write(&w, lba, (uint32_t)blocks, false);
+		else if (kind < 17)
+			world_read(&w, lba, (uint32_t)blocks);
+		else
+			world_write(&w, lba, (uint32_t)blocks, true);
+	}
+	if (unit_failures != before)
+		fprintf(stderr, "random: N=%u unit=%u dead=%d: request %u (lba "
+			"%llu, %llu blocks) failed\n", members, unit, dead,
+			i - 1, (unsigned long long)lba,
+			(unsigned long long)blocks);
+	if (dead >= 0 && unit_failures == before) {
+		world_rebuild(&w, (unsigned int)dead, 5);
+		CHECK(world_consistent(&w));
+	}
+	world_destroy(&w);
+}
+
+static void random_requests(void)
+{
+	unsigned int n;
+
+	for (n = 3; n <= 6; n++) {
+		random_requests_on(n, 8, 24, 64, 600, -1);
+		random_requests_on(n, 128, 6, 64, 600, -1);
+	}
+	random_requests_on(8, 16, 12, 512, 150, -1);
+}
+
+/* ---- a member gone (paper III-D 5; protocol.md 7.5) ---- */
+
+static void degraded_requests(void)
+{
+	unsigned int n, dead;
+
+	for (n = 3; n <= 6; n++)
+		for (dead = 0; dead < n; dead++) {
+			random_requests_on(n, 8, 12, 64, 200, (int)dead);
+			random_requests_on(n, 32, 6, 64, 100, (int)dead);
+		}
+	random_requests_on(8, 16, 12, 512, 100, 5);
+}
+
+/* A unit of the missing member, read: N-2 READ MEDIUM, one PART TMP at
+ * the calculator with a pass per source, one SEND RESULT, and a release
+ * of the exporters' slots beside it. */
+static void degraded_read_shape(void)
+{
+	unsigned int n, i, counts[TPT_PLAN_SEND_RESULT + 1];
+
+	for (n = 3; n <= MAX_MEMBERS; n++) {
+		struct world w;
+		struct tpt_plan p;
+		struct raid_chunk ch;
+
+		world_init(&w, n, 8, 4, 512, 16);
+		raid5_level.map(&w.a.geo, 8, &ch);
+		w.a.ctx.missing = 1u << ch.member;
+		CHECK_EQ(raid5_level.tpt_read(&w.a.ctx, 8, 8, 10, &p), 0);
+		memset(counts, 0, sizeof(counts));
+		for (i = 0; i < p.nr_cmds; i++)
+			counts[p.cmds[i].op]++;
+		CHECK_EQ(p.nr_groups, 2);
+		CHECK_EQ(counts[TPT_PLAN_PREP_READ], 0);
+		CHECK_EQ(counts[TPT_PLAN_READ_MEDIUM], n - 2);
+		CHECK_EQ(counts[TPT_PLAN_PART_TMP], 1);
+		CHECK_EQ(counts[TPT_PLAN_SEND_RESULT], 1);
+		CHECK_EQ(counts[TPT_PLAN_RELEASE], n - 2);
+		CHECK_EQ(p.nr_steps, 3);
+		for (i = 0; i < p.nr_cmds; i++)
+			CHECK(p.cmds[i].member != ch.member);
+		tpt_plan_return_slots(&p);
+		tpt_plan_free(&p);
+		world_destroy(&w);
+	}
+}
+
+/* Two members gone: nothing can be planned that needs either. */
+static void two_missing_is_no_data(void)
+{
+	struct world w;
+	struct tpt_plan p;
+
+	world_init(&w, 5, 8, 4, 512, 16);
+	w.a.ctx.missing = 0x3;
+	CHECK_EQ(raid5_level.tpt_read(&w.a.ctx, 0, 8, 1, &p), -ENODATA);
+	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, 8, 1, &p), -ENODATA);
+	CHECK_EQ(raid5_level.tpt_rebuild(&w.a.ctx, 0, 1, 0, 1, &p), -EINVAL);
+	CHECK(all_slots_free(&w.a));
+	world_destroy(&w);
+}
+
+/* Parity units scribbled over (a write torn by a crash) come back from
+ * the data, stripe by stripe. */
+static void resync_recomputes_parity(void)
+{
+	unsigned int n;
+
+	for (n = 3; n <= 6; n++) {
+		struct world w;
+		uint64_t s;
+
+		world_init(&w, n, 16, 10, 512, 64);
+		for (s = 0; s < 10; s += 3)
+			rnd_fill(unit_on_member(&w, raid5_level.parity_member(
+					&w.a.geo, s, 0), s), 16 * 512);
+		CHECK(!world_consistent(&w));
+		world_rebuild(&w, RAID_PARITY_MEMBER, 4);
+		CHECK(world_consistent(&w));
+		world_destroy(&w);
+	}
+}
+
+/*
+ * A rebuild chain's passes (protocol.md 5.1, 7.5): one PART BLOCK with a
+ * pass per survivor while its list holds them, and where a long run on a
+ * wide array would pass 256 descriptors (a descriptor per unit and
+ * survivor) a PART TMP COPY of as many passes as fit, then XOR GROUP
+ * commands, PART BLOCK last, one per step - the same bytes either way.
+ */
+static void rebuild_passes_fit_the_list(void)
+{
+	static const uint32_t runs[] = { 16, 64 };
+	unsigned int r, i, part_tmp, part_block, refs;
+	struct tpt_plan p;
+	struct world w;
+
+	for (r = 0; r < 2; r++) {
+		world_init(&w, 8, 8, 64, 512, 128);
+		w.a.ctx.rebuild_gather = TPT_REBUILD_FLAT;
+		w.a.ctx.missing = 1u << 2;
+		CHECK_EQ(raid5_level.tpt_rebuild(&w.a.ctx, 0, runs[r], 2, 100,
+						 &p), 0);
+		part_tmp = part_block = refs = 0;
+		for (i = 0; i < p.nr_cmds; i++) {
+			if (p.cmds[i].op == TPT_PLAN_PART_TMP)
+				part_tmp++;
+			if (p.cmds[i].op == TPT_PLAN_PART_BLOCK)
+				part_block++;
+			if (p.cmds[i].op == TPT_PLAN_PART_TMP ||
+			    p.cmds[i].op == TPT_PLAN_PART_BLOCK) {
+				CHECK(p.cmds[i].nr_refs <= TPT_XFER_DESC_MAX);
+				CHECK_EQ(p.cmds[i].nr_refs % runs[r], 0);
+				refs += p.cmds[i].nr_refs;
+			}
+		}
+		/* 7 survivors: 7 x 16 descriptors fit; 7 x 64 take 4 passes,
+		 * then 3. */
+		CHECK_EQ(part_block, 1);
+		CHECK_EQ(part_tmp, r ? 1 : 0);
+		CHECK_EQ(refs, 7 * runs[r]);
+		CHECK_EQ(p.nr_steps, r ? 4 : 3);
+		tpt_plan_return_slots(&p);
+		tpt_plan_free(&p);
+		w.a.ctx.missing = 0;
+		world_rebuild(&w, 2, runs[r]);
+		CHECK(world_consistent(&w));
+		world_destroy(&w);
+	}
+}
+
+/* The COMP TMPs of a rebuild of member 1's first 16 stripes on @w. */
+static unsigned int rebuild_comp_tmps(struct world *w, struct tpt_plan *p)
+{
+	unsigned int i, n = 0;
+
+	w->a.ctx.missing = 1u << 1;
+	CHECK_EQ(raid5_level.tpt_rebuild(&w->a.ctx, 0, 16, 1, 100, p), 0);
+	w->a.ctx.missing = 0;
+	for (i = 0; i < p->nr_cmds; i++)
+		n += p->cmds[i].op == TPT_PLAN_COMP_TMP;
+	return n;
+}
+
+/*
+ * A rebuild gathered in a binary tree (protocol.md 7.5): a READ MEDIUM
+ * per source, N-2 COMP TMPs in ceil(log2(N-1)) rounds, no source taking
+ * in more units than there are rounds, and the rebuilt member one PART
+ * BLOCK of one pass; flat has none.  Whatever member is lost, its
+ * rebuild by the tree makes the array consistent.
+ */
+static void rebuild_tree_spreads_the_gathering(void)
+{
+	static const unsigned int widths[] = { 3, 5, 8 };	/* the sim's widest */
+	unsigned int wi, i, m, k, rounds, medium, part_block;
+	unsigned int taken[RAID_MAX_MEMBERS];
+	struct tpt_plan p;
+	struct world w;
+
+	for (wi = 0; wi < 3; wi++) {
+		unsigned int n = widths[wi];
+
+		k = n - 1;
+		for (rounds = 0; (1u << rounds) < k; rounds++)
+			;
+		world_init(&w, n, 8, 32, 512, 128);
+		w.a.ctx.rebuild_gather = TPT_REBUILD_FLAT;
+		CHECK_EQ(rebuild_comp_tmps(&w, &p), 0);
+		tpt_plan_return_slots(&p);
+		tpt_plan_free(&p);
+
+		w.a.ctx.rebuild_gather = TPT_REBUILD_TREE;
+		CHECK_EQ(rebuild_comp_tmps(&w, &p), k - 1);
+		medium = part_block = 0;
+		memset(taken, 0, sizeof(taken));
+		for (i = 0; i < p.nr_cmds; i++) {
+			const struct tpt_plan_cmd *cmd = &p.cmds[i];
+
+			if (cmd->op == TPT_PLAN_READ_MEDIUM) {
+				medium++;
+				CHECK(cmd->member != 1);
+			}
+			if (cmd->op == TPT_PLAN_COMP_TMP) {
+				CHECK(cmd->member != 1);
+				CHECK_EQ(cmd->nr_refs, 16);
+				taken[cmd->member]++;
+			}
+			if (cmd->op == TPT_PLAN_PART_BLOCK) {
+				part_block++;
+				CHECK_EQ(cmd->member, 1);
+				CHECK_EQ(cmd->nr_refs, 16);
+			}
+		}
+		CHECK_EQ(medium, k);
+		CHECK_EQ(part_block, 1);
+		for (m = 0; m < n; m++)
+			CHECK(taken[m] <= rounds);
+		/* READ MEDIUM, the rounds, PART BLOCK, WRITE NEW DATA */
+		CHECK_EQ(p.nr_steps, rounds + 3);
+		tpt_plan_return_slots(&p);
+		tpt_plan_free(&p);
+		CHECK(all_slots_free(&w.a));
+
+		for (m = 0; m < n; m++) {
+			rnd_fill(w.s.t[m].disk,
+				 w.a.geo.member_blocks * w.s.bs);
+			CHECK(!world_consistent(&w));
+			world_rebuild(&w, m, 5);
+			CHECK(world_consistent(&w));
+		}
+		world_destroy(&w);
+	}
+}
+
+int main(void)
+{
+	RUN(random_requests);
+	RUN(degraded_read_shape);
+	RUN(two_missing_is_no_data);
+	RUN(degraded_requests);
+	RUN(resync_recomputes_parity);
+	RUN(rebuild_passes_fit_the_list);
+	RUN(rebuild_tree_spreads_the_gathering);
+	UNIT_EXIT();
+}
