@@ -72,11 +72,53 @@ struct tpt_member *array_position_member(struct tpt_array *a, unsigned int pos)
 	return m >= 0 ? &a->member[m] : NULL;
 }
 
-static bool region_missed(const struct tpt_position *p, uint64_t stripe)
+bool array_stripe_missed(const struct tpt_array *a, unsigned int p,
+			 uint64_t stripe)
 {
-	uint64_t r = stripe / TPT_RECOVERY_REGION_STRIPES;
+	uint64_t b = stripe / a->fine_stripes;
 
-	return p->missed && (p->missed[r / 8] & (1u << (r % 8)));
+	return a->pos[p].missed_fine[b / 8] & (1u << (b % 8));
+}
+
+/*
+ * The region map is what survives a restart; the fine one is what a
+ * returning box catches up on and what a recovery at another position
+ * may count on it for: a few stripes torn by writes in flight when it
+ * was lost must not make whole regions unusable at two positions.
+ */
+bool array_mark_missed(struct tpt_array *a, unsigned int p, uint64_t first,
+		       uint64_t last)
+{
+	struct tpt_position *pos = &a->pos[p];
+	bool changed = false;
+	uint64_t r, b;
+
+	for (r = first / TPT_RECOVERY_REGION_STRIPES;
+	     r <= last / TPT_RECOVERY_REGION_STRIPES; r++) {
+		if (pos->missed[r / 8] & (1u << (r % 8)))
+			continue;
+		pos->missed[r / 8] |= 1u << (r % 8);
+		changed = true;
+	}
+	for (b = first / a->fine_stripes; b <= last / a->fine_stripes; b++)
+		pos->missed_fine[b / 8] |= 1u << (b % 8);
+	return changed;
+}
+
+void array_missed_from_regions(struct tpt_array *a, unsigned int p)
+{
+	const struct tpt_position *pos = &a->pos[p];
+	uint64_t r, first, last;
+
+	for (r = 0; r < a->nr_regions; r++) {
+		if (!(pos->missed[r / 8] & (1u << (r % 8))))
+			continue;
+		first = r * TPT_RECOVERY_REGION_STRIPES;
+		last = first + TPT_RECOVERY_REGION_STRIPES - 1;
+		if (last >= a->nr_stripes)
+			last = a->nr_stripes - 1;
+		array_mark_missed(a, p, first, last);
+	}
 }
 
 /* Whether position @p's box holds @stripe's unit as it should. */
@@ -93,14 +135,14 @@ static bool position_valid(struct tpt_array *a, unsigned int p,
 		return true;
 	case TPT_POS_RECOVERING:
 		return stripe < pos->recover_point ||
-		       (pos->catch_up && !region_missed(pos, stripe)) ||
+		       (pos->catch_up && !array_stripe_missed(a, p, stripe)) ||
 		       recovery_rebuilt(a, p, stripe);
 	default:
 		return false;
 	}
 }
 
-static uint32_t missing_at(struct tpt_array *a, uint64_t stripe)
+uint32_t array_missing_at(struct tpt_array *a, uint64_t stripe)
 {
 	uint32_t missing = 0;
 	unsigned int p;
@@ -127,13 +169,19 @@ static void span_settle_missing(struct tpt_array *a, struct tpt_span *s)
 	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
 	uint64_t st;
 
-	s->missing = missing_at(a, s->first_stripe);
-	if (s->kind == TPT_SPAN_REBUILD)
+	s->missing = array_missing_at(a, s->first_stripe);
+	if (s->kind == TPT_SPAN_REBUILD) {
+		/* Planned as a whole: without every position it lacks
+		 * anywhere (recovery.c cuts its batches where that
+		 * changes, but it may have changed since). */
+		for (st = s->first_stripe + 1; st <= s->last_stripe; st++)
+			s->missing |= array_missing_at(a, st);
 		return;
+	}
 	for (st = s->first_stripe + 1; st <= s->last_stripe; st++) {
 		uint64_t end;
 
-		if (missing_at(a, st) == s->missing)
+		if (array_missing_at(a, st) == s->missing)
 			continue;
 		end = st * per_stripe;
 		s->blocks = (uint32_t)(end - s->lba);
@@ -300,17 +348,15 @@ void array_run_waiting(struct tpt_array *a)
 void array_spans_missed(struct tpt_array *a, unsigned int p)
 {
 	struct list_head *lists[] = { &a->running, &a->retrying };
-	struct tpt_position *pos = &a->pos[p];
 	struct tpt_span *s;
 	unsigned int i;
-	uint64_t r;
 
 	for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
 		list_for_each_entry(s, lists[i], link)
-			for (r = s->first_stripe / TPT_RECOVERY_REGION_STRIPES;
-			     r <= s->last_stripe / TPT_RECOVERY_REGION_STRIPES;
-			     r++)
-				pos->missed[r / 8] |= 1u << (r % 8);
+			if (s->wrote && (s->kind != TPT_SPAN_REBUILD ||
+					 s->member == RAID_PARITY_MEMBER))
+				array_mark_missed(a, p, s->first_stripe,
+						  s->last_stripe);
 }
 
 static void span_queue(struct tpt_array *a, struct tpt_span *s)
@@ -472,7 +518,7 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		s->attempts++;
 		/* A fault a member has since been failed for, or one that a
 		 * re-plan alone cures: at once; anything else after a pause. */
-		if (missing_at(a, s->first_stripe) != s->missing ||
+		if (array_missing_at(a, s->first_stripe) != s->missing ||
 		    result == -ESTALE) {
 			s->missing = 0;
 			span_queue(a, s);
@@ -818,9 +864,15 @@ maps:
 	a->nr_stripes = a->geo.member_blocks / a->geo.unit_blocks;
 	a->nr_regions = (a->nr_stripes + TPT_RECOVERY_REGION_STRIPES - 1) /
 			TPT_RECOVERY_REGION_STRIPES;
+	a->fine_stripes = (a->nr_stripes + TPT_MISSED_FINE_MAX_BITS - 1) /
+			  TPT_MISSED_FINE_MAX_BITS;
 	for (p = 0; p < a->nr_members; p++) {
+		uint64_t bits = (a->nr_stripes + a->fine_stripes - 1) /
+				a->fine_stripes;
+
 		a->pos[p].missed = calloc((a->nr_regions + 7) / 8, 1);
-		if (!a->pos[p].missed)
+		a->pos[p].missed_fine = calloc((bits + 7) / 8, 1);
+		if (!a->pos[p].missed || !a->pos[p].missed_fine)
 			return -ENOMEM;
 	}
 	a->intent = calloc((a->nr_regions + 7) / 8, 1);
@@ -921,8 +973,10 @@ static void array_free(struct tpt_array *a, bool set_up)
 		a->mode->teardown(a);
 	for (i = 0; i < a->nr_boxes; i++)
 		member_close(&a->member[i]);
-	for (i = 0; i < a->nr_members; i++)
+	for (i = 0; i < a->nr_members; i++) {
 		free(a->pos[i].missed);
+		free(a->pos[i].missed_fine);
+	}
 	recovery_free(a);
 	free(a->intent);
 	free(a->region_gen);

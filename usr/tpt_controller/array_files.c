@@ -301,17 +301,26 @@ bool array_intent_hold(struct tpt_array *a, struct tpt_span *s)
 
 	if (s->kind != TPT_SPAN_WRITE)
 		return false;
+	/* Missing more than the level rebuilds, it fails unplanned: if it
+	 * has written nothing before (a member failed under it), no box
+	 * misses anything. */
+	if ((unsigned int)__builtin_popcount(missing) > a->level->nr_parity &&
+	    !s->wrote)
+		return false;
 	for (r = first; r <= last; r++) {
+		uint64_t st = r * TPT_RECOVERY_REGION_STRIPES;
+		uint64_t end = st + TPT_RECOVERY_REGION_STRIPES - 1;
 		bool changed = !bit(a->intent, r);
 
 		set_bit(a->intent, r);
-		for (p = 0; p < a->nr_members; p++) {
-			if (!(missing & (1u << p)) || !a->pos[p].missed_valid ||
-			    bit(a->pos[p].missed, r))
-				continue;
-			set_bit(a->pos[p].missed, r);
-			changed = true;
-		}
+		if (st < s->first_stripe)
+			st = s->first_stripe;
+		if (end > s->last_stripe)
+			end = s->last_stripe;
+		for (p = 0; p < a->nr_members; p++)
+			if ((missing & (1u << p)) && a->pos[p].missed_valid &&
+			    array_mark_missed(a, p, st, end))
+				changed = true;
 		if (changed)
 			a->region_gen[r] = ++a->change_gen;
 		if (a->region_gen[r] > need)
@@ -465,6 +474,7 @@ static int regions_load(struct tpt_array *a, struct array_files *f,
 		memcpy(a->intent, r[best].intent, mb);
 		for (p = 0; p < a->nr_members; p++) {
 			memcpy(a->pos[p].missed, r[best].missed[p], mb);
+			array_missed_from_regions(a, p);
 			a->pos[p].missing_since = r[best].missing_since[p];
 			a->pos[p].missed_valid = r[best].missing_since[p] != 0;
 		}

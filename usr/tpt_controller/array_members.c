@@ -107,6 +107,30 @@ void array_member_error(struct tpt_array *a, struct tpt_member *m,
 	member_fail(m, why);
 }
 
+/*
+ * From now on @m is planned without (position_valid()), though its
+ * teardown, and array_member_lost(), come a turn of the loop later.  A
+ * span that wrote and fails on it meanwhile is planned again at once:
+ * its regions must reach the position's missed map before then, or a
+ * stripe torn by it would later be trusted.  So the map starts here, and
+ * recovery stops here (recovery_member_lost()).
+ */
+void array_member_failing(struct tpt_array *a, struct tpt_member *m)
+{
+	struct tpt_position *pos;
+
+	if (!m->ready || m->position < 0 || a->stopping)
+		return;
+	recovery_member_lost(a);
+	pos = &a->pos[m->position];
+	if (pos->state == TPT_POS_IN_SYNC) {
+		pos->missing_since = a->event + 1;
+		pos->missed_valid = true;
+	}
+	if (pos->missed_valid)
+		array_spans_missed(a, (unsigned int)m->position);
+}
+
 void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 		       bool was_online)
 {
@@ -126,13 +150,14 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 	pthread_mutex_unlock(&a->counters_lock);
 	/* Whatever recovery ran was planned with this member: it starts
 	 * again from what the array is now. */
-	recovery_stop(a);
+	recovery_member_lost(a);
 	if (m->position >= 0) {
 		struct tpt_position *pos = &a->pos[m->position];
 
 		/* Whatever it was doing, its data is now only in the others.
-		 * From an in-sync box the map starts here; a box that was
-		 * catching up keeps the map it was catching up from. */
+		 * From an in-sync box the map starts when it began to fail
+		 * (array_member_failing()), or here; a box that was catching
+		 * up keeps the map it was catching up from. */
 		if (pos->state == TPT_POS_IN_SYNC) {
 			pos->missing_since = a->event + 1;
 			pos->missed_valid = true;
@@ -192,6 +217,7 @@ void array_member_admit(struct tpt_array *a, struct tpt_member *m)
 	    a->pos[p].state != TPT_POS_IN_SYNC) {
 		a->pos[p].state = TPT_POS_RECOVERING;
 		a->pos[p].recover_point = 0;
+		a->pos[p].stalled_at = 0;
 		a->pos[p].catch_up = false;
 		eprintf("tptraid: member %u (%s) is back: rebuilding position "
 			"%d onto it from the start\n", m->id, m->url, p);
@@ -213,6 +239,7 @@ void array_member_admit(struct tpt_array *a, struct tpt_member *m)
 	 * one since this box's last event, else rebuild it whole. */
 	a->pos[p].state = TPT_POS_RECOVERING;
 	a->pos[p].recover_point = 0;
+	a->pos[p].stalled_at = 0;
 	a->pos[p].catch_up = m->sb_status == 0 && a->pos[p].missed_valid &&
 			     sb->event + 1 >= a->pos[p].missing_since;
 	eprintf("tptraid: member %u (%s) is back at position %d from event %"

@@ -183,6 +183,7 @@ void member_fail(struct tpt_member *m, const char *why)
 	m->failing = true;
 	/* A copy: callers may pass a message built on their stack. */
 	snprintf(m->fail_reason, sizeof(m->fail_reason), "%s", why ? why : "");
+	array_member_failing(m->array, m);
 	list_add_tail(&m->fail_link, &failing_members);
 	if (write(failing_efd, &one, sizeof(one)) < 0)
 		eprintf("tptraid: eventfd write: %m\n");

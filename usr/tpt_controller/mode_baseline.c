@@ -250,6 +250,8 @@ static void bl_step(struct bl_run *run)
 	for (i = 0; i < st->nr_cmds; i++)
 		if (run->plan.cmds[st->first_cmd + i].op == BL_WRITE)
 			writes = true;
+	if (writes && !local_err)
+		run->span->wrote = true;
 	run->pending++;
 	/* Nothing goes out after a local step failed. */
 	for (i = 0; !local_err && i < st->nr_cmds && (!err || writes); i++) {

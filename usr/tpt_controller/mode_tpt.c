@@ -1226,9 +1226,13 @@ static void tp_send_step(struct tp_run *run, const struct tpt_plan *p,
 			 unsigned int step)
 {
 	const struct plan_step *s = &p->steps[step];
-	bool in_full = run->releasing || tp_step_writes(p, s);
+	bool writes = tp_step_writes(p, s);
+	bool in_full = run->releasing || writes;
 	unsigned int i;
 	int err;
+
+	if (writes)
+		run->span->wrote = true;
 
 	/* Held open while the step's commands go out. */
 	run->pending++;

@@ -1,7 +1,7 @@
 /*
  * Background recovery of an array, one job at a time, in this order:
  *
- *   - a box back at its position catches up: only the regions it missed
+ *   - a box back at its position catches up: only the stripes it missed
  *     when the array kept a record since it left, else every stripe;
  *   - a spare takes over a position that has no box, rebuilt in full
  *     (paper III-D 5: "a background process of reconstruction onto a
@@ -75,17 +75,29 @@ static bool map_has(const uint8_t *map, uint64_t stripe)
 	return map[r / 8] & (1u << (r % 8));
 }
 
-/* Stripes of the regions set in @map. */
-static uint64_t map_stripes(const struct tpt_array *a, const uint8_t *map)
+/* Stripes the running recovery has to do from @from on. */
+static uint64_t stripes_left(struct tpt_array *a, uint64_t from)
 {
-	uint64_t r, n = 0, first;
+	const struct tpt_recovery *rc = &a->recovery;
+	const uint8_t *map = rc->position == RAID_PARITY_MEMBER ?
+			     rc->resync_map : a->pos[rc->position].missed;
+	uint64_t st, end, n = 0;
 
-	for (r = 0; r < a->nr_regions; r++) {
-		if (!(map[r / 8] & (1u << (r % 8))))
+	if (rc->position != RAID_PARITY_MEMBER && !rc->catch_up)
+		return a->nr_stripes - from;
+	for (st = from; st < a->nr_stripes; st = end) {
+		end = (st / TPT_RECOVERY_REGION_STRIPES + 1) *
+		      TPT_RECOVERY_REGION_STRIPES;
+		if (end > a->nr_stripes)
+			end = a->nr_stripes;
+		if (!map_has(map, st))
 			continue;
-		first = r * TPT_RECOVERY_REGION_STRIPES;
-		n += first + TPT_RECOVERY_REGION_STRIPES <= a->nr_stripes ?
-		     TPT_RECOVERY_REGION_STRIPES : a->nr_stripes - first;
+		if (rc->position == RAID_PARITY_MEMBER) {
+			n += end - st;
+			continue;
+		}
+		for (; st < end; st++)
+			n += array_stripe_missed(a, rc->position, st);
 	}
 	return n;
 }
@@ -112,6 +124,9 @@ static void recovery_finish(struct tpt_array *a)
 		pos->recover_point = 0;
 		pos->missed_valid = false;
 		memset(pos->missed, 0, (a->nr_regions + 7) / 8);
+		memset(pos->missed_fine, 0,
+		       ((a->nr_stripes + a->fine_stripes - 1) /
+			a->fine_stripes + 7) / 8);
 		array_regions_changed(a);
 		eprintf("tptraid: position %u %s: %" PRIu64 " stripes in %.2f "
 			"s (%.1f MB/s); the array is %s\n", rc->position,
@@ -159,12 +174,29 @@ bool recovery_rebuilt(const struct tpt_array *a, unsigned int p,
 	return false;
 }
 
+/* For the log: the other positions a batch planned without @missing
+ * lacked, when they are why it could not be planned. */
+static void stall_why(const struct tpt_array *a, uint32_t missing,
+		      unsigned int position, char *why, size_t len)
+{
+	uint32_t others = missing;
+
+	if (position != RAID_PARITY_MEMBER)
+		others &= ~(1u << position);
+	why[0] = '\0';
+	if (others && (unsigned int)__builtin_popcount(missing) >
+		      a->level->nr_parity)
+		snprintf(why, len, " (position mask 0x%x is not in sync "
+			 "there either)", others);
+}
+
 static void recovery_span_done(struct tpt_span *s, int result)
 {
 	struct tpt_array *a = s->array;
 	struct tpt_recovery *rc = &a->recovery;
 	uint64_t n = s->last_stripe - s->first_stripe + 1;
 	uint64_t s_first = s->first_stripe;
+	uint32_t s_missing = s->missing;
 
 	rc->in_flight--;
 	free(s);
@@ -177,12 +209,23 @@ static void recovery_span_done(struct tpt_span *s, int result)
 		return;
 	}
 	if (result) {
-		/* The target box or a source failed: membership changed, and
-		 * a kick starts again from what it finds, at once or in a
-		 * few seconds. */
-		eprintf("tptraid: recovery of position %d stopped at stripe %"
-			PRIu64 ": %s\n", rc->position == RAID_PARITY_MEMBER ?
-			-1 : (int)rc->position, s_first, strerror(-result));
+		/* It could not be planned or a box failed under it: a kick
+		 * in a few seconds starts what the array needs then, trying
+		 * the other positions to recover first, since one may need
+		 * what this one lacks. */
+		uint64_t *stalled = rc->position == RAID_PARITY_MEMBER ?
+				    NULL : &a->pos[rc->position].stalled_at;
+		char why[96];
+
+		stall_why(a, s_missing, rc->position, why, sizeof(why));
+		if (!stalled || *stalled != s_first + 1)
+			eprintf("tptraid: recovery of position %d stopped at "
+				"stripe %" PRIu64 ": %s%s; trying again every "
+				"5 s\n", stalled ? (int)rc->position : -1,
+				s_first, strerror(-result), why);
+		if (stalled)
+			*stalled = s_first + 1;
+		rc->kick_from = stalled ? rc->position + 1 : 0;
 		rc->active = false;
 		rc->paused = true;
 		rc->timer.func = recovery_retry;
@@ -191,6 +234,8 @@ static void recovery_span_done(struct tpt_span *s, int result)
 		return;
 	}
 	rc->done_stripes += n;
+	if (rc->position != RAID_PARITY_MEMBER)
+		a->pos[rc->position].stalled_at = 0;
 	batch_done(rc, s_first);
 	rc->done_point = rc->nr_batches ? rc->batch[0].first : rc->next;
 	if (rc->position != RAID_PARITY_MEMBER)
@@ -214,22 +259,33 @@ static void recovery_resume(void *data)
 	recovery_step(a);
 }
 
-/* The next stripe to recover from @from on: for a catch-up only stripes
- * of the regions the box missed, for a resync those of its map. */
+/* Whether the running recovery has @stripe to do: for a catch-up only
+ * the stripes the box missed, for a resync those of its regions. */
+static bool recovery_wants(struct tpt_array *a, uint64_t stripe)
+{
+	struct tpt_recovery *rc = &a->recovery;
+
+	if (rc->position == RAID_PARITY_MEMBER)
+		return map_has(rc->resync_map, stripe);
+	return !rc->catch_up ||
+	       array_stripe_missed(a, rc->position, stripe);
+}
+
+/* The next stripe to recover from @from on, a region at a time where
+ * its region has nothing. */
 static uint64_t recovery_next(struct tpt_array *a, uint64_t from)
 {
 	struct tpt_recovery *rc = &a->recovery;
-	const uint8_t *map;
+	const uint8_t *map = rc->position == RAID_PARITY_MEMBER ?
+			     rc->resync_map : a->pos[rc->position].missed;
 
-	if (rc->position == RAID_PARITY_MEMBER)
-		map = rc->resync_map;
-	else if (rc->catch_up)
-		map = a->pos[rc->position].missed;
-	else
-		return from;
-	while (from < a->nr_stripes && !map_has(map, from))
-		from = (from / TPT_RECOVERY_REGION_STRIPES + 1) *
-		       TPT_RECOVERY_REGION_STRIPES;
+	while (from < a->nr_stripes && !recovery_wants(a, from)) {
+		if (map_has(map, from))
+			from++;
+		else
+			from = (from / TPT_RECOVERY_REGION_STRIPES + 1) *
+			       TPT_RECOVERY_REGION_STRIPES;
+	}
 	return from < a->nr_stripes ? from : a->nr_stripes;
 }
 
@@ -239,6 +295,7 @@ static bool recovery_next_batch(struct tpt_array *a)
 	struct tpt_recovery *rc = &a->recovery;
 	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
 	uint64_t first, n, region_end;
+	uint32_t missing;
 	struct tpt_span *s;
 
 	first = recovery_next(a, rc->next);
@@ -262,13 +319,16 @@ static bool recovery_next_batch(struct tpt_array *a)
 		add_work(&rc->timer, 1);
 		return false;
 	}
-	n = RECOVERY_BATCH_STRIPES;
 	region_end = (first / TPT_RECOVERY_REGION_STRIPES + 1) *
 		     TPT_RECOVERY_REGION_STRIPES;
-	if (first + n > region_end)
-		n = region_end - first;
-	if (first + n > a->nr_stripes)
-		n = a->nr_stripes - first;
+	/* A run of stripes to do with the same positions in sync: a batch
+	 * is planned as a whole, and where another position is recovering
+	 * too, a stripe it lacks must not hold back the ones around it. */
+	missing = array_missing_at(a, first);
+	for (n = 1; n < RECOVERY_BATCH_STRIPES && first + n < region_end &&
+	     first + n < a->nr_stripes && recovery_wants(a, first + n) &&
+	     array_missing_at(a, first + n) == missing; n++)
+		;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		if (!rc->in_flight)
@@ -303,35 +363,42 @@ static void recovery_step(struct tpt_array *a)
 		;
 }
 
+/*
+ * A position's recovery starts at its recover_point: below it the box is
+ * in sync (writes there reach it), so a job stopped by a failure - of a
+ * source, or because another position lacked a stripe - goes on where it
+ * was instead of from the start.  A returning box or a spare taking over
+ * starts at 0 (array_members.c, recovery_take_spare()).  A quiet restart
+ * after a stall logs nothing new.
+ */
 static void recovery_start(struct tpt_array *a, unsigned int position,
 			   bool catch_up)
 {
 	struct tpt_recovery *rc = &a->recovery;
+	uint64_t from = position == RAID_PARITY_MEMBER ? 0 :
+			a->pos[position].recover_point;
+	bool quiet = position != RAID_PARITY_MEMBER &&
+		     a->pos[position].stalled_at;
 
 	rc->active = true;
 	rc->position = position;
 	rc->catch_up = catch_up;
-	rc->next = 0;
-	rc->done_point = 0;
+	rc->next = from;
+	rc->done_point = from;
 	rc->done_stripes = 0;
 	rc->nr_batches = 0;
-	if (position == RAID_PARITY_MEMBER)
-		rc->total_stripes = map_stripes(a, rc->resync_map);
-	else if (catch_up)
-		rc->total_stripes = map_stripes(a, a->pos[position].missed);
-	else
-		rc->total_stripes = a->nr_stripes;
-	rc->error = 0;
+	rc->total_stripes = stripes_left(a, from);
 	clock_gettime(CLOCK_MONOTONIC, &rc->started);
 	if (position == RAID_PARITY_MEMBER)
 		eprintf("tptraid: computing the parity of %" PRIu64
 			" stripes\n", rc->total_stripes);
-	else
+	else if (!quiet)
 		eprintf("tptraid: %s position %u onto member %d (%s): %" PRIu64
-			" stripes\n", catch_up ? "catching up" : "rebuilding",
+			" stripes%s\n", catch_up ? "catching up" : "rebuilding",
 			position, a->pos[position].member,
 			a->member[a->pos[position].member].url,
-			rc->total_stripes);
+			rc->total_stripes, from ? " (from where it stopped)" :
+			"");
 	recovery_step(a);
 }
 
@@ -354,6 +421,7 @@ static bool recovery_take_spare(struct tpt_array *a, unsigned int position)
 		pos->member = (int)i;
 		pos->state = TPT_POS_RECOVERING;
 		pos->recover_point = 0;
+		pos->stalled_at = 0;
 		pos->catch_up = false;
 		eprintf("tptraid: spare %u (%s) takes over position %u\n", i,
 			m->url, position);
@@ -365,15 +433,22 @@ static bool recovery_take_spare(struct tpt_array *a, unsigned int position)
 
 void recovery_kick(struct tpt_array *a)
 {
-	unsigned int p;
+	unsigned int i, p;
 
 	if (!a->assembled || a->stopping || a->recovery.active ||
 	    a->recovery.in_flight || a->recovery.paused)
 		return;
-	for (p = 0; p < a->nr_members; p++) {
-		struct tpt_position *pos = &a->pos[p];
-		struct tpt_member *m = array_position_member(a, p);
+	/* From the position after the one that stalled last: two
+	 * positions recovering at once may each need the other somewhere
+	 * (a source lost during a rebuild, then back), and neither may
+	 * starve the other. */
+	for (i = 0; i < a->nr_members; i++) {
+		struct tpt_position *pos;
+		struct tpt_member *m;
 
+		p = (a->recovery.kick_from + i) % a->nr_members;
+		pos = &a->pos[p];
+		m = array_position_member(a, p);
 		if (pos->state == TPT_POS_RECOVERING && m && m->ready &&
 		    m->link == MEMBER_ONLINE) {
 			recovery_start(a, p, pos->catch_up);
@@ -409,6 +484,30 @@ void recovery_stop(struct tpt_array *a)
 	a->recovery.paused = false;
 	a->recovery.active = false;
 	a->recovery.nr_batches = 0;
+}
+
+/*
+ * While the lost box is away, writes go where the array can plan them
+ * without it: also below the recovery point of a position being rebuilt
+ * or caught up, and the lost box's fine missed map records their stripes.
+ * When it comes back, the two recoveries need each other: the returning
+ * box's catch-up needs the other position where it missed writes, below
+ * the point; the other position's recovery above its point needs the
+ * returning box, which missed nothing there (nothing can be written there
+ * without both) but the stripes torn by writes in flight when it was
+ * lost.  Those alone neither can recover.  A bit of the fine map may
+ * cover several stripes (huge arrays): the point goes back to the start
+ * of its bit, so that no bit is needed by both.
+ */
+void recovery_member_lost(struct tpt_array *a)
+{
+	unsigned int p;
+
+	recovery_stop(a);
+	for (p = 0; p < a->nr_members; p++)
+		if (a->pos[p].state == TPT_POS_RECOVERING)
+			a->pos[p].recover_point -= a->pos[p].recover_point %
+						   a->fine_stripes;
 }
 
 void recovery_free(struct tpt_array *a)

@@ -339,6 +339,9 @@ struct tpt_span {
 	uint64_t need_gen;
 	bool intent_counted;
 	unsigned int attempts;
+	/* A step that writes to a medium has gone out for it: it may have
+	 * left a stripe written on some members and not on others. */
+	bool wrote;
 	/* On the retry list because a target was short of buffers: tried
 	 * again when the next span ends (array.c). */
 	bool short_of_buffers;
@@ -354,6 +357,8 @@ struct tpt_span {
  */
 void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		   const struct tpt_array_counters *delta);
+/* Positions whose boxes do not hold @stripe's units as they should. */
+uint32_t array_missing_at(struct tpt_array *a, uint64_t stripe);
 /* Positions @s must be planned without, computed when it starts. */
 uint32_t array_span_missing(const struct tpt_span *s);
 /* The box serving position @pos, or NULL. */
@@ -380,9 +385,14 @@ void array_member_refuse(struct tpt_array *a, struct tpt_member *m);
 /* array.c: start the waiting spans that may start now. */
 void array_run_waiting(struct tpt_array *a);
 /* Record in position @p's missed map the regions of every span that has
- * started and not ended (running, or to be planned again): one may have
- * written some members of a stripe and not the box @p just lost. */
+ * written and not ended (running, or to be planned again): it may have
+ * written some members of a stripe and not the box @p just lost.  One
+ * that has not written yet is planned again without @p, and its regions
+ * are marked then, if it can be planned; a rebuild of another position
+ * leaves @p's units as they were. */
 void array_spans_missed(struct tpt_array *a, unsigned int p);
+/* member_fail() of @m: its position's missed map starts now. */
+void array_member_failing(struct tpt_array *a, struct tpt_member *m);
 /* A command to @m failed in a way only @m can be blamed for. */
 void array_member_error(struct tpt_array *a, struct tpt_member *m,
 			const char *why);
@@ -406,7 +416,7 @@ struct tpt_position {
 	int member;			/* the box serving it, or -1 */
 	enum tpt_pos_state state;
 	/* RECOVERING: stripes below recover_point are in sync; with
-	 * catch_up, so are the regions its box did not miss. */
+	 * catch_up, so are the stripes its box did not miss. */
 	uint64_t recover_point;
 	bool catch_up;
 	/* Regions written while the position had no usable box: what a
@@ -416,10 +426,30 @@ struct tpt_position {
 	uint8_t *missed;
 	bool missed_valid;
 	uint64_t missing_since;
+	/* The same record, a bit per fine_stripes stripes (array_mark_missed()):
+	 * what the recovery goes by.  The regions are what the record file
+	 * keeps; after a restart their stripes count as missed whole. */
+	uint8_t *missed_fine;
+	/* Its recovery last stopped at this stripe, plus one (0: it did
+	 * not): trying again every few seconds logs that once. */
+	uint64_t stalled_at;
 };
 
 /* Stripes per region of the missed-write record. */
 #define TPT_RECOVERY_REGION_STRIPES 64
+/* The most bits a position's fine missed map takes: a bit per stripe up
+ * to 8M stripes (1 MiB), per few stripes beyond. */
+#define TPT_MISSED_FINE_MAX_BITS (8u << 20)
+
+/* Whether position @p's box missed a write to @stripe, as its fine map
+ * says; mark stripes [@first, @last] missed in both maps, true when a
+ * region bit changed; set the fine bits of the regions the region map
+ * has (after loading it). */
+bool array_stripe_missed(const struct tpt_array *a, unsigned int p,
+			 uint64_t stripe);
+bool array_mark_missed(struct tpt_array *a, unsigned int p, uint64_t first,
+		       uint64_t last);
+void array_missed_from_regions(struct tpt_array *a, unsigned int p);
 
 enum tpt_array_state {
 	TPT_ARRAY_OPTIMAL,
@@ -462,7 +492,7 @@ struct tpt_recovery {
 	uint8_t *resync_map;
 	bool active;
 	unsigned int position;		/* or RAID_PARITY_MEMBER */
-	bool catch_up;			/* only the regions its box missed */
+	bool catch_up;			/* only the stripes its box missed */
 	uint64_t next;			/* next stripe to recover */
 	uint64_t done_point;		/* stripes below are recovered */
 	uint64_t done_stripes, total_stripes;
@@ -475,7 +505,8 @@ struct tpt_recovery {
 		bool done;
 	} batch[TPT_RECOVERY_BATCHES];
 	unsigned int nr_batches;
-	int error;
+	/* recovery_kick() looks for a position to recover from here on. */
+	unsigned int kick_from;
 	struct tgt_work timer;		/* the rate limit's pause */
 	bool paused;
 };
@@ -489,6 +520,9 @@ bool recovery_rebuilt(const struct tpt_array *a, unsigned int p,
 /* Whether region @r still awaits its parity resync: its intent bit stays. */
 bool recovery_keeps_region(const struct tpt_array *a, uint64_t r);
 void recovery_stop(struct tpt_array *a);
+/* A member was lost: recovery stops, and goes on later from where it
+ * was, but for the region it was in. */
+void recovery_member_lost(struct tpt_array *a);
 void recovery_free(struct tpt_array *a);
 /* "NN.N% ETA Ns R MB/s", or "" when nothing runs. */
 void recovery_progress(const struct tpt_array *a, char *buf, size_t len);
@@ -513,6 +547,7 @@ struct tpt_array {
 	uint8_t array_key[TPT_ARRAY_KEY_LEN];
 	uint64_t event;			/* membership changes so far */
 	uint64_t nr_stripes, nr_regions;
+	uint64_t fine_stripes;		/* stripes per bit of missed_fine */
 	unsigned int fail_timeout;	/* seconds without an answer */
 	unsigned int rebuild_rate;	/* MB/s, 0: unthrottled */
 	/* Set with tgtadm since creation: kept in the state file, where
