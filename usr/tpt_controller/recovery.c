@@ -413,7 +413,7 @@ static bool recovery_take_spare(struct tpt_array *a, unsigned int position)
 		struct tpt_member *m = &a->member[i];
 
 		if (m->position >= 0 || !m->ready || m->refused ||
-		    m->link != MEMBER_ONLINE)
+		    m->failing || m->link != MEMBER_ONLINE)
 			continue;
 		if (pos->member >= 0)
 			a->member[pos->member].position = -1;
@@ -450,7 +450,7 @@ void recovery_kick(struct tpt_array *a)
 		pos = &a->pos[p];
 		m = array_position_member(a, p);
 		if (pos->state == TPT_POS_RECOVERING && m && m->ready &&
-		    m->link == MEMBER_ONLINE) {
+		    !m->failing && m->link == MEMBER_ONLINE) {
 			recovery_start(a, p, pos->catch_up);
 			return;
 		}
