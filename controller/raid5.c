@@ -1076,9 +1076,11 @@ static int r5_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	int err, last;
 
 	if (!nr || first > UINT64_MAX / per_stripe ||
-	    (member != RAID_PARITY_MEMBER && member >= g->members) ||
-	    (c->missing & ~(member < 32 ? 1u << member : 0)))
+	    (member != RAID_PARITY_MEMBER && member >= g->members))
 		return -EINVAL;
+	/* RAID-5 rebuilds one member from all the others. */
+	if (c->missing & ~(member < 32 ? 1u << member : 0))
+		return -ENODATA;
 	err = tpt_plan_begin(&b, c, first * per_stripe,
 			     (uint32_t)((uint64_t)nr * per_stripe < UINT32_MAX ?
 					(uint64_t)nr * per_stripe : 0),

@@ -368,9 +368,10 @@ int r5_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first,
 
 	if (!nr || first > UINT64_MAX / per_stripe ||
 	    (member != RAID_PARITY_MEMBER && member >= g->members) ||
-	    (c->missing & ~(member < 32 ? 1u << member : 0)) ||
 	    (uint64_t)nr * unit * c->block_size > UINT32_MAX)
 		return -EINVAL;
+	if (c->missing & ~(member < 32 ? 1u << member : 0))
+		return -ENODATA;
 	err = bl_plan_begin(&b, c, first * per_stripe,
 			    (uint32_t)((uint64_t)nr * per_stripe), out);
 	if (err)

@@ -105,6 +105,30 @@ bool array_mark_missed(struct tpt_array *a, unsigned int p, uint64_t first,
 	return changed;
 }
 
+static size_t missed_fine_bytes(const struct tpt_array *a)
+{
+	return ((a->nr_stripes + a->fine_stripes - 1) / a->fine_stripes +
+		7) / 8;
+}
+
+void array_missed_all(struct tpt_array *a, unsigned int p, bool lacks)
+{
+	memset(a->pos[p].missed_fine, lacks ? 0xff : 0, missed_fine_bytes(a));
+}
+
+void array_missed_done(struct tpt_array *a, unsigned int p, uint64_t first,
+		       uint64_t end)
+{
+	uint8_t *map = a->pos[p].missed_fine;
+	uint64_t b;
+
+	/* Batches start and end on bits (TPT_MISSED_FINE_MAX_STRIPES), or
+	 * at the last stripe. */
+	for (b = first / a->fine_stripes;
+	     b < (end + a->fine_stripes - 1) / a->fine_stripes; b++)
+		map[b / 8] &= (uint8_t)~(1u << (b % 8));
+}
+
 void array_missed_from_regions(struct tpt_array *a, unsigned int p)
 {
 	const struct tpt_position *pos = &a->pos[p];
@@ -134,9 +158,7 @@ static bool position_valid(struct tpt_array *a, unsigned int p,
 	case TPT_POS_IN_SYNC:
 		return true;
 	case TPT_POS_RECOVERING:
-		return stripe < pos->recover_point ||
-		       (pos->catch_up && !array_stripe_missed(a, p, stripe)) ||
-		       recovery_rebuilt(a, p, stripe);
+		return !array_stripe_missed(a, p, stripe);
 	default:
 		return false;
 	}
@@ -160,7 +182,7 @@ uint32_t array_span_missing(const struct tpt_span *s)
 
 /*
  * Fix what @s plans without, cutting it where that changes within it (a
- * recovery point or a missed region inside the span): the rest becomes
+ * position recovered in part of the span, or missed in part): the rest becomes
  * the request's next span.  A rebuild span names its target position,
  * which is missing by definition.
  */
@@ -864,14 +886,14 @@ maps:
 	a->nr_stripes = a->geo.member_blocks / a->geo.unit_blocks;
 	a->nr_regions = (a->nr_stripes + TPT_RECOVERY_REGION_STRIPES - 1) /
 			TPT_RECOVERY_REGION_STRIPES;
-	a->fine_stripes = (a->nr_stripes + TPT_MISSED_FINE_MAX_BITS - 1) /
-			  TPT_MISSED_FINE_MAX_BITS;
+	for (a->fine_stripes = 1;
+	     a->fine_stripes < TPT_MISSED_FINE_MAX_STRIPES &&
+	     a->nr_stripes > TPT_MISSED_FINE_MAX_BITS * a->fine_stripes;
+	     a->fine_stripes *= 2)
+		;
 	for (p = 0; p < a->nr_members; p++) {
-		uint64_t bits = (a->nr_stripes + a->fine_stripes - 1) /
-				a->fine_stripes;
-
 		a->pos[p].missed = calloc((a->nr_regions + 7) / 8, 1);
-		a->pos[p].missed_fine = calloc((bits + 7) / 8, 1);
+		a->pos[p].missed_fine = calloc(missed_fine_bytes(a), 1);
 		if (!a->pos[p].missed || !a->pos[p].missed_fine)
 			return -ENOMEM;
 	}

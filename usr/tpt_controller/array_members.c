@@ -113,7 +113,7 @@ void array_member_error(struct tpt_array *a, struct tpt_member *m,
  * span that wrote and fails on it meanwhile is planned again at once:
  * its regions must reach the position's missed map before then, or a
  * stripe torn by it would later be trusted.  So the map starts here, and
- * recovery stops here (recovery_member_lost()).
+ * recovery stops here.
  */
 void array_member_failing(struct tpt_array *a, struct tpt_member *m)
 {
@@ -121,7 +121,7 @@ void array_member_failing(struct tpt_array *a, struct tpt_member *m)
 
 	if (!m->ready || m->position < 0 || a->stopping)
 		return;
-	recovery_member_lost(a);
+	recovery_stop(a);
 	pos = &a->pos[m->position];
 	if (pos->state == TPT_POS_IN_SYNC) {
 		pos->missing_since = a->event + 1;
@@ -150,7 +150,7 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 	pthread_mutex_unlock(&a->counters_lock);
 	/* Whatever recovery ran was planned with this member: it starts
 	 * again from what the array is now. */
-	recovery_member_lost(a);
+	recovery_stop(a);
 	if (m->position >= 0) {
 		struct tpt_position *pos = &a->pos[m->position];
 
@@ -216,9 +216,9 @@ void array_member_admit(struct tpt_array *a, struct tpt_member *m)
 	if (m->sb_status == 0 && sb->position == TPT_SB_SPARE &&
 	    a->pos[p].state != TPT_POS_IN_SYNC) {
 		a->pos[p].state = TPT_POS_RECOVERING;
-		a->pos[p].recover_point = 0;
 		a->pos[p].stalled_at = 0;
 		a->pos[p].catch_up = false;
+		array_missed_all(a, (unsigned int)p, true);
 		eprintf("tptraid: member %u (%s) is back: rebuilding position "
 			"%d onto it from the start\n", m->id, m->url, p);
 		return;
@@ -238,10 +238,11 @@ void array_member_admit(struct tpt_array *a, struct tpt_member *m)
 	/* It missed writes: catch up from the map if the array has kept
 	 * one since this box's last event, else rebuild it whole. */
 	a->pos[p].state = TPT_POS_RECOVERING;
-	a->pos[p].recover_point = 0;
 	a->pos[p].stalled_at = 0;
 	a->pos[p].catch_up = m->sb_status == 0 && a->pos[p].missed_valid &&
 			     sb->event + 1 >= a->pos[p].missing_since;
+	if (!a->pos[p].catch_up)
+		array_missed_all(a, (unsigned int)p, true);
 	eprintf("tptraid: member %u (%s) is back at position %d from event %"
 		PRIu64 ": %s\n", m->id, m->url, p, m->sb_status ? 0 : sb->event,
 		a->pos[p].catch_up ? "catching up on the regions it missed" :

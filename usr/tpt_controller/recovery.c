@@ -14,12 +14,15 @@
  *
  * The work goes through the span queue like host I/O, in batches of
  * stripes under their stripe locks, up to TPT_RECOVERY_BATCHES of them in
- * flight, so host reads and writes go on meanwhile: a write below the
- * recovery point, or into a batch that ended above it, reaches the
- * recovering box (it is in sync there); one above it is planned without
- * that box and recorded in the position's missed map, and the recovery
- * gets to it.  The point is the first stripe of the oldest batch still in
- * flight: batches end out of order.
+ * flight, so host reads and writes go on meanwhile.  What a position's
+ * box lacks is a bit per stripe (missed_fine): every stripe for a rebuild
+ * in full, the stripes written without it for a catch-up.  A batch that
+ * ends clears its bits; a write where the bit is clear reaches the box,
+ * one where it is set is planned without it (its bit stays set) and the
+ * recovery gets to it.  A batch that another position lacks too is
+ * stepped over and tried again later (two boxes recovering at once).
+ * A resync's point is the first stripe of its oldest batch in flight:
+ * batches end out of order.
  * Each batch is planned by the RAID level for the array's mode
  * (raid_level_ops.tpt_rebuild / bl_rebuild): in TPT mode the targets
  * compute the missing units, in Baseline mode the controller does.  The
@@ -75,29 +78,26 @@ static bool map_has(const uint8_t *map, uint64_t stripe)
 	return map[r / 8] & (1u << (r % 8));
 }
 
-/* Stripes the running recovery has to do from @from on. */
-static uint64_t stripes_left(struct tpt_array *a, uint64_t from)
+/* Stripes the running recovery has to do. */
+static uint64_t stripes_left(struct tpt_array *a)
 {
 	const struct tpt_recovery *rc = &a->recovery;
-	const uint8_t *map = rc->position == RAID_PARITY_MEMBER ?
-			     rc->resync_map : a->pos[rc->position].missed;
 	uint64_t st, end, n = 0;
 
-	if (rc->position != RAID_PARITY_MEMBER && !rc->catch_up)
-		return a->nr_stripes - from;
-	for (st = from; st < a->nr_stripes; st = end) {
+	for (st = 0; st < a->nr_stripes; st = end) {
 		end = (st / TPT_RECOVERY_REGION_STRIPES + 1) *
 		      TPT_RECOVERY_REGION_STRIPES;
 		if (end > a->nr_stripes)
 			end = a->nr_stripes;
-		if (!map_has(map, st))
-			continue;
 		if (rc->position == RAID_PARITY_MEMBER) {
-			n += end - st;
+			if (map_has(rc->resync_map, st))
+				n += end - st;
 			continue;
 		}
-		for (; st < end; st++)
-			n += array_stripe_missed(a, rc->position, st);
+		for (; st < end; st += a->fine_stripes)
+			if (array_stripe_missed(a, rc->position, st))
+				n += st + a->fine_stripes <= end ?
+				     a->fine_stripes : end - st;
 	}
 	return n;
 }
@@ -121,12 +121,9 @@ static void recovery_finish(struct tpt_array *a)
 
 		pos->state = TPT_POS_IN_SYNC;
 		pos->catch_up = false;
-		pos->recover_point = 0;
 		pos->missed_valid = false;
 		memset(pos->missed, 0, (a->nr_regions + 7) / 8);
-		memset(pos->missed_fine, 0,
-		       ((a->nr_stripes + a->fine_stripes - 1) /
-			a->fine_stripes + 7) / 8);
+		array_missed_all(a, rc->position, false);
 		array_regions_changed(a);
 		eprintf("tptraid: position %u %s: %" PRIu64 " stripes in %.2f "
 			"s (%.1f MB/s); the array is %s\n", rc->position,
@@ -159,21 +156,6 @@ static void batch_done(struct tpt_recovery *rc, uint64_t first)
 	rc->nr_batches -= n;
 }
 
-bool recovery_rebuilt(const struct tpt_array *a, unsigned int p,
-		      uint64_t stripe)
-{
-	const struct tpt_recovery *rc = &a->recovery;
-	unsigned int i;
-
-	if (!rc->active || rc->position != p)
-		return false;
-	for (i = 0; i < rc->nr_batches; i++)
-		if (rc->batch[i].done && stripe >= rc->batch[i].first &&
-		    stripe < rc->batch[i].end)
-			return true;
-	return false;
-}
-
 /* For the log: the other positions a batch planned without @missing
  * lacked, when they are why it could not be planned. */
 static void stall_why(const struct tpt_array *a, uint32_t missing,
@@ -190,6 +172,45 @@ static void stall_why(const struct tpt_array *a, uint32_t missing,
 			 "there either)", others);
 }
 
+static void recovery_retry(void *data);
+
+/* Whether a batch planned without @missing failed for lack of positions
+ * other than the one it recovers. */
+static bool lacks_others(const struct tpt_array *a, uint32_t missing,
+			 unsigned int position)
+{
+	return position != RAID_PARITY_MEMBER &&
+	       (missing & ~(1u << position)) &&
+	       (unsigned int)__builtin_popcount(missing) > a->level->nr_parity;
+}
+
+/* The job stops for now: a kick in a few seconds starts what the array
+ * needs then, trying the other positions first, since one may need what
+ * this one lacks.  Said once for each stripe it stops at. */
+static void recovery_pause(struct tpt_array *a, uint64_t at,
+			   const char *what, uint32_t missing)
+{
+	struct tpt_recovery *rc = &a->recovery;
+	uint64_t *stalled = rc->position == RAID_PARITY_MEMBER ? NULL :
+			    &a->pos[rc->position].stalled_at;
+	char why[96];
+
+	stall_why(a, missing, rc->position, why, sizeof(why));
+	if (!stalled || *stalled != at + 1)
+		eprintf("tptraid: recovery of position %d stopped at stripe %"
+			PRIu64 ": %s%s; trying again every 5 s\n",
+			stalled ? (int)rc->position : -1, at, what, why);
+	if (stalled)
+		*stalled = at + 1;
+	rc->kick_from = stalled ? rc->position + 1 : 0;
+	rc->active = false;
+	rc->nr_batches = 0;
+	rc->paused = true;
+	rc->timer.func = recovery_retry;
+	rc->timer.data = a;
+	add_work(&rc->timer, 5);
+}
+
 static void recovery_span_done(struct tpt_span *s, int result)
 {
 	struct tpt_array *a = s->array;
@@ -200,46 +221,36 @@ static void recovery_span_done(struct tpt_span *s, int result)
 
 	rc->in_flight--;
 	free(s);
-	if (result || !rc->active)
-		rc->nr_batches = 0;
 	if (!rc->active) {
 		/* Stopped meanwhile: start what the array needs now. */
+		rc->nr_batches = 0;
 		if (!rc->in_flight)
 			recovery_kick(a);
 		return;
 	}
-	if (result) {
-		/* It could not be planned or a box failed under it: a kick
-		 * in a few seconds starts what the array needs then, trying
-		 * the other positions to recover first, since one may need
-		 * what this one lacks. */
-		uint64_t *stalled = rc->position == RAID_PARITY_MEMBER ?
-				    NULL : &a->pos[rc->position].stalled_at;
-		char why[96];
-
-		stall_why(a, s_missing, rc->position, why, sizeof(why));
-		if (!stalled || *stalled != s_first + 1)
-			eprintf("tptraid: recovery of position %d stopped at "
-				"stripe %" PRIu64 ": %s%s; trying again every "
-				"5 s\n", stalled ? (int)rc->position : -1,
-				s_first, strerror(-result), why);
-		if (stalled)
-			*stalled = s_first + 1;
-		rc->kick_from = stalled ? rc->position + 1 : 0;
-		rc->active = false;
-		rc->paused = true;
-		rc->timer.func = recovery_retry;
-		rc->timer.data = a;
-		add_work(&rc->timer, 5);
+	if (result && lacks_others(a, s_missing, rc->position)) {
+		/* Another position lacks these stripes too (a box lost
+		 * while this one was recovering, and back): step over them.
+		 * Its recovery may need the stripes this one does now, and
+		 * this job comes back for these when it has run. */
+		if (!rc->skipped) {
+			rc->first_skipped = s_first;
+			rc->skipped_missing = s_missing;
+		}
+		rc->skipped += n;
+	} else if (result) {
+		recovery_pause(a, s_first, strerror(-result), s_missing);
 		return;
+	} else {
+		rc->done_stripes += n;
+		if (rc->position != RAID_PARITY_MEMBER) {
+			array_missed_done(a, rc->position, s_first,
+					  s_first + n);
+			a->pos[rc->position].stalled_at = 0;
+		}
 	}
-	rc->done_stripes += n;
-	if (rc->position != RAID_PARITY_MEMBER)
-		a->pos[rc->position].stalled_at = 0;
 	batch_done(rc, s_first);
 	rc->done_point = rc->nr_batches ? rc->batch[0].first : rc->next;
-	if (rc->position != RAID_PARITY_MEMBER)
-		a->pos[rc->position].recover_point = rc->done_point;
 	recovery_step(a);
 }
 
@@ -259,34 +270,44 @@ static void recovery_resume(void *data)
 	recovery_step(a);
 }
 
-/* Whether the running recovery has @stripe to do: for a catch-up only
- * the stripes the box missed, for a resync those of its regions. */
+/* Whether the running recovery has @stripe to do: what the position's
+ * box lacks, for a resync the stripes of its regions. */
 static bool recovery_wants(struct tpt_array *a, uint64_t stripe)
 {
 	struct tpt_recovery *rc = &a->recovery;
 
 	if (rc->position == RAID_PARITY_MEMBER)
 		return map_has(rc->resync_map, stripe);
-	return !rc->catch_up ||
-	       array_stripe_missed(a, rc->position, stripe);
+	return array_stripe_missed(a, rc->position, stripe);
 }
 
-/* The next stripe to recover from @from on, a region at a time where
- * its region has nothing. */
+/* The next stripe to recover from @from on: a resync's next region in
+ * its map, a position's next bit of what its box lacks (eight clear
+ * bits at a time). */
 static uint64_t recovery_next(struct tpt_array *a, uint64_t from)
 {
 	struct tpt_recovery *rc = &a->recovery;
-	const uint8_t *map = rc->position == RAID_PARITY_MEMBER ?
-			     rc->resync_map : a->pos[rc->position].missed;
+	const uint8_t *map;
+	uint64_t b;
 
-	while (from < a->nr_stripes && !recovery_wants(a, from)) {
-		if (map_has(map, from))
-			from++;
-		else
+	if (rc->position == RAID_PARITY_MEMBER) {
+		while (from < a->nr_stripes && !map_has(rc->resync_map, from))
 			from = (from / TPT_RECOVERY_REGION_STRIPES + 1) *
 			       TPT_RECOVERY_REGION_STRIPES;
+		return from < a->nr_stripes ? from : a->nr_stripes;
 	}
-	return from < a->nr_stripes ? from : a->nr_stripes;
+	map = a->pos[rc->position].missed_fine;
+	for (b = from / a->fine_stripes; b * a->fine_stripes < a->nr_stripes;
+	     b++) {
+		if (!(b % 8) && !map[b / 8]) {
+			b += 7;
+			continue;
+		}
+		if (map[b / 8] & (1u << (b % 8)))
+			return b * a->fine_stripes > from ?
+			       b * a->fine_stripes : from;
+	}
+	return a->nr_stripes;
 }
 
 /* Start the next batch; false when none is to start now. */
@@ -299,12 +320,18 @@ static bool recovery_next_batch(struct tpt_array *a)
 	struct tpt_span *s;
 
 	first = recovery_next(a, rc->next);
-	/* With nothing in flight the point moves up to the next batch:
-	 * the stripes it skipped are in sync (not missed). */
-	if (!rc->in_flight && rc->position != RAID_PARITY_MEMBER)
-		a->pos[rc->position].recover_point = first;
 	if (first >= a->nr_stripes) {
-		if (!rc->in_flight)
+		if (rc->in_flight)
+			return false;
+		if (rc->skipped) {
+			char what[96];
+
+			snprintf(what, sizeof(what), "%" PRIu64 " stripes "
+				 "from there on that another position lacks "
+				 "too are left", rc->skipped);
+			recovery_pause(a, rc->first_skipped, what,
+				       rc->skipped_missing);
+		} else
 			recovery_finish(a);
 		return false;
 	}
@@ -364,30 +391,26 @@ static void recovery_step(struct tpt_array *a)
 }
 
 /*
- * A position's recovery starts at its recover_point: below it the box is
- * in sync (writes there reach it), so a job stopped by a failure - of a
- * source, or because another position lacked a stripe - goes on where it
- * was instead of from the start.  A returning box or a spare taking over
- * starts at 0 (array_members.c, recovery_take_spare()).  A quiet restart
- * after a stall logs nothing new.
+ * A job goes over what its position's box lacks (missed_fine) from the
+ * first stripe on: what an earlier job stopped by a failure did is clear
+ * there already.  A quiet restart after a stall logs nothing new.
  */
 static void recovery_start(struct tpt_array *a, unsigned int position,
 			   bool catch_up)
 {
 	struct tpt_recovery *rc = &a->recovery;
-	uint64_t from = position == RAID_PARITY_MEMBER ? 0 :
-			a->pos[position].recover_point;
 	bool quiet = position != RAID_PARITY_MEMBER &&
 		     a->pos[position].stalled_at;
 
 	rc->active = true;
 	rc->position = position;
 	rc->catch_up = catch_up;
-	rc->next = from;
-	rc->done_point = from;
+	rc->next = 0;
+	rc->done_point = 0;
 	rc->done_stripes = 0;
+	rc->skipped = 0;
 	rc->nr_batches = 0;
-	rc->total_stripes = stripes_left(a, from);
+	rc->total_stripes = stripes_left(a);
 	clock_gettime(CLOCK_MONOTONIC, &rc->started);
 	if (position == RAID_PARITY_MEMBER)
 		eprintf("tptraid: computing the parity of %" PRIu64
@@ -397,8 +420,9 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 			" stripes%s\n", catch_up ? "catching up" : "rebuilding",
 			position, a->pos[position].member,
 			a->member[a->pos[position].member].url,
-			rc->total_stripes, from ? " (from where it stopped)" :
-			"");
+			rc->total_stripes, !catch_up &&
+			rc->total_stripes < a->nr_stripes ?
+			" (the rest was done before it stopped)" : "");
 	recovery_step(a);
 }
 
@@ -420,9 +444,9 @@ static bool recovery_take_spare(struct tpt_array *a, unsigned int position)
 		m->position = (int)position;
 		pos->member = (int)i;
 		pos->state = TPT_POS_RECOVERING;
-		pos->recover_point = 0;
 		pos->stalled_at = 0;
 		pos->catch_up = false;
+		array_missed_all(a, position, true);
 		eprintf("tptraid: spare %u (%s) takes over position %u\n", i,
 			m->url, position);
 		array_save_state(a);
@@ -484,30 +508,6 @@ void recovery_stop(struct tpt_array *a)
 	a->recovery.paused = false;
 	a->recovery.active = false;
 	a->recovery.nr_batches = 0;
-}
-
-/*
- * While the lost box is away, writes go where the array can plan them
- * without it: also below the recovery point of a position being rebuilt
- * or caught up, and the lost box's fine missed map records their stripes.
- * When it comes back, the two recoveries need each other: the returning
- * box's catch-up needs the other position where it missed writes, below
- * the point; the other position's recovery above its point needs the
- * returning box, which missed nothing there (nothing can be written there
- * without both) but the stripes torn by writes in flight when it was
- * lost.  Those alone neither can recover.  A bit of the fine map may
- * cover several stripes (huge arrays): the point goes back to the start
- * of its bit, so that no bit is needed by both.
- */
-void recovery_member_lost(struct tpt_array *a)
-{
-	unsigned int p;
-
-	recovery_stop(a);
-	for (p = 0; p < a->nr_members; p++)
-		if (a->pos[p].state == TPT_POS_RECOVERING)
-			a->pos[p].recover_point -= a->pos[p].recover_point %
-						   a->fine_stripes;
 }
 
 void recovery_free(struct tpt_array *a)

@@ -415,9 +415,8 @@ enum tpt_pos_state {
 struct tpt_position {
 	int member;			/* the box serving it, or -1 */
 	enum tpt_pos_state state;
-	/* RECOVERING: stripes below recover_point are in sync; with
-	 * catch_up, so are the stripes its box did not miss. */
-	uint64_t recover_point;
+	/* RECOVERING: catching up on what its box missed (else rebuilt in
+	 * full); either way it is in sync where missed_fine says so. */
 	bool catch_up;
 	/* Regions written while the position had no usable box: what a
 	 * returning box missed (a bit per recovery region), valid when the
@@ -426,9 +425,11 @@ struct tpt_position {
 	uint8_t *missed;
 	bool missed_valid;
 	uint64_t missing_since;
-	/* The same record, a bit per fine_stripes stripes (array_mark_missed()):
-	 * what the recovery goes by.  The regions are what the record file
-	 * keeps; after a restart their stripes count as missed whole. */
+	/* What the position's box lacks, a bit per fine_stripes stripes:
+	 * the stripes written without it (array_mark_missed()), every
+	 * stripe when it is rebuilt in full; recovery clears the bits it
+	 * has done.  The regions are what the record file keeps; after a
+	 * restart their stripes count as missed whole. */
 	uint8_t *missed_fine;
 	/* Its recovery last stopped at this stripe, plus one (0: it did
 	 * not): trying again every few seconds logs that once. */
@@ -437,9 +438,11 @@ struct tpt_position {
 
 /* Stripes per region of the missed-write record. */
 #define TPT_RECOVERY_REGION_STRIPES 64
-/* The most bits a position's fine missed map takes: a bit per stripe up
- * to 8M stripes (1 MiB), per few stripes beyond. */
+/* A bit of a fine missed map stands for one stripe up to 8M stripes
+ * (1 MiB a map), beyond for a power of two of them, at most the
+ * recovery's batch, so that a batch always covers whole bits. */
 #define TPT_MISSED_FINE_MAX_BITS (8u << 20)
+#define TPT_MISSED_FINE_MAX_STRIPES 16
 
 /* Whether position @p's box missed a write to @stripe, as its fine map
  * says; mark stripes [@first, @last] missed in both maps, true when a
@@ -450,6 +453,11 @@ bool array_stripe_missed(const struct tpt_array *a, unsigned int p,
 bool array_mark_missed(struct tpt_array *a, unsigned int p, uint64_t first,
 		       uint64_t last);
 void array_missed_from_regions(struct tpt_array *a, unsigned int p);
+/* Position @p's box lacks every stripe (a rebuild in full), or none;
+ * stripes [@first, @end) are done. */
+void array_missed_all(struct tpt_array *a, unsigned int p, bool lacks);
+void array_missed_done(struct tpt_array *a, unsigned int p, uint64_t first,
+		       uint64_t end);
 
 enum tpt_array_state {
 	TPT_ARRAY_OPTIMAL,
@@ -496,6 +504,10 @@ struct tpt_recovery {
 	uint64_t next;			/* next stripe to recover */
 	uint64_t done_point;		/* stripes below are recovered */
 	uint64_t done_stripes, total_stripes;
+	/* Stripes stepped over because another position lacks them too,
+	 * and the first of them: the job is not done until they are. */
+	uint64_t skipped, first_skipped;
+	uint32_t skipped_missing;
 	struct timespec started;
 	unsigned int in_flight;
 	/* The batches in flight or done above done_point, in the order
@@ -513,16 +525,9 @@ struct tpt_recovery {
 
 /* Start whatever the array's state calls for, if nothing runs. */
 void recovery_kick(struct tpt_array *a);
-/* Whether the running recovery of position @p has rebuilt @stripe in a
- * batch that ended before one below it. */
-bool recovery_rebuilt(const struct tpt_array *a, unsigned int p,
-		      uint64_t stripe);
 /* Whether region @r still awaits its parity resync: its intent bit stays. */
 bool recovery_keeps_region(const struct tpt_array *a, uint64_t r);
 void recovery_stop(struct tpt_array *a);
-/* A member was lost: recovery stops, and goes on later from where it
- * was, but for the region it was in. */
-void recovery_member_lost(struct tpt_array *a);
 void recovery_free(struct tpt_array *a);
 /* "NN.N% ETA Ns R MB/s", or "" when nothing runs. */
 void recovery_progress(const struct tpt_array *a, char *buf, size_t len);

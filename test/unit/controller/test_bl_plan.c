@@ -422,6 +422,9 @@ static void two_missing_is_no_data(void)
 	c = bl_ctx(&w);
 	CHECK_EQ(raid5_level.bl_read(&c, 0, 8, &p), -ENODATA);
 	CHECK_EQ(raid5_level.bl_write(&c, 0, 8, &p), -ENODATA);
+	CHECK_EQ(raid5_level.bl_rebuild(&c, 0, 1, 1, &p), -ENODATA);
+	CHECK_EQ(raid5_level.bl_rebuild(&c, 0, 1, RAID_PARITY_MEMBER, &p),
+		 -ENODATA);
 	world_destroy(&w);
 }
 

@@ -189,7 +189,9 @@ static void two_missing_is_no_data(void)
 	w.a.ctx.missing = 0x3;
 	CHECK_EQ(raid5_level.tpt_read(&w.a.ctx, 0, 8, 1, &p), -ENODATA);
 	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, 8, 1, &p), -ENODATA);
-	CHECK_EQ(raid5_level.tpt_rebuild(&w.a.ctx, 0, 1, 0, 1, &p), -EINVAL);
+	CHECK_EQ(raid5_level.tpt_rebuild(&w.a.ctx, 0, 1, 0, 1, &p), -ENODATA);
+	CHECK_EQ(raid5_level.tpt_rebuild(&w.a.ctx, 0, 1, RAID_PARITY_MEMBER, 1,
+					 &p), -ENODATA);
 	CHECK(all_slots_free(&w.a));
 	world_destroy(&w);
 }
