@@ -156,22 +156,6 @@ static void batch_done(struct tpt_recovery *rc, uint64_t first)
 	rc->nr_batches -= n;
 }
 
-/* For the log: the other positions a batch planned without @missing
- * lacked, when they are why it could not be planned. */
-static void stall_why(const struct tpt_array *a, uint32_t missing,
-		      unsigned int position, char *why, size_t len)
-{
-	uint32_t others = missing;
-
-	if (position != RAID_PARITY_MEMBER)
-		others &= ~(1u << position);
-	why[0] = '\0';
-	if (others && (unsigned int)__builtin_popcount(missing) >
-		      a->level->nr_parity)
-		snprintf(why, len, " (position mask 0x%x is not in sync "
-			 "there either)", others);
-}
-
 static void recovery_retry(void *data);
 
 /* Whether a batch planned without @missing failed for lack of positions
@@ -182,6 +166,17 @@ static bool lacks_others(const struct tpt_array *a, uint32_t missing,
 	return position != RAID_PARITY_MEMBER &&
 	       (missing & ~(1u << position)) &&
 	       (unsigned int)__builtin_popcount(missing) > a->level->nr_parity;
+}
+
+/* For the log: the other positions a batch planned without @missing
+ * lacked, when they are why it could not be planned. */
+static void stall_why(const struct tpt_array *a, uint32_t missing,
+		      unsigned int position, char *why, size_t len)
+{
+	why[0] = '\0';
+	if (lacks_others(a, missing, position))
+		snprintf(why, len, " (position mask 0x%x is not in sync "
+			 "there either)", missing & ~(1u << position));
 }
 
 /* The job stops for now: a kick in a few seconds starts what the array
