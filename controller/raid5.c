@@ -77,6 +77,18 @@ static int r5_unmap(const struct raid_geometry *g, unsigned int member,
 
 /* ---- members out of use ---- */
 
+int r5_rebuild_check(const struct raid_geometry *g, uint64_t per_stripe,
+		     uint32_t missing, uint64_t first, uint32_t nr,
+		     unsigned int member)
+{
+	if (!nr || first > UINT64_MAX / per_stripe ||
+	    (member != RAID_PARITY_MEMBER && member >= g->members))
+		return -EINVAL;
+	if (missing & ~(member < 32 ? 1u << member : 0))
+		return -ENODATA;
+	return 0;
+}
+
 int r5_missing(uint32_t missing, const struct raid_geometry *g, int *F)
 {
 	uint32_t m = missing & (g->members < 32 ? (1u << g->members) - 1 :
@@ -1075,12 +1087,9 @@ static int r5_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	unsigned int target;
 	int err, last;
 
-	if (!nr || first > UINT64_MAX / per_stripe ||
-	    (member != RAID_PARITY_MEMBER && member >= g->members))
-		return -EINVAL;
-	/* RAID-5 rebuilds one member from all the others. */
-	if (c->missing & ~(member < 32 ? 1u << member : 0))
-		return -ENODATA;
+	err = r5_rebuild_check(g, per_stripe, c->missing, first, nr, member);
+	if (err)
+		return err;
 	err = tpt_plan_begin(&b, c, first * per_stripe,
 			     (uint32_t)((uint64_t)nr * per_stripe < UINT32_MAX ?
 					(uint64_t)nr * per_stripe : 0),

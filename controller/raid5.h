@@ -20,6 +20,17 @@
  */
 int r5_missing(uint32_t missing, const struct raid_geometry *g, int *F);
 
+/*
+ * Whether a rebuild of stripes [@first, @first + @nr) of @member (or of
+ * every stripe's parity, RAID_PARITY_MEMBER) can be planned with the
+ * positions in @missing gone: -EINVAL for a request no array has,
+ * -ENODATA when a member besides @member is missing (RAID-5 rebuilds one
+ * member from all the others), else 0.
+ */
+int r5_rebuild_check(const struct raid_geometry *g, uint64_t per_stripe,
+		     uint32_t missing, uint64_t first, uint32_t nr,
+		     unsigned int member);
+
 /* raid_level_ops.bl_read, bl_write and bl_rebuild of raid5_level. */
 int r5_bl_read(const struct bl_plan_ctx *c, uint64_t lba, uint32_t blocks,
 	       struct bl_plan *out);

@@ -366,12 +366,12 @@ int r5_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first,
 	unsigned int target;
 	int err, t;
 
-	if (!nr || first > UINT64_MAX / per_stripe ||
-	    (member != RAID_PARITY_MEMBER && member >= g->members) ||
-	    (uint64_t)nr * unit * c->block_size > UINT32_MAX)
+	/* The controller holds each member's run in one buffer. */
+	if ((uint64_t)nr * unit * c->block_size > UINT32_MAX)
 		return -EINVAL;
-	if (c->missing & ~(member < 32 ? 1u << member : 0))
-		return -ENODATA;
+	err = r5_rebuild_check(g, per_stripe, c->missing, first, nr, member);
+	if (err)
+		return err;
 	err = bl_plan_begin(&b, c, first * per_stripe,
 			    (uint32_t)((uint64_t)nr * per_stripe), out);
 	if (err)

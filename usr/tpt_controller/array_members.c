@@ -108,27 +108,37 @@ void array_member_error(struct tpt_array *a, struct tpt_member *m,
 }
 
 /*
- * From now on @m is planned without (position_valid()), though its
- * teardown, and array_member_lost(), come a turn of the loop later.  A
- * span that wrote and fails on it meanwhile is planned again at once:
- * its regions must reach the position's missed map before then, or a
- * stripe torn by it would later be trusted.  So the map starts here, and
- * recovery stops here.
+ * Position @p's box is being lost: its data is now only in the others.
+ * From an in-sync box the missed map starts now; a box that was catching
+ * up keeps the map it was catching up from.  Whatever recovery ran was
+ * planned with it: it starts again from what the array is then.  True
+ * when the map is kept.
  */
-void array_member_failing(struct tpt_array *a, struct tpt_member *m)
+static bool position_losing(struct tpt_array *a, unsigned int p)
 {
-	struct tpt_position *pos;
+	struct tpt_position *pos = &a->pos[p];
 
-	if (!m->ready || m->position < 0 || a->stopping)
-		return;
 	recovery_stop(a);
-	pos = &a->pos[m->position];
 	if (pos->state == TPT_POS_IN_SYNC) {
 		pos->missing_since = a->event + 1;
 		pos->missed_valid = true;
 	}
 	if (pos->missed_valid)
-		array_spans_missed(a, (unsigned int)m->position);
+		array_spans_missed(a, p);
+	return pos->missed_valid;
+}
+
+/*
+ * From now on @m is planned without (position_valid()), though its
+ * teardown, and array_member_lost(), come a turn of the loop later.  A
+ * span that wrote and fails on it meanwhile is planned again at once:
+ * its regions must reach the position's missed map before then, or a
+ * stripe torn by it would later be trusted.  So the loss starts here.
+ */
+void array_member_failing(struct tpt_array *a, struct tpt_member *m)
+{
+	if (m->ready && m->position >= 0 && !a->stopping)
+		position_losing(a, (unsigned int)m->position);
 }
 
 void array_member_lost(struct tpt_array *a, struct tpt_member *m,
@@ -148,24 +158,15 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 	pthread_mutex_lock(&a->counters_lock);
 	a->counters.member_failures++;
 	pthread_mutex_unlock(&a->counters_lock);
-	/* Whatever recovery ran was planned with this member: it starts
-	 * again from what the array is now. */
-	recovery_stop(a);
-	if (m->position >= 0) {
+	if (m->position < 0) {
+		recovery_stop(a);
+	} else {
 		struct tpt_position *pos = &a->pos[m->position];
 
-		/* Whatever it was doing, its data is now only in the others.
-		 * From an in-sync box the map starts when it began to fail
-		 * (array_member_failing()), or here; a box that was catching
-		 * up keeps the map it was catching up from. */
-		if (pos->state == TPT_POS_IN_SYNC) {
-			pos->missing_since = a->event + 1;
-			pos->missed_valid = true;
-		}
-		if (pos->missed_valid) {
-			array_spans_missed(a, (unsigned int)m->position);
+		/* Begun when it began to fail (array_member_failing()), if
+		 * it did; the spans since are marked too. */
+		if (position_losing(a, (unsigned int)m->position))
 			array_regions_changed(a);
-		}
 		pos->state = TPT_POS_MISSING;
 		eprintf("tptraid: position %d has no member now: the array is "
 			"%s\n", m->position,
@@ -245,7 +246,7 @@ void array_member_admit(struct tpt_array *a, struct tpt_member *m)
 		array_missed_all(a, (unsigned int)p, true);
 	eprintf("tptraid: member %u (%s) is back at position %d from event %"
 		PRIu64 ": %s\n", m->id, m->url, p, m->sb_status ? 0 : sb->event,
-		a->pos[p].catch_up ? "catching up on the regions it missed" :
+		a->pos[p].catch_up ? "catching up on the stripes it missed" :
 		a->pos[p].missed_valid ? "rebuilding it in full (the array "
 		"has kept no record since that event)" : "rebuilding it in "
 		"full (no record of what it missed)");
