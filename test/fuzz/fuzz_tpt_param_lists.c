@@ -168,8 +168,12 @@ static bool spec_xfer_list_ok(const uint8_t *b, size_t len)
 		uint64_t offset = tpt_get_be(&d[16], 8);
 		uint8_t flags = d[2];
 
-		if (d[3] || (peer > 0xffef && peer != 0xffff && peer != 0xfffe) ||
+		if (d[3] || (peer > 0xffef && peer != 0xffff &&
+			      peer != 0xfffe && peer != 0xfffd) ||
 		    (flags & 0xfc) || !length)
+			return false;
+		/* A skip (FFFDh) names no memory: no flags, STAG or OFFSET. */
+		if (peer == 0xfffd && (flags || stag || offset))
 			return false;
 		if (peer == 0xffff) {
 			if (flags || stag || offset != inline_len)
