@@ -15,13 +15,25 @@ import time
 
 import pytest
 
-from tptlib import cluster, net, paths
+from tptlib import cluster, net, paths, proto
+from tptlib.client import GOOD
 from tptlib.tgtd import TgtadmError
 
 FAIL_TIMEOUT = 3        # seconds: a silent member is failed after this
 MEMBER_BYTES = 16 << 20
 UNIT = 64 << 10
 OPTS = (f"fail_timeout={FAIL_TIMEOUT}",)
+CHECK_CONDITION, MEDIUM_ERROR = 0x02, 0x03
+
+
+def write16(lba, blocks):
+    return proto.sbc16_cdb(0x8A, lba, blocks)
+
+
+def read16(lba, blocks):
+    return proto.sbc16_cdb(0x88, lba, blocks)
+
+
 # test_link_flaps_under_load's cuts; make soak runs it with many more.
 FLAP_CYCLES = int(os.environ.get("TPT_SOAK_CYCLES", "5"))
 
@@ -424,6 +436,129 @@ def test_controller_crash_while_degraded_needs_the_operator(tgtd_factory, mode, 
     assert state.read_text().split("spec")[1].splitlines()[0] == \
         spec_before.split("spec")[1].splitlines()[0]
     report(f"{mode}: controller killed while degraded: refused, then started on request")
+
+
+def wait_log(c, pattern, timeout=60):
+    """The controller's log once it matches pattern (a regex)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = c.controller.log()
+        if re.search(pattern, log):
+            return log
+        time.sleep(0.5)
+    raise AssertionError(f"no {pattern!r} in the controller's log:\n{c.controller.log()[-3000:]}")
+
+
+class AheadOfResync:
+    """A new array of 4 members over random bytes, its first resync at 1
+    MB/s, and units a host wrote ahead of it on member 0 (a small write
+    keeps the parity as far off as it was), then member 0 killed."""
+    MEMBER_BYTES = 32 << 20
+    # 496 stripes; left-symmetric parity of stripe s on member 3 - s % 4,
+    # data unit 0 of stripes 4k on member 0, unit 1 on member 1.
+    LOST = [4 * k for k in range(118, 122)]       # stripes 472-484
+
+    def __init__(self, tgtd_factory, client, mode, spares=0):
+        self.c = start(tgtd_factory, mode, n=4, spares=spares, member_bytes=self.MEMBER_BYTES,
+                       assume_clean=False, extra_opts=("rebuild_rate=1",))
+        self.client = client
+        client.login("a", self.c.url)
+        client.clear_unit_attentions("a")
+        self.data = {s: os.urandom(UNIT) for s in self.LOST}
+        for s in self.LOST:
+            assert self.write(self.lba(s), self.data[s])["status"] == GOOD
+        # The other unit of the first such stripe, on a box that stays.
+        self.kept = os.urandom(UNIT)
+        assert self.write(self.lba(472, 1), self.kept)["status"] == GOOD
+        kill(self.c.targets[0])
+
+    @staticmethod
+    def lba(stripe, unit=0):
+        return (stripe * 3 + unit) * (UNIT // 512)
+
+    def write(self, lba, data):
+        return self.client.command("a", write16(lba, len(data) // 512), data=data)
+
+    def read(self, lba):
+        return self.client.command("a", read16(lba, UNIT // 512), inlen=UNIT)
+
+    def resync_done(self):
+        """The rest of the resync, unthrottled, to its end."""
+        self.c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                                 "--tid", 1, "--lun", 1, "--params", "rebuild_rate=0")
+        wait_log(self.c, r"parity of \d+ stripes computed", timeout=90)
+        wait_state(self.c, {"optimal"}, timeout=30)
+
+
+def test_box_lost_before_the_first_resync_reached_a_write(tgtd_factory, client, mode,
+                                                          report):
+    """The units written ahead of the resync cannot be rebuilt from that
+    parity once their box is lost: each read of them gets MEDIUM ERROR
+    rather than other bytes (before, GOOD with the parity's bytes); the
+    other units are read, and written where the box was already gone.
+    The box comes back: it holds them, the resync goes on from where it
+    stopped, and everything reads back."""
+    w = AheadOfResync(tgtd_factory, client, mode)
+    c = w.c
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    for s in w.LOST:
+        r = w.read(w.lba(s))
+        assert r["status"] == CHECK_CONDITION, \
+            f"stripe {s}: status {r['status']}, the bytes written: {r.get('data') == w.data[s]}"
+        assert proto.parse_sense(r["sense"]).key == MEDIUM_ERROR, r
+    r = w.read(w.lba(472, 1))
+    assert r["status"] == GOOD and r["data"] == w.kept
+    # Never written: whatever the members' old bytes give, but given.
+    assert w.read(w.lba(300))["status"] == GOOD
+    # Written ahead of the resync with the box already gone: planned from
+    # the parity, which it leaves consistent with it.
+    late = os.urandom(UNIT)
+    assert w.write(w.lba(400), late)["status"] == GOOD
+    assert w.read(w.lba(400))["data"] == late
+    report(f"{mode}: box lost before the first resync reached {len(w.LOST)} written "
+           f"units: each read MEDIUM ERROR, the rest served")
+
+    restart_target(c, 0)
+    w.resync_done()
+    for s in w.LOST:
+        r = w.read(w.lba(s))
+        assert r["status"] == GOOD and r["data"] == w.data[s], s
+    assert w.read(w.lba(400))["data"] == late
+    scrub(c)
+
+
+def test_operator_forces_recovery_over_an_unknown_parity(tgtd_factory, client, mode, report):
+    """The same with a spare: its rebuild steps over the units written
+    ahead of the resync and stops, saying why and what the operator can
+    do; force_recovery=yes takes them from the parity as it is, naming
+    their blocks; the rebuild ends, the resync after it, those units read
+    (whatever the parity gave), everything else reads back, every
+    stripe's parity is right."""
+    w = AheadOfResync(tgtd_factory, client, mode, spares=1)
+    c = w.c
+    wait_state(c, {"rebuilding"}, timeout=FAIL_TIMEOUT + 10)
+    c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                        "--tid", 1, "--lun", 1, "--params", "rebuild_rate=0")
+    log = wait_log(c, r"4 stripes from there on that another position lacks too are left "
+                   r"\(their parity may not match what a host wrote there")
+    assert "--params force_recovery=yes" in log
+    assert w.read(w.lba(472))["status"] == CHECK_CONDITION
+    with pytest.raises(TgtadmError):
+        c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                            "--tid", 1, "--lun", 1, "--params", "force_recovery=no")
+    c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                        "--tid", 1, "--lun", 1, "--params", "force_recovery=yes")
+    log = wait_log(c, r"force_recovery: 4 stripes taken as their parity gives them")
+    for s in w.LOST:
+        lba = w.lba(s)
+        assert f"position 0's blocks {lba}-{lba + UNIT // 512 - 1} (stripe {s})" in log
+    w.resync_done()
+    for s in w.LOST:
+        assert w.read(w.lba(s))["status"] == GOOD
+    assert w.read(w.lba(472, 1))["data"] == w.kept
+    report(f"{mode}: rebuild stopped at {len(w.LOST)} units written ahead of the resync; "
+           f"force_recovery=yes: rebuilt, resynced, the blocks named")
+    scrub(c)
 
 
 def test_foreign_member_is_refused(tgtd_factory, mode, tmp_path):

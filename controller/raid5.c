@@ -103,6 +103,29 @@ int r5_missing(uint32_t missing, const struct raid_geometry *g, int *F)
 	return 0;
 }
 
+int r5_read_missing(uint32_t missing, const struct raid_level_ops *l,
+		    const struct raid_geometry *g, uint64_t lba,
+		    uint32_t blocks, int *F)
+{
+	uint64_t pos, end = lba + blocks;
+	int err = r5_missing(missing, g, F);
+
+	if (err != -ENODATA)
+		return err;
+	/* A stripe where two are gone (torn, or its parity unknown) still
+	 * has the units of the boxes that are there. */
+	for (pos = lba; pos < end;
+	     pos += g->unit_blocks - pos % g->unit_blocks) {
+		struct raid_chunk ch;
+
+		l->map(g, pos, &ch);
+		if (ch.member < 32 && (missing & (1u << ch.member)))
+			return -ENODATA;
+	}
+	*F = -1;
+	return 0;
+}
+
 /* The member that accumulates a reconstruction: any but @F, rotating with
  * the calculator so that degraded requests spread the work. */
 static unsigned int r5_calculator(struct tpt_plan_ctx *c, unsigned int F)
@@ -329,7 +352,7 @@ static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 	uint32_t n;
 	int err, F, last;
 
-	err = r5_missing(c->missing, g, &F);
+	err = r5_read_missing(c->missing, c->level, g, lba, blocks, &F);
 	if (!err)
 		err = tpt_plan_begin(&b, c, lba, blocks, group, out);
 	if (err)

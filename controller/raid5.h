@@ -21,6 +21,15 @@
 int r5_missing(uint32_t missing, const struct raid_geometry *g, int *F);
 
 /*
+ * As r5_missing() for a read of array blocks [@lba, @lba + @blocks),
+ * which needs only the members holding them: with two or more gone, a
+ * read that touches none of them is planned without any (*@F = -1).
+ */
+int r5_read_missing(uint32_t missing, const struct raid_level_ops *l,
+		    const struct raid_geometry *g, uint64_t lba,
+		    uint32_t blocks, int *F);
+
+/*
  * Whether a rebuild of stripes [@first, @first + @nr) of @member (or of
  * every stripe's parity, RAID_PARITY_MEMBER) can be planned with the
  * positions in @missing gone: -EINVAL for a request no array has,

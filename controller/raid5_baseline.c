@@ -110,7 +110,7 @@ int r5_bl_read(const struct bl_plan_ctx *c, uint64_t lba,
 	struct bl_plan_builder b;
 	int err, F;
 
-	err = r5_missing(c->missing, g, &F);
+	err = r5_read_missing(c->missing, c->level, g, lba, blocks, &F);
 	if (!err)
 		err = bl_plan_begin(&b, c, lba, blocks, out);
 	if (err)

@@ -1,6 +1,7 @@
 """A local TPT-RAID cluster for tests: N targets (our tgtd with file LUNs in
 TPT mode) and a controller (our tgtd with a tptraid LUN over them), all
 real processes on loopback."""
+import os
 from dataclasses import dataclass, field
 
 from . import net
@@ -34,7 +35,7 @@ class Cluster:
 
 def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
           block_size=512, spares=0, host="127.0.0.1", boxes=None, extra_opts=(), name="",
-          chap=False, controller_box=None):
+          chap=False, controller_box=None, assume_clean=True):
     """n members and `spares` spares; boxes maps a target index to a
     tptlib.net.Link (or a net.Switch port) that target runs behind (its
     own namespace and address); controller_box is such a box for the
@@ -42,7 +43,10 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     targets without a box listen on host.  chap: mutual CHAP on
     every hop with new random secrets, as scripts/tpt-cluster start --chap
     sets it up (each target accepts "controller" and answers as tK; the
-    array accepts "host" and answers as "array")."""
+    array accepts "host" and answers as "array").  assume_clean=False:
+    members filled with random bytes (all but the last MiB, where the
+    superblock goes), whose parity the new array computes (its first
+    resync)."""
     targets, backings, urls = [], [], []
     boxes = boxes or {}
     for i in range(n + spares):
@@ -53,6 +57,9 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
         iqn = t.new_target(1, f"{IQN}:{name}target{i}", chap=member_chap)
         backings.append(t.new_file_lun(1, 1, member_bytes,
                                        blocksize=None if block_size == 512 else block_size))
+        if not assume_clean:
+            with open(backings[-1], "r+b") as f:
+                f.write(os.urandom(member_bytes - METADATA_BYTES))
         t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
                  "--lun", 1, "--params", f"tpt_dm={addr}:{_listen_port(link, host)},tpt=on")
         targets.append(t)
@@ -65,7 +72,8 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     host_chap = Chap.new("host", "array") if chap else None
     ciqn = c.new_target(1, f"{IQN}:{name}array", chap=host_chap)
     # Fresh sparse member files hold zeroes: their parity agrees.
-    opts = ["raid=5", f"unit={unit // 1024}k", f"mode={mode}", "assume_clean=yes"]
+    opts = ["raid=5", f"unit={unit // 1024}k", f"mode={mode}",
+            f"assume_clean={'yes' if assume_clean else 'no'}"]
     if mode == "tpt":
         opts.append(f"dm={host}:{_listen_port(controller_box, host)}")
     opts += [f"member={u}" for u in urls[:n]]

@@ -72,12 +72,22 @@ struct tpt_member *array_position_member(struct tpt_array *a, unsigned int pos)
 	return m >= 0 ? &a->member[m] : NULL;
 }
 
-bool array_stripe_missed(const struct tpt_array *a, unsigned int p,
-			 uint64_t stripe)
+bool array_fine_has(const struct tpt_array *a, const uint8_t *map,
+		    uint64_t stripe)
 {
 	uint64_t b = stripe / a->fine_stripes;
 
-	return a->pos[p].missed_fine[b / 8] & (1u << (b % 8));
+	return map[b / 8] & (1u << (b % 8));
+}
+
+void array_fine_clear(const struct tpt_array *a, uint8_t *map,
+		      uint64_t first, uint64_t end)
+{
+	uint64_t b;
+
+	for (b = first / a->fine_stripes;
+	     b < (end + a->fine_stripes - 1) / a->fine_stripes; b++)
+		map[b / 8] &= (uint8_t)~(1u << (b % 8));
 }
 
 /*
@@ -116,19 +126,6 @@ void array_missed_all(struct tpt_array *a, unsigned int p, bool lacks)
 	memset(a->pos[p].missed_fine, lacks ? 0xff : 0, missed_fine_bytes(a));
 }
 
-void array_missed_done(struct tpt_array *a, unsigned int p, uint64_t first,
-		       uint64_t end)
-{
-	uint8_t *map = a->pos[p].missed_fine;
-	uint64_t b;
-
-	/* Batches start and end on bits (TPT_MISSED_FINE_MAX_STRIPES), or
-	 * at the last stripe. */
-	for (b = first / a->fine_stripes;
-	     b < (end + a->fine_stripes - 1) / a->fine_stripes; b++)
-		map[b / 8] &= (uint8_t)~(1u << (b % 8));
-}
-
 void array_missed_from_regions(struct tpt_array *a, unsigned int p)
 {
 	const struct tpt_position *pos = &a->pos[p];
@@ -158,7 +155,7 @@ static bool position_valid(struct tpt_array *a, unsigned int p,
 	case TPT_POS_IN_SYNC:
 		return true;
 	case TPT_POS_RECOVERING:
-		return !array_stripe_missed(a, p, stripe);
+		return !array_fine_has(a, pos->missed_fine, stripe);
 	default:
 		return false;
 	}
@@ -172,7 +169,79 @@ uint32_t array_missing_at(struct tpt_array *a, uint64_t stripe)
 	for (p = 0; p < a->nr_members; p++)
 		if (!position_valid(a, p, stripe))
 			missing |= 1u << p;
+	/* A box missing where the parity may disagree with what a host
+	 * wrote: its units there are unknown, not the parity's to give. */
+	if (missing && a->parity_stale &&
+	    array_fine_has(a, a->parity_stale, stripe))
+		for (p = 0; p < a->level->nr_parity; p++)
+			missing |= 1u << a->level->parity_member(&a->geo,
+								 stripe, p);
 	return missing;
+}
+
+/* ---- stripes whose parity a resync has yet to compute ---- */
+
+int array_unsynced_add(struct tpt_array *a, const uint8_t *regions,
+		       bool stale)
+{
+	size_t mb = missed_fine_bytes(a);
+	uint64_t st;
+
+	if (!a->unsynced) {
+		a->unsynced = calloc(mb, 1);
+		a->parity_stale = calloc(mb, 1);
+		if (!a->unsynced || !a->parity_stale) {
+			array_unsynced_free(a);
+			return -ENOMEM;
+		}
+	}
+	for (st = 0; st < a->nr_stripes; st += a->fine_stripes) {
+		uint64_t r = st / TPT_RECOVERY_REGION_STRIPES;
+		uint64_t b = st / a->fine_stripes;
+
+		if (!(regions[r / 8] & (1u << (r % 8))))
+			continue;
+		a->unsynced[b / 8] |= 1u << (b % 8);
+		if (stale)
+			a->parity_stale[b / 8] |= 1u << (b % 8);
+	}
+	return 0;
+}
+
+void array_unsynced_done(struct tpt_array *a, uint64_t first, uint64_t end)
+{
+	array_fine_clear(a, a->unsynced, first, end);
+	array_fine_clear(a, a->parity_stale, first, end);
+}
+
+void array_unsynced_free(struct tpt_array *a)
+{
+	free(a->unsynced);
+	free(a->parity_stale);
+	a->unsynced = NULL;
+	a->parity_stale = NULL;
+}
+
+/*
+ * A write with every box there leaves an unsynced stripe's parity as far
+ * from its data as it was (a small write folds in the change only), and
+ * the host's data is now there: until the resync gets to the stripe, a
+ * box lost there cannot be rebuilt.  With a box missing, a write is
+ * planned from the parity and leaves the missing unit as it read before.
+ */
+static void span_mark_stale(struct tpt_array *a, const struct tpt_span *s)
+{
+	uint64_t st;
+
+	if (!a->unsynced || s->kind != TPT_SPAN_WRITE ||
+	    array_span_missing(s))
+		return;
+	for (st = s->first_stripe; st <= s->last_stripe; st++) {
+		uint64_t b = st / a->fine_stripes;
+
+		if (array_fine_has(a, a->unsynced, st))
+			a->parity_stale[b / 8] |= 1u << (b % 8);
+	}
 }
 
 uint32_t array_span_missing(const struct tpt_span *s)
@@ -310,6 +379,7 @@ static int span_try_start(struct tpt_array *a, struct tpt_span *s)
 		return -EAGAIN;
 	}
 	span_settle_missing(a, s);
+	span_mark_stale(a, s);
 	span_buffer(a, s);
 	/* Its regions marked durably first: parked until then. */
 	if (array_intent_hold(a, s))
@@ -999,7 +1069,7 @@ static void array_free(struct tpt_array *a, bool set_up)
 		free(a->pos[i].missed);
 		free(a->pos[i].missed_fine);
 	}
-	recovery_free(a);
+	array_unsynced_free(a);
 	free(a->intent);
 	free(a->region_gen);
 	free(a->region_inflight);
@@ -1126,11 +1196,9 @@ static int array_after_crash(struct tpt_array *a, uint8_t *dirty)
 	}
 	eprintf("tptraid: the controller stopped with writes in flight in %"
 		PRIu64 " regions: resyncing their parity\n", regions);
-	a->recovery.resync_map = malloc(mb);
-	if (!a->recovery.resync_map)
-		return -ENOMEM;
-	memcpy(a->recovery.resync_map, dirty, mb);
-	return 0;
+	/* Started dirty and degraded, the operator took what the parity
+	 * gives: a box lost there later is rebuilt from it too. */
+	return array_unsynced_add(a, dirty, !unusable);
 }
 
 int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
@@ -1250,12 +1318,10 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 	if (!ret)
 		ret = array_after_crash(a, dirty);
 	if (!ret && a->fresh && !spec->assume_clean) {
-		a->recovery.resync_map = malloc((a->nr_regions + 7) / 8);
-		if (a->recovery.resync_map)
-			memset(a->recovery.resync_map, 0xff,
-			       (a->nr_regions + 7) / 8);
-		else
-			ret = -ENOMEM;
+		/* Every region's: the members' old contents need not agree,
+		 * but nobody wrote them. */
+		memset(dirty, 0xff, (a->nr_regions + 7) / 8);
+		ret = array_unsynced_add(a, dirty, false);
 	}
 	if (ret)
 		goto fail;
@@ -1340,6 +1406,16 @@ int tpt_array_param(struct tpt_array *a, const char *key, const char *value)
 
 	if (!strcmp(key, "spare"))
 		return array_add_spare(a, value);
+	/* An action, not a setting: nothing is kept. */
+	if (!strcmp(key, "force_recovery")) {
+		if (strcmp(value, "yes")) {
+			eprintf("tptraid: force_recovery=%s: the only value "
+				"is yes\n", value);
+			return TGTADM_INVALID_REQUEST;
+		}
+		recovery_force(a);
+		return TGTADM_SUCCESS;
+	}
 	/* Kept in the state file: a restarted controller keeps them. */
 	if (!strcmp(key, "rebuild_rate")) {
 		if (tpt_spec_rebuild_rate(value, &a->rebuild_rate, err,

@@ -21,8 +21,7 @@
  * one where it is set is planned without it (its bit stays set) and the
  * recovery gets to it.  A batch that another position lacks too is
  * stepped over and tried again later (two boxes recovering at once).
- * A resync's point is the first stripe of its oldest batch in flight:
- * batches end out of order.
+ * A resync goes over the array's unsynced map the same way.
  * Each batch is planned by the RAID level for the array's mode
  * (raid_level_ops.tpt_rebuild / bl_rebuild): in TPT mode the targets
  * compute the missing units, in Baseline mode the controller does.  The
@@ -71,34 +70,26 @@ static double elapsed(const struct timespec *since)
 	       (double)(now.tv_nsec - since->tv_nsec) / 1e9;
 }
 
-static bool map_has(const uint8_t *map, uint64_t stripe)
+/* What the running job goes over: the stripes whose parity a resync
+ * computes, or those its position's box lacks; a bit per fine_stripes. */
+static const uint8_t *job_map(const struct tpt_array *a)
 {
-	uint64_t r = stripe / TPT_RECOVERY_REGION_STRIPES;
+	const struct tpt_recovery *rc = &a->recovery;
 
-	return map[r / 8] & (1u << (r % 8));
+	return rc->position == RAID_PARITY_MEMBER ? a->unsynced :
+	       a->pos[rc->position].missed_fine;
 }
 
 /* Stripes the running recovery has to do. */
 static uint64_t stripes_left(struct tpt_array *a)
 {
-	const struct tpt_recovery *rc = &a->recovery;
-	uint64_t st, end, n = 0;
+	const uint8_t *map = job_map(a);
+	uint64_t st, n = 0;
 
-	for (st = 0; st < a->nr_stripes; st = end) {
-		end = (st / TPT_RECOVERY_REGION_STRIPES + 1) *
-		      TPT_RECOVERY_REGION_STRIPES;
-		if (end > a->nr_stripes)
-			end = a->nr_stripes;
-		if (rc->position == RAID_PARITY_MEMBER) {
-			if (map_has(rc->resync_map, st))
-				n += end - st;
-			continue;
-		}
-		for (; st < end; st += a->fine_stripes)
-			if (array_stripe_missed(a, rc->position, st))
-				n += st + a->fine_stripes <= end ?
-				     a->fine_stripes : end - st;
-	}
+	for (st = 0; st < a->nr_stripes; st += a->fine_stripes)
+		if (array_fine_has(a, map, st))
+			n += st + a->fine_stripes <= a->nr_stripes ?
+			     a->fine_stripes : a->nr_stripes - st;
 	return n;
 }
 
@@ -112,8 +103,7 @@ static void recovery_finish(struct tpt_array *a)
 
 	rc->active = false;
 	if (rc->position == RAID_PARITY_MEMBER) {
-		free(rc->resync_map);
-		rc->resync_map = NULL;
+		array_unsynced_free(a);
 		eprintf("tptraid: parity of %" PRIu64 " stripes computed in "
 			"%.2f s\n", rc->done_stripes, secs);
 	} else {
@@ -140,22 +130,6 @@ static void recovery_finish(struct tpt_array *a)
 
 static void recovery_retry(void *data);
 
-/* The batch from stripe @first has ended: drop it and every ended batch
- * before which none is in flight any more. */
-static void batch_done(struct tpt_recovery *rc, uint64_t first)
-{
-	unsigned int i, n;
-
-	for (i = 0; i < rc->nr_batches; i++)
-		if (rc->batch[i].first == first)
-			rc->batch[i].done = true;
-	for (n = 0; n < rc->nr_batches && rc->batch[n].done; n++)
-		;
-	memmove(rc->batch, rc->batch + n,
-		(rc->nr_batches - n) * sizeof(rc->batch[0]));
-	rc->nr_batches -= n;
-}
-
 static void recovery_retry(void *data);
 
 /* Whether a batch planned without @missing failed for lack of positions
@@ -168,13 +142,20 @@ static bool lacks_others(const struct tpt_array *a, uint32_t missing,
 	       (unsigned int)__builtin_popcount(missing) > a->level->nr_parity;
 }
 
-/* For the log: the other positions a batch planned without @missing
- * lacked, when they are why it could not be planned. */
-static void stall_why(const struct tpt_array *a, uint32_t missing,
-		      unsigned int position, char *why, size_t len)
+/* For the log: why a batch from stripe @at planned without @missing
+ * could not be planned, when other positions lacked it. */
+static void stall_why(const struct tpt_array *a, uint64_t at,
+		      uint32_t missing, unsigned int position, char *why,
+		      size_t len)
 {
 	why[0] = '\0';
-	if (lacks_others(a, missing, position))
+	if (!lacks_others(a, missing, position))
+		return;
+	if (a->parity_stale && array_fine_has(a, a->parity_stale, at))
+		snprintf(why, len, " (their parity may not match what a host "
+			 "wrote there: the resync had not reached them; "
+			 "--params force_recovery=yes takes it as it is)");
+	else
 		snprintf(why, len, " (position mask 0x%x is not in sync "
 			 "there either)", missing & ~(1u << position));
 }
@@ -188,9 +169,9 @@ static void recovery_pause(struct tpt_array *a, uint64_t at,
 	struct tpt_recovery *rc = &a->recovery;
 	uint64_t *stalled = rc->position == RAID_PARITY_MEMBER ? NULL :
 			    &a->pos[rc->position].stalled_at;
-	char why[96];
+	char why[160];
 
-	stall_why(a, missing, rc->position, why, sizeof(why));
+	stall_why(a, at, missing, rc->position, why, sizeof(why));
 	if (!stalled || *stalled != at + 1)
 		eprintf("tptraid: recovery of position %d stopped at stripe %"
 			PRIu64 ": %s%s; trying again every 5 s\n",
@@ -199,7 +180,6 @@ static void recovery_pause(struct tpt_array *a, uint64_t at,
 		*stalled = at + 1;
 	rc->kick_from = stalled ? rc->position + 1 : 0;
 	rc->active = false;
-	rc->nr_batches = 0;
 	rc->paused = true;
 	rc->timer.func = recovery_retry;
 	rc->timer.data = a;
@@ -218,7 +198,6 @@ static void recovery_span_done(struct tpt_span *s, int result)
 	free(s);
 	if (!rc->active) {
 		/* Stopped meanwhile: start what the array needs now. */
-		rc->nr_batches = 0;
 		if (!rc->in_flight)
 			recovery_kick(a);
 		return;
@@ -238,14 +217,14 @@ static void recovery_span_done(struct tpt_span *s, int result)
 		return;
 	} else {
 		rc->done_stripes += n;
-		if (rc->position != RAID_PARITY_MEMBER) {
-			array_missed_done(a, rc->position, s_first,
-					  s_first + n);
+		if (rc->position == RAID_PARITY_MEMBER) {
+			array_unsynced_done(a, s_first, s_first + n);
+		} else {
+			array_fine_clear(a, a->pos[rc->position].missed_fine,
+					 s_first, s_first + n);
 			a->pos[rc->position].stalled_at = 0;
 		}
 	}
-	batch_done(rc, s_first);
-	rc->done_point = rc->nr_batches ? rc->batch[0].first : rc->next;
 	recovery_step(a);
 }
 
@@ -265,33 +244,19 @@ static void recovery_resume(void *data)
 	recovery_step(a);
 }
 
-/* Whether the running recovery has @stripe to do: what the position's
- * box lacks, for a resync the stripes of its regions. */
+/* Whether the running recovery has @stripe to do. */
 static bool recovery_wants(struct tpt_array *a, uint64_t stripe)
 {
-	struct tpt_recovery *rc = &a->recovery;
-
-	if (rc->position == RAID_PARITY_MEMBER)
-		return map_has(rc->resync_map, stripe);
-	return array_stripe_missed(a, rc->position, stripe);
+	return array_fine_has(a, job_map(a), stripe);
 }
 
-/* The next stripe to recover from @from on: a resync's next region in
- * its map, a position's next bit of what its box lacks (eight clear
- * bits at a time). */
+/* The next stripe to recover from @from on: the next bit of the job's
+ * map (eight clear bits at a time). */
 static uint64_t recovery_next(struct tpt_array *a, uint64_t from)
 {
-	struct tpt_recovery *rc = &a->recovery;
-	const uint8_t *map;
+	const uint8_t *map = job_map(a);
 	uint64_t b;
 
-	if (rc->position == RAID_PARITY_MEMBER) {
-		while (from < a->nr_stripes && !map_has(rc->resync_map, from))
-			from = (from / TPT_RECOVERY_REGION_STRIPES + 1) *
-			       TPT_RECOVERY_REGION_STRIPES;
-		return from < a->nr_stripes ? from : a->nr_stripes;
-	}
-	map = a->pos[rc->position].missed_fine;
 	for (b = from / a->fine_stripes; b * a->fine_stripes < a->nr_stripes;
 	     b++) {
 		if (!(b % 8) && !map[b / 8]) {
@@ -368,9 +333,6 @@ static bool recovery_next_batch(struct tpt_array *a)
 	clock_gettime(CLOCK_MONOTONIC, &s->first_try);
 	rc->next = first + n;
 	rc->in_flight++;
-	rc->batch[rc->nr_batches++] = (struct tpt_recovery_batch){
-		.first = first, .end = first + n,
-	};
 	array_queue_span(a, s);
 	return true;
 }
@@ -380,7 +342,7 @@ static void recovery_step(struct tpt_array *a)
 	struct tpt_recovery *rc = &a->recovery;
 
 	while (rc->active && !rc->paused && !a->stopping &&
-	       rc->nr_batches < batches_max(a) &&
+	       rc->in_flight < batches_max(a) &&
 	       recovery_next_batch(a))
 		;
 }
@@ -401,10 +363,8 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 	rc->position = position;
 	rc->catch_up = catch_up;
 	rc->next = 0;
-	rc->done_point = 0;
 	rc->done_stripes = 0;
 	rc->skipped = 0;
-	rc->nr_batches = 0;
 	rc->total_stripes = stripes_left(a);
 	clock_gettime(CLOCK_MONOTONIC, &rc->started);
 	if (position == RAID_PARITY_MEMBER)
@@ -481,19 +441,79 @@ void recovery_kick(struct tpt_array *a)
 			return;
 		}
 	}
-	if (a->recovery.resync_map && tpt_array_state(a) == TPT_ARRAY_OPTIMAL)
+	if (a->unsynced && tpt_array_state(a) == TPT_ARRAY_OPTIMAL)
 		recovery_start(a, RAID_PARITY_MEMBER, false);
 }
 
 bool recovery_keeps_region(const struct tpt_array *a, uint64_t r)
 {
-	const struct tpt_recovery *rc = &a->recovery;
+	uint64_t st = r * TPT_RECOVERY_REGION_STRIPES;
+	uint64_t end = st + TPT_RECOVERY_REGION_STRIPES;
 
-	if (!rc->resync_map || !(rc->resync_map[r / 8] & (1u << (r % 8))))
+	for (; a->unsynced && st < end && st < a->nr_stripes;
+	     st += a->fine_stripes)
+		if (array_fine_has(a, a->unsynced, st))
+			return true;
+	return false;
+}
+
+/* Stripes force_recovery names one by one in the log, at most. */
+#define FORCE_LOG_STRIPES 16
+
+/* Take @stripe's parity as it is if one data position lacks its unit
+ * there: true when it did, naming the blocks that may be wrong if fewer
+ * than FORCE_LOG_STRIPES were (@n) before it. */
+static bool force_stripe(struct tpt_array *a, uint64_t stripe, uint64_t n)
+{
+	unsigned int parity = a->level->parity_member(&a->geo, stripe, 0);
+	uint32_t others = array_missing_at(a, stripe) & ~(1u << parity);
+	uint64_t lba, unit = a->geo.unit_blocks;
+	unsigned int p;
+
+	/* None, or more than the parity can stand for. */
+	if (!others || (others & (others - 1)))
 		return false;
-	/* A running resync has done the regions below its point. */
-	return !(rc->active && rc->position == RAID_PARITY_MEMBER &&
-		 (r + 1) * TPT_RECOVERY_REGION_STRIPES <= rc->done_point);
+	p = (unsigned int)__builtin_ctz(others);
+	if (n < FORCE_LOG_STRIPES &&
+	    !a->level->unmap(&a->geo, p, stripe * unit, &lba))
+		eprintf("tptraid: force_recovery: position %u's blocks %"
+			PRIu64 "-%" PRIu64 " (stripe %" PRIu64 ") are what "
+			"the parity gives; they may not be what was written\n",
+			p, lba, lba + unit - 1, stripe);
+	return true;
+}
+
+int recovery_force(struct tpt_array *a)
+{
+	uint64_t st, s, end, before, n = 0;
+
+	for (st = 0; a->parity_stale && st < a->nr_stripes;
+	     st += a->fine_stripes) {
+		if (!array_fine_has(a, a->parity_stale, st))
+			continue;
+		end = st + a->fine_stripes;
+		if (end > a->nr_stripes)
+			end = a->nr_stripes;
+		for (before = n, s = st; s < end; s++)
+			n += force_stripe(a, s, n);
+		if (n != before)
+			array_fine_clear(a, a->parity_stale, st, end);
+	}
+	if (!n) {
+		eprintf("tptraid: force_recovery: no stripe waits for a "
+			"parity that may not match its data\n");
+		return 0;
+	}
+	eprintf("tptraid: force_recovery: %" PRIu64 " stripes taken as their "
+		"parity gives them (the first %u named above)\n", n,
+		n < FORCE_LOG_STRIPES ? (unsigned int)n : FORCE_LOG_STRIPES);
+	/* A job waiting to try again goes on now. */
+	if (a->recovery.paused && !a->recovery.active) {
+		del_work(&a->recovery.timer);
+		a->recovery.paused = false;
+		recovery_kick(a);
+	}
+	return 0;
 }
 
 void recovery_stop(struct tpt_array *a)
@@ -502,13 +522,6 @@ void recovery_stop(struct tpt_array *a)
 		del_work(&a->recovery.timer);
 	a->recovery.paused = false;
 	a->recovery.active = false;
-	a->recovery.nr_batches = 0;
-}
-
-void recovery_free(struct tpt_array *a)
-{
-	free(a->recovery.resync_map);
-	a->recovery.resync_map = NULL;
 }
 
 void recovery_progress(const struct tpt_array *a, char *buf, size_t len)

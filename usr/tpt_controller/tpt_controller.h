@@ -444,20 +444,32 @@ struct tpt_position {
 #define TPT_MISSED_FINE_MAX_BITS (8u << 20)
 #define TPT_MISSED_FINE_MAX_STRIPES 16
 
-/* Whether position @p's box missed a write to @stripe, as its fine map
- * says; mark stripes [@first, @last] missed in both maps, true when a
- * region bit changed; set the fine bits of the regions the region map
- * has (after loading it). */
-bool array_stripe_missed(const struct tpt_array *a, unsigned int p,
-			 uint64_t stripe);
+/* A fine map (a bit per fine_stripes stripes): whether it has @stripe;
+ * clear stripes [@first, @end), which start and end on bits (recovery
+ * batches do) or at the last stripe. */
+bool array_fine_has(const struct tpt_array *a, const uint8_t *map,
+		    uint64_t stripe);
+void array_fine_clear(const struct tpt_array *a, uint8_t *map,
+		      uint64_t first, uint64_t end);
+/* Mark stripes [@first, @last] missed by position @p's box in both maps,
+ * true when a region bit changed; set the fine bits of the regions the
+ * region map has (after loading it). */
 bool array_mark_missed(struct tpt_array *a, unsigned int p, uint64_t first,
 		       uint64_t last);
 void array_missed_from_regions(struct tpt_array *a, unsigned int p);
-/* Position @p's box lacks every stripe (a rebuild in full), or none;
- * stripes [@first, @end) are done. */
+/* Position @p's box lacks every stripe (a rebuild in full), or none. */
 void array_missed_all(struct tpt_array *a, unsigned int p, bool lacks);
-void array_missed_done(struct tpt_array *a, unsigned int p, uint64_t first,
-		       uint64_t end);
+
+/* The stripes of @regions (a bit per recovery region) get their parity
+ * computed from their data by a resync; @stale: it may disagree with
+ * data a host wrote there (writes were in flight at a crash), rather
+ * than with contents nobody wrote (a new array's).  -ENOMEM. */
+int array_unsynced_add(struct tpt_array *a, const uint8_t *regions,
+		       bool stale);
+/* The resync has computed the parity of stripes [@first, @end). */
+void array_unsynced_done(struct tpt_array *a, uint64_t first, uint64_t end);
+/* The resync is over (or the array goes). */
+void array_unsynced_free(struct tpt_array *a);
 
 enum tpt_array_state {
 	TPT_ARRAY_OPTIMAL,
@@ -494,29 +506,17 @@ void array_intent_release(struct tpt_array *a, struct tpt_span *s);
 #define TPT_RECOVERY_BATCHES 4
 
 struct tpt_recovery {
-	/* Regions whose parity must be computed from their data: a new
-	 * array's, or those with writes in flight when the controller
-	 * stopped (the write-intent record); NULL when none. */
-	uint8_t *resync_map;
 	bool active;
 	unsigned int position;		/* or RAID_PARITY_MEMBER */
 	bool catch_up;			/* only the stripes its box missed */
 	uint64_t next;			/* next stripe to recover */
-	uint64_t done_point;		/* stripes below are recovered */
 	uint64_t done_stripes, total_stripes;
 	/* Stripes stepped over because another position lacks them too,
 	 * and the first of them: the job is not done until they are. */
 	uint64_t skipped, first_skipped;
 	uint32_t skipped_missing;
 	struct timespec started;
-	unsigned int in_flight;
-	/* The batches in flight or done above done_point, in the order
-	 * they were started (recovery.c). */
-	struct tpt_recovery_batch {
-		uint64_t first, end;	/* stripes [first, end) */
-		bool done;
-	} batch[TPT_RECOVERY_BATCHES];
-	unsigned int nr_batches;
+	unsigned int in_flight;		/* batches, TPT_RECOVERY_BATCHES at most */
 	/* recovery_kick() looks for a position to recover from here on. */
 	unsigned int kick_from;
 	struct tgt_work timer;		/* the rate limit's pause */
@@ -528,7 +528,10 @@ void recovery_kick(struct tpt_array *a);
 /* Whether region @r still awaits its parity resync: its intent bit stays. */
 bool recovery_keeps_region(const struct tpt_array *a, uint64_t r);
 void recovery_stop(struct tpt_array *a);
-void recovery_free(struct tpt_array *a);
+/* The operator's force_recovery=yes: where a lost box's units wait for a
+ * parity that may not match the data (array.c, parity_stale), take them
+ * from it all the same, logging which blocks may be wrong. */
+int recovery_force(struct tpt_array *a);
 /* "NN.N% ETA Ns R MB/s", or "" when nothing runs. */
 void recovery_progress(const struct tpt_array *a, char *buf, size_t len);
 
@@ -553,6 +556,13 @@ struct tpt_array {
 	uint64_t event;			/* membership changes so far */
 	uint64_t nr_stripes, nr_regions;
 	uint64_t fine_stripes;		/* stripes per bit of missed_fine */
+	/* Stripes whose parity a resync has yet to compute from their data
+	 * (recovery.c), and of those the ones where it may disagree with
+	 * data a host wrote: after a crash with writes in flight, or written
+	 * on a new array ahead of its first resync.  A box missing there
+	 * makes its units unknown, not rebuildable (array_missing_at()).
+	 * Fine maps; NULL when no resync is due. */
+	uint8_t *unsynced, *parity_stale;
 	unsigned int fail_timeout;	/* seconds without an answer */
 	unsigned int rebuild_rate;	/* MB/s, 0: unthrottled */
 	/* Set with tgtadm since creation: kept in the state file, where

@@ -179,7 +179,8 @@ static void degraded_read_shape(void)
 	}
 }
 
-/* Two members gone: nothing can be planned that needs either. */
+/* Two members gone: nothing can be planned that needs either; a read of
+ * the others' units can. */
 static void two_missing_is_no_data(void)
 {
 	struct world w;
@@ -187,7 +188,9 @@ static void two_missing_is_no_data(void)
 
 	world_init(&w, 5, 8, 4, 512, 16);
 	w.a.ctx.missing = 0x3;
+	world_read(&w, 16, 16);
 	CHECK_EQ(raid5_level.tpt_read(&w.a.ctx, 0, 8, 1, &p), -ENODATA);
+	CHECK_EQ(raid5_level.tpt_read(&w.a.ctx, 16, 32, 1, &p), -ENODATA);
 	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, 8, 1, &p), -ENODATA);
 	CHECK_EQ(raid5_level.tpt_rebuild(&w.a.ctx, 0, 1, 0, 1, &p), -ENODATA);
 	CHECK_EQ(raid5_level.tpt_rebuild(&w.a.ctx, 0, 1, RAID_PARITY_MEMBER, 1,
