@@ -72,8 +72,13 @@ FUZZ_SRCS := $(wildcard test/fuzz/fuzz_*.c)
 FUZZERS ?= $(FUZZ_SRCS:test/fuzz/%.c=%)
 FUZZ_BINS := $(FUZZERS:%=$(BUILD)/test/fuzz/%)
 FUZZ_SECONDS ?= 10
-# make check's smoke run: short, as it runs every fuzzer.
+# libFuzzer's -seed: 0 draws a new one each run, which is how a run finds
+# inputs the last ones did not.
+FUZZ_SEED ?= 0
+# make check's smoke run: short, as it runs every fuzzer, and from a fixed
+# seed, so that a clean clone's run is the same run each time.
 CHECK_FUZZ_SECONDS ?= 5
+CHECK_FUZZ_SEED ?= 1
 
 # Our command-line tools: each is one C file tools/NAME.c or a folder
 # tools/NAME/ of C files and its own headers; tools/*.h serve them all.
@@ -260,7 +265,8 @@ fuzz: $(FUZZ_BINS)
 		n=$$(basename $$f); \
 		mkdir -p $(BUILD)/fuzz-corpus/$$n; \
 		echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
-		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+		$$f -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) \
+			-print_final_stats=1 \
 			$$([ -f test/fuzz/$$n.dict ] && echo -dict=test/fuzz/$$n.dict) \
 			$(BUILD)/fuzz-corpus/$$n \
 			$$([ -d test/fuzz/corpus/$$n ] && echo test/fuzz/corpus/$$n) \
@@ -283,7 +289,8 @@ deps:
 check: deps
 	$(MAKE) --no-print-directory all
 	$(MAKE) --no-print-directory unit
-	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS) \
+		FUZZ_SEED=$(CHECK_FUZZ_SEED)
 	$(MAKE) --no-print-directory pytest
 
 # Benchmarks print ratios measured in one run; they assert nothing.
