@@ -372,6 +372,32 @@ def test_survivor_lost_mid_write_during_rebuild(tgtd_factory, mode, tmp_path, re
                            timeout=120)
         m = re.search(r"(\d+) stripes checked, (\d+) mismatches", r.stdout)
         assert m and int(m.group(2)) <= 16, r.stdout + r.stderr
+        # The operator takes the returning box's units there as it holds
+        # them (md's --force): the rebuild ends, every stripe agrees.
+        c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                            "--tid", 1, "--lun", 1, "--params", "force_recovery=yes")
+        log = wait_log(c, r"force_recovery: \d+ stripes taken as they are")
+        assert re.search(r"stripe \d+ taken from position 3's box as it holds it: blocks ", log)
+        wait_state(c, {"optimal"}, timeout=60)
+        # What reads back other than written lies in the blocks it named.
+        named = [tuple(map(int, rng.split("-")))
+                 for m in re.finditer(r"stripe \d+ taken [^:]*: blocks ([0-9, -]+) may not be",
+                                      log)
+                 for rng in m.group(1).split(", ")]
+        r = subprocess.run([str(paths.tool("tpt-iscsi-verify")), "--model", str(tmp_path),
+                            "--verify", "--max-bs", "256k", c.url],
+                           capture_output=True, text=True, timeout=180)
+        wrong = re.search(r"errors=0 mismatches=(\d+)", r.stdout)
+        assert wrong, r.stdout + r.stderr
+        # The model's unknown marks, a byte per block of the LUN.
+        with open(tmp_path / "unknown", "r+b") as f:
+            for lo, hi in named:
+                f.seek(lo)
+                f.write(b"\x01" * (hi - lo + 1))
+        verify_all(c, tmp_path)
+        scrub(c)
+        report(f"{mode}: force_recovery=yes: optimal, {len(named)} unit(s) named, "
+               f"{wrong.group(1)} block(s) read back otherwise, all in them")
 
 
 @pytest.mark.parametrize("write_intent", ["yes", "no"])
@@ -548,10 +574,11 @@ def test_operator_forces_recovery_over_an_unknown_parity(tgtd_factory, client, m
                             "--tid", 1, "--lun", 1, "--params", "force_recovery=no")
     c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
                         "--tid", 1, "--lun", 1, "--params", "force_recovery=yes")
-    log = wait_log(c, r"force_recovery: 4 stripes taken as their parity gives them")
+    log = wait_log(c, r"force_recovery: 4 stripes taken as they are")
     for s in w.LOST:
         lba = w.lba(s)
-        assert f"position 0's blocks {lba}-{lba + UNIT // 512 - 1} (stripe {s})" in log
+        assert (f"stripe {s} taken from its parity as it is: blocks {lba}-"
+                f"{lba + UNIT // 512 - 1} may not be what was written") in log
     w.resync_done()
     for s in w.LOST:
         assert w.read(w.lba(s))["status"] == GOOD

@@ -130,8 +130,6 @@ static void recovery_finish(struct tpt_array *a)
 
 static void recovery_retry(void *data);
 
-static void recovery_retry(void *data);
-
 /* Whether a batch planned without @missing failed for lack of positions
  * other than the one it recovers. */
 static bool lacks_others(const struct tpt_array *a, uint32_t missing,
@@ -140,6 +138,19 @@ static bool lacks_others(const struct tpt_array *a, uint32_t missing,
 	return position != RAID_PARITY_MEMBER &&
 	       (missing & ~(1u << position)) &&
 	       (unsigned int)__builtin_popcount(missing) > a->level->nr_parity;
+}
+
+/* Whether a box catching up serves one of the positions in @missing:
+ * force_recovery can take what it holds. */
+static bool returning_box(const struct tpt_array *a, uint32_t missing)
+{
+	unsigned int p;
+
+	for (p = 0; p < a->nr_members; p++)
+		if ((missing & (1u << p)) && a->pos[p].catch_up &&
+		    a->pos[p].state == TPT_POS_RECOVERING)
+			return true;
+	return false;
 }
 
 /* For the log: why a batch from stripe @at planned without @missing
@@ -157,7 +168,10 @@ static void stall_why(const struct tpt_array *a, uint64_t at,
 			 "--params force_recovery=yes takes it as it is)");
 	else
 		snprintf(why, len, " (position mask 0x%x is not in sync "
-			 "there either)", missing & ~(1u << position));
+			 "there either%s)", missing & ~(1u << position),
+			 returning_box(a, missing) ? "; --params force_recovery"
+			 "=yes takes a returning box's units as it holds them" :
+			 "");
 }
 
 /* The job stops for now: a kick in a few seconds starts what the array
@@ -169,7 +183,7 @@ static void recovery_pause(struct tpt_array *a, uint64_t at,
 	struct tpt_recovery *rc = &a->recovery;
 	uint64_t *stalled = rc->position == RAID_PARITY_MEMBER ? NULL :
 			    &a->pos[rc->position].stalled_at;
-	char why[160];
+	char why[192];
 
 	stall_why(a, at, missing, rc->position, why, sizeof(why));
 	if (!stalled || *stalled != at + 1)
@@ -460,26 +474,89 @@ bool recovery_keeps_region(const struct tpt_array *a, uint64_t r)
 /* Stripes force_recovery names one by one in the log, at most. */
 #define FORCE_LOG_STRIPES 16
 
-/* Take @stripe's parity as it is if one data position lacks its unit
- * there: true when it did, naming the blocks that may be wrong if fewer
- * than FORCE_LOG_STRIPES were (@n) before it. */
-static bool force_stripe(struct tpt_array *a, uint64_t stripe, uint64_t n)
+/* For the log: @stripe's blocks held by the data positions of @doubtful,
+ * which may not be what was written, taken as @how. */
+static void force_log(struct tpt_array *a, uint64_t stripe,
+		      uint32_t doubtful, const char *how)
+{
+	uint64_t lba, unit = a->geo.unit_blocks;
+	char blocks[160] = "";
+	size_t len = 0;
+	unsigned int p;
+
+	for (p = 0; p < a->nr_members && len < sizeof(blocks); p++) {
+		if (!(doubtful & (1u << p)) ||
+		    a->level->unmap(&a->geo, p, stripe * unit, &lba))
+			continue;
+		len += (size_t)snprintf(blocks + len, sizeof(blocks) - len,
+					"%s%" PRIu64 "-%" PRIu64,
+					len ? ", " : "", lba, lba + unit - 1);
+	}
+	eprintf("tptraid: force_recovery: stripe %" PRIu64 " taken %s: "
+		"blocks %s may not be what was written\n", stripe, how,
+		len ? blocks : "(parity only)");
+}
+
+/*
+ * More positions lack @stripe than the parity stands for (a box lost
+ * during a rebuild and back, after writes in flight tore the stripe):
+ * the position of a returning box, whose unit can be taken as it holds
+ * it (it left before a write there, so it may be older), or -1.
+ */
+static int torn_returning(struct tpt_array *a, uint64_t stripe)
+{
+	uint32_t lacking = array_missing_at(a, stripe);
+	unsigned int p;
+
+	if ((unsigned int)__builtin_popcount(lacking) <= a->level->nr_parity)
+		return -1;
+	for (p = 0; p < a->nr_members; p++) {
+		struct tpt_position *pos = &a->pos[p];
+		struct tpt_member *m = array_position_member(a, p);
+
+		if ((lacking & (1u << p)) &&
+		    pos->state == TPT_POS_RECOVERING && pos->catch_up &&
+		    m && m->link == MEMBER_ONLINE && m->ready && !m->failing)
+			return (int)p;
+	}
+	return -1;
+}
+
+/* Take the returning box's units of stripes [@first, @end) (one bit of
+ * its map) as it holds them, where one of them is torn: the others that
+ * lack them are rebuilt from them.  Stripes taken, added to @n. */
+static void force_torn(struct tpt_array *a, uint64_t first, uint64_t end,
+		       uint64_t *n)
+{
+	uint64_t s;
+	char how[64];
+	int p = -1;
+
+	for (s = first; s < end && p < 0; s++)
+		p = torn_returning(a, s);
+	if (p < 0)
+		return;
+	snprintf(how, sizeof(how), "from position %d's box as it holds it",
+		 p);
+	/* The bit stands for all of them: each is taken as it is. */
+	for (s = first; s < end; s++, (*n)++)
+		if (*n < FORCE_LOG_STRIPES)
+			force_log(a, s, array_missing_at(a, s), how);
+	array_fine_clear(a, a->pos[p].missed_fine, first, end);
+}
+
+/* One data position lacks @stripe where its parity may not match the
+ * data: the parity is taken as it is.  True when that was done. */
+static bool force_stale(struct tpt_array *a, uint64_t stripe, uint64_t n)
 {
 	unsigned int parity = a->level->parity_member(&a->geo, stripe, 0);
 	uint32_t others = array_missing_at(a, stripe) & ~(1u << parity);
-	uint64_t lba, unit = a->geo.unit_blocks;
-	unsigned int p;
 
 	/* None, or more than the parity can stand for. */
 	if (!others || (others & (others - 1)))
 		return false;
-	p = (unsigned int)__builtin_ctz(others);
-	if (n < FORCE_LOG_STRIPES &&
-	    !a->level->unmap(&a->geo, p, stripe * unit, &lba))
-		eprintf("tptraid: force_recovery: position %u's blocks %"
-			PRIu64 "-%" PRIu64 " (stripe %" PRIu64 ") are what "
-			"the parity gives; they may not be what was written\n",
-			p, lba, lba + unit - 1, stripe);
+	if (n < FORCE_LOG_STRIPES)
+		force_log(a, stripe, others, "from its parity as it is");
 	return true;
 }
 
@@ -487,6 +564,9 @@ int recovery_force(struct tpt_array *a)
 {
 	uint64_t st, s, end, before, n = 0;
 
+	for (st = 0; st < a->nr_stripes; st += a->fine_stripes)
+		force_torn(a, st, st + a->fine_stripes < a->nr_stripes ?
+			   st + a->fine_stripes : a->nr_stripes, &n);
 	for (st = 0; a->parity_stale && st < a->nr_stripes;
 	     st += a->fine_stripes) {
 		if (!array_fine_has(a, a->parity_stale, st))
@@ -495,17 +575,17 @@ int recovery_force(struct tpt_array *a)
 		if (end > a->nr_stripes)
 			end = a->nr_stripes;
 		for (before = n, s = st; s < end; s++)
-			n += force_stripe(a, s, n);
+			n += force_stale(a, s, n);
 		if (n != before)
 			array_fine_clear(a, a->parity_stale, st, end);
 	}
 	if (!n) {
-		eprintf("tptraid: force_recovery: no stripe waits for a "
-			"parity that may not match its data\n");
+		eprintf("tptraid: force_recovery: no stripe lacks more than "
+			"the parity can give back\n");
 		return 0;
 	}
-	eprintf("tptraid: force_recovery: %" PRIu64 " stripes taken as their "
-		"parity gives them (the first %u named above)\n", n,
+	eprintf("tptraid: force_recovery: %" PRIu64 " stripes taken as they "
+		"are (the first %u named above)\n", n,
 		n < FORCE_LOG_STRIPES ? (unsigned int)n : FORCE_LOG_STRIPES);
 	/* A job waiting to try again goes on now. */
 	if (a->recovery.paused && !a->recovery.active) {

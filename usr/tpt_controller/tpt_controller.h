@@ -528,9 +528,10 @@ void recovery_kick(struct tpt_array *a);
 /* Whether region @r still awaits its parity resync: its intent bit stays. */
 bool recovery_keeps_region(const struct tpt_array *a, uint64_t r);
 void recovery_stop(struct tpt_array *a);
-/* The operator's force_recovery=yes: where a lost box's units wait for a
- * parity that may not match the data (array.c, parity_stale), take them
- * from it all the same, logging which blocks may be wrong. */
+/* The operator's force_recovery=yes: stripes that lack more than the
+ * parity can give back are taken as they are - a returning box's unit
+ * as it holds it, a parity that may not match the data as it is -
+ * logging which blocks may not be what was written (md's --force). */
 int recovery_force(struct tpt_array *a);
 /* "NN.N% ETA Ns R MB/s", or "" when nothing runs. */
 void recovery_progress(const struct tpt_array *a, char *buf, size_t len);
