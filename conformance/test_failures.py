@@ -568,6 +568,8 @@ def test_operator_forces_recovery_over_an_unknown_parity(tgtd_factory, client, m
     log = wait_log(c, r"4 stripes from there on that another position lacks too are left "
                    r"\(their parity may not match what a host wrote there")
     assert "--params force_recovery=yes" in log
+    assert re.search(r"TPT-RAID recovery: stopped, position 0 at stripe 472: 4 stripes ",
+                     show(c)), show(c)
     assert w.read(w.lba(472))["status"] == CHECK_CONDITION
     with pytest.raises(TgtadmError):
         c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",

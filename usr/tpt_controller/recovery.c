@@ -186,6 +186,9 @@ static void recovery_pause(struct tpt_array *a, uint64_t at,
 	char why[192];
 
 	stall_why(a, at, missing, rc->position, why, sizeof(why));
+	snprintf(rc->stopped, sizeof(rc->stopped), "position %d at stripe %"
+		 PRIu64 ": %s%s", stalled ? (int)rc->position : -1, at, what,
+		 why);
 	if (!stalled || *stalled != at + 1)
 		eprintf("tptraid: recovery of position %d stopped at stripe %"
 			PRIu64 ": %s%s; trying again every 5 s\n",
@@ -374,6 +377,7 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 		     a->pos[position].stalled_at;
 
 	rc->active = true;
+	rc->stopped[0] = '\0';
 	rc->position = position;
 	rc->catch_up = catch_up;
 	rc->next = 0;

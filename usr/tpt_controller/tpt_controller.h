@@ -521,6 +521,9 @@ struct tpt_recovery {
 	unsigned int kick_from;
 	struct tgt_work timer;		/* the rate limit's pause */
 	bool paused;
+	/* Why the last job stopped before its end, for show; "" when it
+	 * did not (recovery_pause()). */
+	char stopped[224];
 };
 
 /* Start whatever the array's state calls for, if nothing runs. */
