@@ -1185,17 +1185,21 @@ static int array_after_crash(struct tpt_array *a, uint8_t *dirty)
 		return 0;
 	if (unusable && !a->spec.start_dirty_degraded) {
 		eprintf("tptraid: the controller stopped with writes in flight "
-			"in %" PRIu64 " regions while member positions 0x%x "
-			"could not be used: parity there may not match the data "
-			"and those positions' blocks there cannot be rebuilt. "
+			"or a parity resync unfinished in %" PRIu64 " regions "
+			"while member positions 0x%x could not be used: parity "
+			"there may not match the data and those positions' "
+			"blocks there cannot be rebuilt. "
 			"Not starting (as md); to start anyway, accepting that "
 			"those blocks may be wrong, create the LU again with "
 			"--bsopts start_dirty_degraded=yes (for that assembly "
 			"only)\n", regions, unusable);
 		return -EUCLEAN;
 	}
-	eprintf("tptraid: the controller stopped with writes in flight in %"
-		PRIu64 " regions: resyncing their parity\n", regions);
+	/* A clean stop keeps the regions a resync had yet to do (the
+	 * record cannot tell them from writes in flight). */
+	eprintf("tptraid: the controller stopped with writes in flight or a "
+		"parity resync unfinished in %" PRIu64 " regions: resyncing "
+		"their parity\n", regions);
 	/* Started dirty and degraded, the operator took what the parity
 	 * gives: a box lost there later is rebuilt from it too. */
 	return array_unsynced_add(a, dirty, !unusable);
@@ -1319,9 +1323,12 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		ret = array_after_crash(a, dirty);
 	if (!ret && a->fresh && !spec->assume_clean) {
 		/* Every region's: the members' old contents need not agree,
-		 * but nobody wrote them. */
+		 * but nobody wrote them.  Marked in the record, so that a stop
+		 * before the resync ends leaves the rest to the next start. */
 		memset(dirty, 0xff, (a->nr_regions + 7) / 8);
 		ret = array_unsynced_add(a, dirty, false);
+		if (!ret)
+			array_intent_mark_all(a);
 	}
 	if (ret)
 		goto fail;

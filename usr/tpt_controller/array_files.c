@@ -490,10 +490,11 @@ static int regions_load(struct tpt_array *a, struct array_files *f,
 	return got[0] == -ENOENT && got[1] == -ENOENT ? -ENOENT : -EINVAL;
 }
 
-/* write_intent=no, md with no bitmap: every region counts as in flight
+/* write_intent=no is md with no bitmap: every region counts as in flight
  * while the array runs, so a crash resyncs it all.  The first writes wait
- * for that record to be durable; none waits again. */
-static void intent_mark_all(struct tpt_array *a)
+ * for that record to be durable; none waits again.  The regions a resync
+ * has yet to do stay marked (recovery_keeps_region()). */
+void array_intent_mark_all(struct tpt_array *a)
 {
 	uint64_t r;
 
@@ -543,7 +544,7 @@ int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
 	/* The record as it stands is durable: nothing waits for it. */
 	f->durable_gen = a->change_gen;
 	if (!a->spec.write_intent)
-		intent_mark_all(a);
+		array_intent_mark_all(a);
 	f->tick.func = files_tick;
 	f->tick.data = a;
 	add_work(&f->tick, 1);

@@ -492,6 +492,10 @@ void array_save_state(struct tpt_array *a);
 /* The region record changed (a position went missing, a map was cleared):
  * write it, nothing waits for it. */
 void array_regions_changed(struct tpt_array *a);
+/* Mark every region in the record, writes to each waiting for it to be
+ * durable: with write_intent=no, and for a new array's first resync, so
+ * that a stop before it ends leaves the rest to the next start. */
+void array_intent_mark_all(struct tpt_array *a);
 /* Before a WRITE span starts: mark its regions (and, for the positions it
  * misses, their missed maps); true when it must wait for that to be
  * durable - it is parked and queued again then. */
