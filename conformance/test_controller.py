@@ -36,14 +36,6 @@ def array_stats(c):
     return {k: int(v) for k, v in zip(line[::2], line[1::2])}
 
 
-def write16(lba, blocks):
-    return proto.sbc16_cdb(0x8A, lba, blocks)
-
-
-def read16(lba, blocks):
-    return proto.sbc16_cdb(0x88, lba, blocks)
-
-
 def extent(rnd, nblocks, max_bytes=4 << 20):
     # Sizes from 512 B to 4 MiB, log-uniform, anywhere on the LUN.
     size = int(2 ** rnd.uniform(9, 22)) // BS * BS or BS
@@ -76,7 +68,7 @@ def test_random_io_matches_model(tgtd_factory, client, mode, unit, report):
             taken.append((lba, n))
             data = rnd.randbytes(n * BS)
             tag += 1
-            client.send("a", f"w{tag}", write16(lba, n), dir="out", data=data)
+            client.send("a", f"w{tag}", proto.write16_cdb(lba, n), dir="out", data=data)
             writes.append((f"w{tag}", lba, data))
         for r, (_, lba, data) in zip(client.wait([w[0] for w in writes], timeout_ms=120000), writes):
             assert r["ok"] and r["status"] == GOOD, r
@@ -87,7 +79,7 @@ def test_random_io_matches_model(tgtd_factory, client, mode, unit, report):
         tags = []
         for lba, n in reads:
             tag += 1
-            client.send("a", f"r{tag}", read16(lba, n), dir="in", inlen=n * BS)
+            client.send("a", f"r{tag}", proto.read16_cdb(lba, n), dir="in", inlen=n * BS)
             tags.append(f"r{tag}")
         for r, (lba, n) in zip(client.wait(tags, timeout_ms=120000), reads):
             assert r["ok"] and r["status"] == GOOD, r
@@ -126,7 +118,7 @@ def test_sequential_write_counters(tgtd_factory, client, mode, report):
     chunk = (MEMBERS - 1) * unit * 4          # whole stripes per command
     tags = []
     for i, off in enumerate(range(0, total, chunk)):
-        client.send("a", f"w{i}", write16(off // BS, chunk // BS), dir="out",
+        client.send("a", f"w{i}", proto.write16_cdb(off // BS, chunk // BS), dir="out",
                     data=os.urandom(chunk))
         tags.append(f"w{i}")
         if len(tags) == 8:
@@ -150,16 +142,16 @@ def test_sequential_write_counters(tgtd_factory, client, mode, report):
                             (False, {"pdus": 1, "rma_ops": 0, "target_in": BS})):
             before = array_stats(c)
             if write:
-                r = client.command("a", write16(3, 1), dir="out", data=os.urandom(BS))
+                r = client.command("a", proto.write16_cdb(3, 1), dir="out", data=os.urandom(BS))
             else:
-                r = client.command("a", read16(3, 1), inlen=BS)
+                r = client.command("a", proto.read16_cdb(3, 1), inlen=BS)
             assert r["status"] == GOOD
             after = array_stats(c)
             got = {k: after[k] - before[k] for k in want}
             assert got == want, (write, got)
     else:
         before = array_stats(c)
-        r = client.command("a", write16(3, 1), dir="out", data=os.urandom(BS))
+        r = client.command("a", proto.write16_cdb(3, 1), dir="out", data=os.urandom(BS))
         assert r["status"] == GOOD
         after = array_stats(c)
         moved = (after["host_in"] - before["host_in"]) + (after["target_in"] - before["target_in"]) \
@@ -227,8 +219,11 @@ def test_members_behind_chap(tgtd_factory, client):
     client.login("a", c.url(ciqn, 1))
     client.clear_unit_attentions("a")
     data = os.urandom(256 << 10)
-    assert client.command("a", write16(0, len(data) // BS), dir="out", data=data)["status"] == GOOD
-    assert client.command("a", read16(0, len(data) // BS), dir="in", inlen=len(data))["data"] == data
+    blocks = len(data) // BS
+    assert client.command("a", proto.write16_cdb(0, blocks), dir="out",
+                          data=data)["status"] == GOOD
+    assert client.command("a", proto.read16_cdb(0, blocks), dir="in",
+                          inlen=len(data))["data"] == data
     show = c.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
     assert f"127.0.0.1:{targets[0].port}/iqn.2026-11.org.tptraid:chap0/1" in show, show
 
@@ -301,8 +296,9 @@ def test_tuning_set_with_tgtadm_survives_a_restart(tgtd_factory, client):
     client.login("a", c.url)
     client.clear_unit_attentions("a")
     data = os.urandom(64 << 10)
-    assert client.command("a", write16(0, len(data) // BS), data=data)["status"] == GOOD
-    assert client.command("a", read16(0, len(data) // BS), inlen=len(data))["data"] == data
+    assert client.command("a", proto.write16_cdb(0, len(data) // BS), data=data)["status"] == GOOD
+    assert client.command("a", proto.read16_cdb(0, len(data) // BS),
+                          inlen=len(data))["data"] == data
 
 
 def test_member_credentials_come_from_the_array_definition_only(tgtd_factory, monkeypatch):
@@ -335,12 +331,13 @@ def test_members_are_reserved_for_the_array(tgtd_factory, client, mode):
     c = cluster.start(tgtd_factory, n=3, mode=mode, unit=64 << 10, member_bytes=16 << 20)
     client.login("array", c.url)
     client.clear_unit_attentions("array")
-    assert client.command("array", write16(0, 8), data=os.urandom(8 * BS))["status"] == GOOD
+    assert client.command("array", proto.write16_cdb(0, 8),
+                          data=os.urandom(8 * BS))["status"] == GOOD
     client.login("rogue", c.target_urls[1])
     client.clear_unit_attentions("rogue")
-    r = client.command("rogue", read16(0, 8), inlen=8 * BS)
+    r = client.command("rogue", proto.read16_cdb(0, 8), inlen=8 * BS)
     assert access_denied(r) if mode == "tpt" else r["status"] == GOOD, r
-    r = client.command("rogue", write16(0, 8), data=bytes(8 * BS))
+    r = client.command("rogue", proto.write16_cdb(0, 8), data=bytes(8 * BS))
     assert r["status"] == RESERVATION_CONFLICT, r
     r = client.command("rogue", proto.release_cdb(0, all_groups=True), dir="none")
     assert r["status"] == RESERVATION_CONFLICT, r
@@ -352,13 +349,13 @@ def test_members_are_reserved_for_the_array(tgtd_factory, client, mode):
         assert access_denied(r), r
     # The array is untouched and still works.
     data = os.urandom(8 * BS)
-    assert client.command("array", write16(8, 8), data=data)["status"] == GOOD
-    assert client.command("array", read16(8, 8), inlen=8 * BS)["data"] == data
+    assert client.command("array", proto.write16_cdb(8, 8), data=data)["status"] == GOOD
+    assert client.command("array", proto.read16_cdb(8, 8), inlen=8 * BS)["data"] == data
     client.logout("array")
     c.controller.stop()
-    r = client.command("rogue", write16(0, 8), data=bytes(8 * BS))
+    r = client.command("rogue", proto.write16_cdb(0, 8), data=bytes(8 * BS))
     if r["status"] == 2:        # the release's UNIT ATTENTION first
-        r = client.command("rogue", write16(0, 8), data=bytes(8 * BS))
+        r = client.command("rogue", proto.write16_cdb(0, 8), data=bytes(8 * BS))
     assert r["status"] == GOOD, r
 
 
@@ -376,14 +373,15 @@ def test_dead_member_is_failed_and_io_goes_on(tgtd_factory, client, mode):
     client.login("a", c.url)
     client.clear_unit_attentions("a")
     stripe = 2 * (64 << 10)
-    assert client.command("a", write16(0, stripe // BS), dir="out",
+    assert client.command("a", proto.write16_cdb(0, stripe // BS), dir="out",
                           data=os.urandom(stripe))["status"] == GOOD
     c.targets[1].killed_on_purpose = True
     c.targets[1].kill(signal.SIGKILL)
     data = os.urandom(stripe)
-    r = client.command("a", write16(0, stripe // BS), dir="out", data=data, timeout_ms=60000)
+    r = client.command("a", proto.write16_cdb(0, stripe // BS), dir="out", data=data,
+                       timeout_ms=60000)
     assert r["ok"] and r["status"] == GOOD, r
-    r = client.command("a", read16(0, stripe // BS), dir="in", inlen=stripe)
+    r = client.command("a", proto.read16_cdb(0, stripe // BS), dir="in", inlen=stripe)
     assert r["status"] == GOOD and r["data"] == data
     out = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
     assert re.search(r"TPT-RAID member 1: \S+ failed", out), out

@@ -26,14 +26,6 @@ OPTS = (f"fail_timeout={FAIL_TIMEOUT}",)
 CHECK_CONDITION, MEDIUM_ERROR = 0x02, 0x03
 
 
-def write16(lba, blocks):
-    return proto.sbc16_cdb(0x8A, lba, blocks)
-
-
-def read16(lba, blocks):
-    return proto.sbc16_cdb(0x88, lba, blocks)
-
-
 # test_link_flaps_under_load's cuts; make soak runs it with many more.
 FLAP_CYCLES = int(os.environ.get("TPT_SOAK_CYCLES", "5"))
 
@@ -504,10 +496,10 @@ class AheadOfResync:
         return (stripe * 3 + unit) * (UNIT // 512)
 
     def write(self, lba, data):
-        return self.client.command("a", write16(lba, len(data) // 512), data=data)
+        return self.client.command("a", proto.write16_cdb(lba, len(data) // 512), data=data)
 
     def read(self, lba):
-        return self.client.command("a", read16(lba, UNIT // 512), inlen=UNIT)
+        return self.client.command("a", proto.read16_cdb(lba, UNIT // 512), inlen=UNIT)
 
     def resync_done(self):
         """The rest of the resync, unthrottled, to its end."""

@@ -63,6 +63,14 @@ def sbc16_cdb(opcode, lba=0, blocks=1):
     return struct.pack(">BBQIBB", opcode, 0, lba, blocks, 0, 0)
 
 
+def read16_cdb(lba, blocks):
+    return sbc16_cdb(0x88, lba, blocks)
+
+
+def write16_cdb(lba, blocks):
+    return sbc16_cdb(0x8A, lba, blocks)
+
+
 def setup_cdb(opcode, param_len):
     """TPT SET PEER LIST / TPT HOST KEY: PARAMETER LIST LENGTH in 10-13."""
     return bytes([opcode]) + bytes(9) + param_len.to_bytes(4, "big") + bytes(2)

@@ -80,6 +80,14 @@ bool array_fine_has(const struct tpt_array *a, const uint8_t *map,
 	return map[b / 8] & (1u << (b % 8));
 }
 
+static void fine_set(const struct tpt_array *a, uint8_t *map,
+		     uint64_t stripe)
+{
+	uint64_t b = stripe / a->fine_stripes;
+
+	map[b / 8] |= 1u << (b % 8);
+}
+
 void array_fine_clear(const struct tpt_array *a, uint8_t *map,
 		      uint64_t first, uint64_t end)
 {
@@ -197,13 +205,12 @@ int array_unsynced_add(struct tpt_array *a, const uint8_t *regions,
 	}
 	for (st = 0; st < a->nr_stripes; st += a->fine_stripes) {
 		uint64_t r = st / TPT_RECOVERY_REGION_STRIPES;
-		uint64_t b = st / a->fine_stripes;
 
 		if (!(regions[r / 8] & (1u << (r % 8))))
 			continue;
-		a->unsynced[b / 8] |= 1u << (b % 8);
+		fine_set(a, a->unsynced, st);
 		if (stale)
-			a->parity_stale[b / 8] |= 1u << (b % 8);
+			fine_set(a, a->parity_stale, st);
 	}
 	return 0;
 }
@@ -236,12 +243,9 @@ static void span_mark_stale(struct tpt_array *a, const struct tpt_span *s)
 	if (!a->unsynced || s->kind != TPT_SPAN_WRITE ||
 	    array_span_missing(s))
 		return;
-	for (st = s->first_stripe; st <= s->last_stripe; st++) {
-		uint64_t b = st / a->fine_stripes;
-
+	for (st = s->first_stripe; st <= s->last_stripe; st++)
 		if (array_fine_has(a, a->unsynced, st))
-			a->parity_stale[b / 8] |= 1u << (b % 8);
-	}
+			fine_set(a, a->parity_stale, st);
 }
 
 uint32_t array_span_missing(const struct tpt_span *s)

@@ -58,7 +58,9 @@ void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)
 	recovery_progress(a, progress, sizeof(progress));
 	if (!rc->active && rc->paused && rc->stopped[0])
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: stopped, "
-			      "%s; trying again every 5 s\n", rc->stopped);
+			      "position %d at %s; trying again every 5 s\n",
+			      rc->position == RAID_PARITY_MEMBER ? -1 :
+			      (int)rc->position, rc->stopped);
 	else if (!rc->active)
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: none\n");
 	else if (rc->position == RAID_PARITY_MEMBER)

@@ -186,13 +186,12 @@ static void recovery_pause(struct tpt_array *a, uint64_t at,
 	char why[192];
 
 	stall_why(a, at, missing, rc->position, why, sizeof(why));
-	snprintf(rc->stopped, sizeof(rc->stopped), "position %d at stripe %"
-		 PRIu64 ": %s%s", stalled ? (int)rc->position : -1, at, what,
-		 why);
+	snprintf(rc->stopped, sizeof(rc->stopped), "stripe %" PRIu64
+		 ": %s%s", at, what, why);
 	if (!stalled || *stalled != at + 1)
-		eprintf("tptraid: recovery of position %d stopped at stripe %"
-			PRIu64 ": %s%s; trying again every 5 s\n",
-			stalled ? (int)rc->position : -1, at, what, why);
+		eprintf("tptraid: recovery of position %d stopped at %s; "
+			"trying again every 5 s\n",
+			stalled ? (int)rc->position : -1, rc->stopped);
 	if (stalled)
 		*stalled = at + 1;
 	rc->kick_from = stalled ? rc->position + 1 : 0;
@@ -564,20 +563,17 @@ static bool force_stale(struct tpt_array *a, uint64_t stripe, uint64_t n)
 	return true;
 }
 
-int recovery_force(struct tpt_array *a)
+void recovery_force(struct tpt_array *a)
 {
 	uint64_t st, s, end, before, n = 0;
 
-	for (st = 0; st < a->nr_stripes; st += a->fine_stripes)
-		force_torn(a, st, st + a->fine_stripes < a->nr_stripes ?
-			   st + a->fine_stripes : a->nr_stripes, &n);
-	for (st = 0; a->parity_stale && st < a->nr_stripes;
-	     st += a->fine_stripes) {
-		if (!array_fine_has(a, a->parity_stale, st))
+	/* A bit of the fine maps at a time: it is taken whole. */
+	for (st = 0; st < a->nr_stripes; st = end) {
+		end = st + a->fine_stripes < a->nr_stripes ?
+		      st + a->fine_stripes : a->nr_stripes;
+		force_torn(a, st, end, &n);
+		if (!a->parity_stale || !array_fine_has(a, a->parity_stale, st))
 			continue;
-		end = st + a->fine_stripes;
-		if (end > a->nr_stripes)
-			end = a->nr_stripes;
 		for (before = n, s = st; s < end; s++)
 			n += force_stale(a, s, n);
 		if (n != before)
@@ -586,7 +582,7 @@ int recovery_force(struct tpt_array *a)
 	if (!n) {
 		eprintf("tptraid: force_recovery: no stripe lacks more than "
 			"the parity can give back\n");
-		return 0;
+		return;
 	}
 	eprintf("tptraid: force_recovery: %" PRIu64 " stripes taken as they "
 		"are (the first %u named above)\n", n,
@@ -597,7 +593,6 @@ int recovery_force(struct tpt_array *a)
 		a->recovery.paused = false;
 		recovery_kick(a);
 	}
-	return 0;
 }
 
 void recovery_stop(struct tpt_array *a)

@@ -525,8 +525,8 @@ struct tpt_recovery {
 	unsigned int kick_from;
 	struct tgt_work timer;		/* the rate limit's pause */
 	bool paused;
-	/* Why the last job stopped before its end, for show; "" when it
-	 * did not (recovery_pause()). */
+	/* Where and why the last job stopped before its end ("stripe S:
+	 * WHY"), for the log and show; "" when it did not. */
 	char stopped[224];
 };
 
@@ -539,7 +539,7 @@ void recovery_stop(struct tpt_array *a);
  * parity can give back are taken as they are - a returning box's unit
  * as it holds it, a parity that may not match the data as it is -
  * logging which blocks may not be what was written (md's --force). */
-int recovery_force(struct tpt_array *a);
+void recovery_force(struct tpt_array *a);
 /* "NN.N% ETA Ns R MB/s", or "" when nothing runs. */
 void recovery_progress(const struct tpt_array *a, char *buf, size_t len);
 
