@@ -12,7 +12,7 @@ from tptlib import cluster, paper_tables, proto
 from tptlib.client import CHECK_CONDITION, GOOD, TptClient
 from tptlib.host import Host
 
-from test_controller import array_stats, read16, scrub, write16
+from test_controller import array_stats, scrub
 
 BS = 512
 MEMBERS = 5
@@ -67,7 +67,7 @@ def test_host_data_moves_past_the_controller(tgtd_factory, client, report):
         assert r["ok"] and r["status"] == GOOD, r
         assert client.buf_read("hbuf", 0, len(data)) == data, lba
         # An unmodified host on the same LUN sees the same blocks.
-        r = client.command(h.name, read16(lba, len(data) // BS), inlen=len(data))
+        r = client.command(h.name, proto.read16_cdb(lba, len(data) // BS), inlen=len(data))
         assert r["status"] == GOOD and r["data"] == data
     after = array_stats(c)
     assert after["direct_in"] - before["direct_in"] == moved
@@ -80,7 +80,7 @@ def test_host_data_moves_past_the_controller(tgtd_factory, client, report):
     assert after["xored"] == 0 and after["failed"] == 0
     # A proxied WRITE, then a direct READ of it.
     data = rnd.randbytes(64 * BS)
-    r = client.command(h.name, write16(2000, 64), data=data)
+    r = client.command(h.name, proto.write16_cdb(2000, 64), data=data)
     assert r["status"] == GOOD
     r = h.io(False, 2000, 64)
     assert r["status"] == GOOD and client.buf_read("hbuf", 0, len(data)) == data
@@ -211,7 +211,7 @@ def test_host_buffer_in_pieces(tgtd_factory, client, report):
         for off, size in pieces:
             assert client.buf_read("hbuf", off, size * BS) == want[at:at + size * BS], lba
             at += size * BS
-        r = client.command(h.name, read16(lba, blocks), inlen=blocks * BS)
+        r = client.command(h.name, proto.read16_cdb(lba, blocks), inlen=blocks * BS)
         assert r["status"] == GOOD and r["data"] == want, lba
     stripes, bad, _ = scrub(c)
     assert bad == 0 and stripes > 0
