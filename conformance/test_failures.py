@@ -457,11 +457,12 @@ def test_controller_crash_while_degraded_needs_the_operator(tgtd_factory, mode, 
     report(f"{mode}: controller killed while degraded: refused, then started on request")
 
 
-def wait_log(c, pattern, timeout=60):
-    """The controller's log once it matches pattern (a regex)."""
+def wait_log(c, pattern, timeout=60, since=0):
+    """The controller's log from character `since` on, once it matches
+    pattern (a regex)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        log = c.controller.log()
+        log = c.controller.log()[since:]
         if re.search(pattern, log):
             return log
         time.sleep(0.5)
@@ -533,6 +534,48 @@ def test_clean_stop_keeps_the_first_resyncs_progress(tgtd_factory, mode, report)
     wait_state(c, {"optimal"}, timeout=30)
     report(f"{mode}: clean stop during the first resync: {left} of 8 regions left to do")
     scrub(c)
+
+
+def test_lost_write_intent_record_resyncs_every_region(tgtd_factory, mode, report):
+    """The controller starts with its write-intent record missing, then
+    with one that is not this array's (garbage): which regions had writes
+    in flight is not known, so it resyncs the parity of all of them, says
+    so, and keeps them marked until done (md without a bitmap). Each time
+    a stripe's parity was spoiled on disk while it was down; the scrub
+    finds it right. Before, it started with nothing to resync: the parity
+    stayed wrong, and a box lost later would be rebuilt from it."""
+    c = start(tgtd_factory, mode, n=4)
+    state = c.controller.dir / "array.state"
+    record = c.controller.dir / "array.state.regions"
+    assert record.stat().st_size > 0
+    for how, stripe in (("none written", 0), ("damaged, or another array's or geometry's", 5)):
+        c.controller.stop()
+        if stripe == 0:
+            record.unlink()
+        else:
+            # Both copies with their magic, the rest not what was written.
+            old = record.read_bytes()
+            half = len(old) // 2
+            record.write_bytes(b"".join(old[at:at + 8] + os.urandom(half - 8)
+                                        for at in (0, half)))
+        # RAID-5 left-symmetric: stripe s's parity on member N-1 - s % N,
+        # at the stripe's unit on every member.
+        parity = 3 - stripe % 4
+        with open(c.backings[parity], "r+b") as f:
+            f.seek(stripe * UNIT)
+            f.write(os.urandom(UNIT))
+        since = len(c.controller.log())
+        c.controller.start(port=c.controller.port)
+        c.controller.new_target(1, c.iqn)
+        c.controller.new_lun(1, 1, str(state), bstype="tptraid")
+        log = wait_log(c, re.escape(f"{record} holds no record of this array ({how}): "
+                                    "resyncing every region's parity"), since=since)
+        assert "parity resync unfinished in 4 regions: resyncing" in log, log[-3000:]
+        wait_log(c, r"parity of \d+ stripes computed", timeout=60, since=since)
+        wait_state(c, {"optimal"}, timeout=30)
+        scrub(c)
+        report(f"{mode}: write-intent record {how.split(',')[0]}: every region resynced, the spoiled parity of "
+               f"stripe {stripe} made right")
 
 
 def test_box_lost_before_the_first_resync_reached_a_write(tgtd_factory, client, mode,

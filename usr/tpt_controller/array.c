@@ -1332,7 +1332,7 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		memset(dirty, 0xff, (a->nr_regions + 7) / 8);
 		ret = array_unsynced_add(a, dirty, false);
 		if (!ret)
-			array_intent_mark_all(a);
+			ret = array_intent_mark_all(a);
 	}
 	if (ret)
 		goto fail;

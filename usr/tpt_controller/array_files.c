@@ -490,25 +490,60 @@ static int regions_load(struct tpt_array *a, struct array_files *f,
 	return got[0] == -ENOENT && got[1] == -ENOENT ? -ENOENT : -EINVAL;
 }
 
-/* write_intent=no is md with no bitmap: every region counts as in flight
- * while the array runs, so a crash resyncs it all.  The first writes wait
- * for that record to be durable; none waits again.  The regions a resync
- * has yet to do stay marked (recovery_keeps_region()). */
-void array_intent_mark_all(struct tpt_array *a)
+/*
+ * The record as it stands, written and synced before returning.  For the
+ * moments a write in the thread's turn would leave a window: a new array's
+ * first record goes down before its members' superblocks say it exists,
+ * and the last one at a stop.  The thread has nothing queued then.
+ */
+static int regions_write_now(struct tpt_array *a)
 {
+	struct array_files *f = files_of(a);
+	struct tpt_intent_record r;
+	uint8_t *buf = aligned_alloc(4096, f->copy_len);
+	int ret;
+
+	if (!buf)
+		return -ENOMEM;
+	regions_encode(a, &r);
+	r.seq = ++f->seq;
+	ret = tpt_intent_encode(&r, buf, f->copy_len);
+	if (ret >= 0)
+		ret = write_all(f->regions_fd, buf, f->copy_len,
+				(off_t)((r.seq % 2) * f->copy_len));
+	if (!ret && fdatasync(f->regions_fd))
+		ret = -errno;
+	free(buf);
+	if (!ret)
+		f->durable_gen = a->change_gen;
+	return ret;
+}
+
+/* write_intent=no is md with no bitmap: every region counts as in flight
+ * while the array runs, so a crash resyncs it all.  The regions a resync
+ * has yet to do stay marked (recovery_keeps_region()). */
+int array_intent_mark_all(struct tpt_array *a)
+{
+	struct array_files *f = files_of(a);
 	uint64_t r;
+	int ret;
 
 	a->change_gen++;
 	for (r = 0; r < a->nr_regions; r++) {
 		set_bit(a->intent, r);
 		a->region_gen[r] = a->change_gen;
 	}
-	regions_flush(a);
+	ret = regions_write_now(a);
+	if (ret)
+		eprintf("tptraid: cannot write %s: %s\n", f->regions_path,
+			strerror(-ret));
+	return ret;
 }
 
 int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
 {
 	struct array_files *f = calloc(1, sizeof(*f));
+	bool lost;
 	int ret;
 
 	if (!f)
@@ -529,26 +564,44 @@ int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
 		return -errno;
 	}
 	ret = regions_load(a, f, dirty);
-	if (ret == -EINVAL)
-		eprintf("tptraid: %s belongs to another array or geometry: "
-			"starting a new record (remove it to silence this)\n",
-			f->regions_path);
 	if (ret && ret != -ENOENT && ret != -EINVAL)
 		return ret;
+	lost = ret && !a->fresh;
+	if (lost) {
+		/* Which regions had writes in flight is not known: every
+		 * one may have, as md without a bitmap.  Marked in the new
+		 * record until the resync has done them. */
+		eprintf("tptraid: %s holds no record of this array (%s): "
+			"resyncing every region's parity\n", f->regions_path,
+			ret == -ENOENT ? "none written" :
+			"damaged, or another array's or geometry's");
+		memset(dirty, 0xff, (a->nr_regions + 7) / 8);
+		if (a->nr_regions % 8)
+			dirty[a->nr_regions / 8] &= (1u << (a->nr_regions % 8)) - 1;
+	}
 	f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (f->efd < 0 || tgt_event_add(f->efd, EPOLLIN, files_event, a))
 		return -EIO;
 	if (pthread_create(&f->thread, NULL, files_thread, f))
 		return -EIO;
 	f->thread_up = true;
-	/* The record as it stands is durable: nothing waits for it. */
-	f->durable_gen = a->change_gen;
-	if (!a->spec.write_intent)
-		array_intent_mark_all(a);
 	f->tick.func = files_tick;
 	f->tick.data = a;
 	add_work(&f->tick, 1);
-	return 0;
+	/* The record as it stands is durable: nothing waits for it. */
+	f->durable_gen = a->change_gen;
+	if (!a->spec.write_intent)
+		return array_intent_mark_all(a);
+	/* A new array has a record before its members say it exists, so
+	 * that one without it later is one whose record was lost. */
+	if (a->fresh) {
+		ret = regions_write_now(a);
+		if (ret)
+			eprintf("tptraid: cannot write %s: %s\n",
+				f->regions_path, strerror(-ret));
+		return ret;
+	}
+	return lost ? array_intent_mark_all(a) : 0;
 }
 
 /* At teardown: every write has ended, so the record is written one last
@@ -556,8 +609,6 @@ int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
 void array_files_close(struct tpt_array *a)
 {
 	struct array_files *f = files_of(a);
-	struct tpt_intent_record r;
-	uint8_t *buf;
 
 	if (!f)
 		return;
@@ -575,16 +626,7 @@ void array_files_close(struct tpt_array *a)
 		for (reg = 0; reg < a->nr_regions; reg++)
 			if (!recovery_keeps_region(a, reg))
 				a->intent[reg / 8] &= ~(1u << (reg % 8));
-		buf = aligned_alloc(4096, f->copy_len);
-		if (buf) {
-			regions_encode(a, &r);
-			r.seq = ++f->seq;
-			if (tpt_intent_encode(&r, buf, f->copy_len) > 0 &&
-			    !write_all(f->regions_fd, buf, f->copy_len,
-				       (off_t)((r.seq % 2) * f->copy_len)))
-				fdatasync(f->regions_fd);
-		}
-		free(buf);
+		regions_write_now(a);
 	}
 	if (f->regions_fd >= 0)
 		close(f->regions_fd);
