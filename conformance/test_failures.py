@@ -536,6 +536,40 @@ def test_clean_stop_keeps_the_first_resyncs_progress(tgtd_factory, mode, report)
     scrub(c)
 
 
+def test_controller_stopped_mid_resync_exits_cleanly(tgtd_factory, mode, report):
+    """The array's LU deleted (tgtadm, a service stop) while the parity
+    resync has batches in flight: tgtd exits 0, and the next start goes on
+    with the resync, until it is done. Before, the batches' member
+    commands were completed after the mode that planned them was gone:
+    SIGSEGV in tpt_plan_return_slots() in 1 stop of 3 in tpt mode."""
+    c = start(tgtd_factory, mode, n=4, member_bytes=128 << 20, assume_clean=False)
+    state = c.controller.dir / "array.state"
+
+    def assemble():
+        c.controller.start(port=c.controller.port)
+        c.controller.new_target(1, c.iqn)
+        c.controller.new_lun(1, 1, str(state), bstype="tptraid")
+
+    stops = 0
+    for delay in (0.2, 0.3, 0.4, 0.5, 0.6):
+        since = len(c.controller.log())
+        if stops:
+            assemble()
+        if "computing the parity of" not in c.controller.log()[since if stops else 0:]:
+            break       # the resync was done before this start
+        time.sleep(delay)
+        c.controller.stop()
+        assert c.controller.proc.returncode == 0, c.controller.log()[-3000:]
+        stops += 1
+    else:
+        assemble()
+    assert stops >= 2, c.controller.log()[-3000:]
+    wait_state(c, {"optimal"}, timeout=120)
+    scrub(c)
+    report(f"{mode}: controller stopped {stops} times with resync batches in flight: "
+           f"exited 0 each time, the resync finished after")
+
+
 def test_lost_write_intent_record_resyncs_every_region(tgtd_factory, mode, report):
     """The controller starts with its write-intent record missing, then
     with one that is not this array's (garbage): which regions had writes

@@ -1057,12 +1057,36 @@ static int array_identity(struct tpt_array *a, const struct tpt_state *state,
 	return 0;
 }
 
+/*
+ * At a stop, what still runs is a recovery's (a host's requests hold the
+ * LU, which tgt does not remove then).  Its batches not started are
+ * dropped; those started end here, while the mode that planned them and
+ * the members' sessions are there: before, their commands completed in
+ * member_close(), after the mode was gone.
+ */
+static void array_drain(struct tpt_array *a)
+{
+	struct list_head *idle[] = { &a->waiting, &a->retrying };
+	struct tpt_span *s, *tmp;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(idle) / sizeof(idle[0]); i++)
+		list_for_each_entry_safe(s, tmp, idle[i], link) {
+			if (s->kind != TPT_SPAN_REBUILD)
+				continue;
+			list_del(&s->link);
+			s->done(s, -ECANCELED);
+		}
+	member_drain(a, MEMBER_STOP_TIMEOUT);
+}
+
 static void array_free(struct tpt_array *a, bool set_up)
 {
 	unsigned int i;
 
 	a->stopping = true;
 	recovery_stop(a);
+	array_drain(a);
 	array_files_close(a);
 	tpt_hosts_detach(a);
 	if (set_up)

@@ -582,33 +582,69 @@ void member_connect(struct tpt_member *m)
  * synchronous for tgtadm, but the members are reached side by side and
  * the wait is bounded.
  */
-void member_wait(struct tpt_array *a, unsigned int seconds)
+/* One turn of a private poll loop over @a's members' sessions, waiting at
+ * most @ms for one to be ready. */
+static void member_serve(struct tpt_array *a, int ms)
 {
-	time_t deadline = now_s() + seconds;
 	struct pollfd pfd[TPT_SPEC_MAX_MEMBERS + TPT_SPEC_MAX_SPARES];
 	struct tpt_member *who[TPT_SPEC_MAX_MEMBERS + TPT_SPEC_MAX_SPARES];
 	unsigned int i, n;
 
-	while (now_s() < deadline && array_settling(a)) {
-		for (i = 0, n = 0; i < a->nr_boxes; i++) {
-			struct tpt_member *m = &a->member[i];
+	for (i = 0, n = 0; i < a->nr_boxes; i++) {
+		struct tpt_member *m = &a->member[i];
 
-			if (!m->iscsi || m->failing)
-				continue;
-			pfd[n].fd = iscsi_get_fd(m->iscsi);
-			pfd[n].events = iscsi_which_events(m->iscsi);
-			who[n++] = m;
-		}
-		if (poll(pfd, n, 100) < 0 && errno != EINTR)
-			break;
-		for (i = 0; i < n; i++) {
-			if (!who[i]->iscsi || who[i]->failing)
-				continue;
-			if (iscsi_service(who[i]->iscsi, pfd[i].revents) < 0)
-				member_fail(who[i], NULL);
-		}
-		for (i = 0; i < a->nr_boxes; i++)
-			member_check(&a->member[i], now_s());
+		if (!m->iscsi || m->failing)
+			continue;
+		pfd[n].fd = iscsi_get_fd(m->iscsi);
+		pfd[n].events = iscsi_which_events(m->iscsi);
+		who[n++] = m;
+	}
+	if (poll(pfd, n, ms) < 0 && errno != EINTR)
+		return;
+	for (i = 0; i < n; i++) {
+		if (!who[i]->iscsi || who[i]->failing)
+			continue;
+		if (iscsi_service(who[i]->iscsi, pfd[i].revents) < 0)
+			member_fail(who[i], NULL);
+	}
+	for (i = 0; i < a->nr_boxes; i++)
+		member_check(&a->member[i], now_s());
+	while (!list_empty(&failing_members))
+		member_teardown(list_first_entry(&failing_members,
+						 struct tpt_member, fail_link));
+}
+
+void member_wait(struct tpt_array *a, unsigned int seconds)
+{
+	time_t deadline = now_s() + seconds;
+
+	while (now_s() < deadline && array_settling(a))
+		member_serve(a, 100);
+}
+
+static bool cmds_in_flight(const struct tpt_array *a)
+{
+	unsigned int i;
+
+	for (i = 0; i < a->nr_boxes; i++)
+		if (a->member[i].array && !list_empty(&a->member[i].cmds))
+			return true;
+	return false;
+}
+
+void member_drain(struct tpt_array *a, unsigned int seconds)
+{
+	time_t deadline = now_s() + seconds;
+	unsigned int i;
+
+	while (now_s() < deadline && cmds_in_flight(a))
+		member_serve(a, 100);
+	for (i = 0; i < a->nr_boxes; i++) {
+		struct tpt_member *m = &a->member[i];
+
+		if (!m->array || list_empty(&m->cmds))
+			continue;
+		member_fail(m, "no answer while the array stopped");
 		while (!list_empty(&failing_members))
 			member_teardown(list_first_entry(&failing_members,
 							 struct tpt_member,

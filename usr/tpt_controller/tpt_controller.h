@@ -158,6 +158,13 @@ int member_init(struct tpt_array *a, struct tpt_member *m, unsigned int id,
 		const char *url);
 /* Log out and forget the session (at teardown). */
 void member_close(struct tpt_member *m);
+/*
+ * At a stop: serve @a's members' sessions on a private poll loop until
+ * none has a command in flight, or @seconds have passed; then drop the
+ * sessions of those that still have, which completes their commands
+ * (SCSI_STATUS_CANCELLED).  Whatever sent them is still there for that.
+ */
+void member_drain(struct tpt_array *a, unsigned int seconds);
 /* Start an asynchronous connect of an OFFLINE member. */
 void member_connect(struct tpt_member *m);
 /* Fail @m (@why for the log, or NULL for libiscsi's error): deferred. */
