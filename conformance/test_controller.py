@@ -391,3 +391,23 @@ def test_dead_member_is_failed_and_io_goes_on(tgtd_factory, client, mode):
     c.controller.stop()
     assert time.monotonic() - t0 < 10
     assert "tgtd did not answer" not in c.controller.log()
+
+
+def test_a_definition_over_several_lines_is_recorded_as_one(tgtd_factory):
+    """--bsopts written over several lines: the state file records it as
+    one line, the array assembles from the file alone and from the same
+    text given again. Before, the state file was never written (its
+    format has no room for a line break) and nothing said so: the array
+    could not be assembled again, and its key was lost."""
+    c = cluster.start(tgtd_factory, n=3, spec_sep=";\n    ")
+    state = c.controller.dir / "array.state"
+    spec = re.search(r"^spec (.*)$", state.read_text(), re.M).group(1)
+    assert spec.startswith("raid=5;unit=64k;mode=tpt;") and "member=" in spec, spec
+    for bsopts in (None, spec.replace(";", ";\n    ")):
+        c.controller.stop()
+        c.controller.start(port=c.controller.port)
+        c.controller.new_target(1, c.iqn)
+        c.controller.new_lun(1, 1, str(state), bstype="tptraid", bsopts=bsopts)
+        show = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+        assert re.search(r"TPT-RAID: .* state optimal", show), show
+

@@ -186,6 +186,30 @@ def test_bad_tgtadm_requests_are_refused_not_fatal(file_lun, args):
     assert io("capacity", url).returncode == 0
 
 
+def test_a_refused_param_is_tgtadms_answer_whatever_follows(file_lun, tgtd_factory):
+    """--params applies keys left to right and stops at the first it
+    refuses, whose error tgtadm exits with; before, only the last key's
+    result was the answer, so "tpt=on,tpt_dm=..." on a fresh tgtd (the
+    datamover's address must come first) exited 0 with the LU not in TPT
+    mode."""
+    t, url, backing = file_lun
+
+    def params(p):
+        return t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                        "--tid", 1, "--lun", 1, "--params", p)
+
+    with pytest.raises(TgtadmError):
+        params("no_such_key=1,readonly=0")
+    with pytest.raises(TgtadmError):
+        params(f"tpt=on,tpt_dm={t.host}:0")
+    show = t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert "TPT mode: on" not in show, show
+    params(f"tpt_dm={t.host}:0,tpt=on")
+    show = t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert "TPT mode: on" in show, show
+    assert t.alive() and io("capacity", url).returncode == 0
+
+
 def test_stopped_daemon_releases_its_control_port(tgtd_factory):
     t = tgtd_factory()
     t.new_target(1, "iqn.2026-11.org.tptraid:gone")

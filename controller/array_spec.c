@@ -488,6 +488,40 @@ int tpt_array_spec_parse(const char *opts, struct tpt_array_spec *out,
 	return ret;
 }
 
+int tpt_array_spec_canonical(const char *opts, char *out, size_t outlen)
+{
+	size_t at = 0;
+
+	if (!outlen)
+		return -E2BIG;
+	out[0] = '\0';
+	while (opts && *opts) {
+		size_t item = strcspn(opts, ";"), lead, key, value;
+		const char *eq;
+		int n;
+
+		lead = strspn(opts, " \t\n");
+		if (lead > item)
+			lead = item;
+		eq = memchr(opts + lead, '=', item - lead);
+		/* As the parser: a value ends at the first blank. */
+		key = eq ? (size_t)(eq - (opts + lead)) : item - lead;
+		value = eq ? strcspn(eq + 1, " \t\n;") : 0;
+		if (item > lead) {
+			n = snprintf(out + at, outlen - at, "%s%.*s%s%.*s",
+				     at ? ";" : "", (int)key, opts + lead,
+				     eq ? "=" : "", (int)value, eq ? eq + 1 : "");
+			if (n < 0 || (size_t)n >= outlen - at)
+				return -E2BIG;
+			at += (size_t)n;
+		}
+		opts += item;
+		if (*opts == ';')
+			opts++;
+	}
+	return 0;
+}
+
 const char *tpt_array_mode_name(enum tpt_array_mode mode)
 {
 	return mode == TPT_MODE_TPT ? "tpt" : "baseline";

@@ -118,6 +118,15 @@ bool tpt_spec_same_box(const char *a, const char *b);
 int tpt_array_spec_parse(const char *opts, struct tpt_array_spec *out,
 			 char *err, size_t errlen);
 
+/*
+ * @opts as one line, each item "key=value" as the parser reads it (the
+ * whitespace and line breaks around items and after values left out),
+ * joined by ';': what the state file records, and what a definition
+ * given again is compared with.  0, or -E2BIG when it does not fit
+ * @outlen.  It parses to the same array as @opts, or fails as @opts does.
+ */
+int tpt_array_spec_canonical(const char *opts, char *out, size_t outlen);
+
 const char *tpt_array_mode_name(enum tpt_array_mode mode);
 
 #endif

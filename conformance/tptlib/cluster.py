@@ -35,7 +35,7 @@ class Cluster:
 
 def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
           block_size=512, spares=0, host="127.0.0.1", boxes=None, extra_opts=(), name="",
-          chap=False, controller_box=None, assume_clean=True):
+          chap=False, controller_box=None, assume_clean=True, spec_sep=";"):
     """n members and `spares` spares; boxes maps a target index to a
     tptlib.net.Link (or a net.Switch port) that target runs behind (its
     own namespace and address); controller_box is such a box for the
@@ -46,7 +46,8 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     array accepts "host" and answers as "array").  assume_clean=False:
     members filled with random bytes (all but the last MiB, where the
     superblock goes), whose parity the new array computes (its first
-    resync)."""
+    resync).  spec_sep joins the array definition's items (";\n  ": one
+    written over several lines)."""
     targets, backings, urls = [], [], []
     boxes = boxes or {}
     for i in range(n + spares):
@@ -79,7 +80,7 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     opts += [f"member={u}" for u in urls[:n]]
     opts += [f"spare={u}" for u in urls[n:]]
     opts += list(extra_opts)
-    c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid", bsopts=";".join(opts),
+    c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid", bsopts=spec_sep.join(opts),
               blocksize=None if block_size == 512 else block_size)
     return Cluster(targets, c, backings, c.url(ciqn, 1), mode, unit, ciqn, urls, host_chap)
 

@@ -10,7 +10,9 @@
  * timeouts and rates in range), every member URL shows in logs as
  * iscsi://host[:port]/iqn/lun alone, without its CHAP user, secret or
  * mutual-CHAP arguments, and that array written back in the documented
- * key=value form parses to the same array.  Mode 1 probes one numeric
+ * key=value form parses to the same array; its one-line form
+ * (tpt_array_spec_canonical()) is one line and the same array, or is
+ * refused as the text is.  Mode 1 probes one numeric
  * option of an otherwise valid spec with a number the fuzzer writes,
  * digits and suffix: it is accepted exactly when the number it denotes is
  * in the option's range, and then means that number.  Mode 2 hides the
@@ -175,7 +177,10 @@ static void fuzz_text(const uint8_t *data, size_t size)
 
 	memcpy(opts, data, size);
 	opts[size] = '\0';
-	if (!tpt_array_spec_parse(opts, &spec, err, sizeof(err))) {
+	bool accepted = !tpt_array_spec_parse(opts, &spec, err, sizeof(err));
+	char *one = malloc(size + 1);
+
+	if (accepted) {
 		check_runnable(&spec);
 		format_spec(&spec, text);
 		if (tpt_array_spec_parse(text, &again, err, sizeof(err)) ||
@@ -185,6 +190,16 @@ static void fuzz_text(const uint8_t *data, size_t size)
 		/* A refusal names what it refuses. */
 		abort();
 	}
+	/* The one-line form the state file records: never longer than the
+	 * text, one line for a spec that is accepted, and the same array,
+	 * or refused as the text is. */
+	if (tpt_array_spec_canonical(opts, one, size + 1))
+		abort();
+	if (accepted != !tpt_array_spec_parse(one, &again, err, sizeof(err)))
+		abort();
+	if (accepted && (strchr(one, '\n') || !same_spec(&spec, &again)))
+		abort();
+	free(one);
 	free(opts);
 }
 

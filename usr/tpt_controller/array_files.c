@@ -424,6 +424,10 @@ void array_save_state(struct tpt_array *a)
 	n = tpt_state_format(st, text, 1 << 16);
 	free(st);
 	if (n < 0) {
+		/* Said every time: without the file, a crash loses the key
+		 * the members are bound with. */
+		eprintf("tptraid: cannot write %s: the array's state does not "
+			"fit its format (%s)\n", f->path, strerror(-n));
 		free(text);
 		return;
 	}

@@ -574,6 +574,7 @@ static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
 	struct tpt_array_spec *spec = NULL;
 	struct tpt_state *state = NULL;
 	bool dirty_degraded = false;
+	char *canonical = NULL, *recorded;
 	const char *text;
 	char err[256];
 	int ret;
@@ -587,9 +588,27 @@ static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
 		goto out;
 	/* The operator's answer to a refusal to start dirty and degraded
 	 * (array.c): this assembly only, the definition stays as recorded. */
-	if (state && bs->bsopts && !strcmp(bs->bsopts, DIRTY_DEGRADED_OPT)) {
+	/* One line, as the state file keeps it: a definition written over
+	 * several lines is the same definition. */
+	canonical = malloc(2 * TPT_STATE_SPEC_MAX);
+	if (!canonical) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	recorded = canonical + TPT_STATE_SPEC_MAX;
+	if (bs->bsopts && tpt_array_spec_canonical(bs->bsopts, canonical,
+						   TPT_STATE_SPEC_MAX)) {
+		eprintf("tptraid: --bsopts: longer than %u bytes\n",
+			TPT_STATE_SPEC_MAX - 1);
+		ret = -EINVAL;
+		goto out;
+	}
+	if (state && tpt_array_spec_canonical(state->spec, recorded,
+					      TPT_STATE_SPEC_MAX))
+		snprintf(recorded, TPT_STATE_SPEC_MAX, "%s", state->spec);
+	if (state && bs->bsopts && !strcmp(canonical, DIRTY_DEGRADED_OPT)) {
 		dirty_degraded = true;
-	} else if (state && bs->bsopts && strcmp(state->spec, bs->bsopts)) {
+	} else if (state && bs->bsopts && strcmp(recorded, canonical)) {
 		char *shown = malloc(sizeof(state->spec));
 
 		if (shown)
@@ -604,7 +623,7 @@ static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
 		ret = -EINVAL;
 		goto out;
 	}
-	text = bs->bsopts && !dirty_degraded ? bs->bsopts :
+	text = bs->bsopts && !dirty_degraded ? canonical :
 	       state ? state->spec : NULL;
 	if (!text) {
 		eprintf("tptraid: no --bsopts and no state file at %s: nothing "
@@ -652,6 +671,7 @@ out:
 		tpt_array_destroy(bs->array);
 		bs->array = NULL;
 	}
+	free(canonical);
 	free(spec);
 	free(state);
 	return ret;

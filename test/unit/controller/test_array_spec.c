@@ -190,6 +190,38 @@ static void bad_chap_is_refused_without_showing_secrets(void)
 	}
 }
 
+/* A definition over several lines is recorded as one, which parses to
+ * the same array; a buffer too small says so. */
+static void canonical_spec_is_one_line(void)
+{
+	static const char text[] = "raid=5;\n\tunit=128k ;\n"
+				   "  dm=10.0.0.1:4400   \n;;" M(0) ";\n"
+				   M(1) "\n;" M(2) "\n";
+	static const char want[] = "raid=5;unit=128k;dm=10.0.0.1:4400;" M(0)
+				   ";" M(1) ";" M(2);
+	struct tpt_array_spec a, b;
+	char out[512], err[256];
+
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	CHECK_EQ(tpt_array_spec_canonical(text, out, sizeof(out)), 0);
+	CHECK(!strcmp(out, want));
+	CHECK_EQ(tpt_array_spec_parse(text, &a, err, sizeof(err)), 0);
+	CHECK_EQ(tpt_array_spec_parse(out, &b, err, sizeof(err)), 0);
+	CHECK_MEM(&a, &b, sizeof(a));
+	/* Already one line: unchanged. */
+	CHECK_EQ(tpt_array_spec_canonical(want, out, sizeof(out)), 0);
+	CHECK(!strcmp(out, want));
+	/* Whatever follows a value's first blank is not read, as the
+	 * parser: gone from the record too. */
+	CHECK_EQ(tpt_array_spec_canonical("raid=5 six;unit=4k", out,
+					  sizeof(out)), 0);
+	CHECK(!strcmp(out, "raid=5;unit=4k"));
+	CHECK_EQ(tpt_array_spec_canonical(want, out, 10), -E2BIG);
+	CHECK_EQ(tpt_array_spec_canonical("", out, sizeof(out)), 0);
+	CHECK(!strcmp(out, ""));
+}
+
 int main(void)
 {
 	RUN(full_spec_parses);
@@ -197,5 +229,6 @@ int main(void)
 	RUN(member_urls_carry_chap);
 	RUN(secrets_are_hidden);
 	RUN(bad_chap_is_refused_without_showing_secrets);
+	RUN(canonical_spec_is_one_line);
 	UNIT_EXIT();
 }
