@@ -411,3 +411,16 @@ def test_a_definition_over_several_lines_is_recorded_as_one(tgtd_factory):
         show = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
         assert re.search(r"TPT-RAID: .* state optimal", show), show
 
+
+
+def test_an_arrays_lu_takes_only_the_arrays_keys(tgtd_factory):
+    """--params on an array's LU: a target's key (tpt=on, tpt_pool_mb) is
+    an unknown parameter there, not one that puts the array's LU in TPT
+    mode (before, it fell through to the target's keys and was taken)."""
+    c = cluster.start(tgtd_factory, n=3)
+    for p in ("tpt=on", "tpt_pool_mb=64", "rebuild_rate=10,tpt=on"):
+        r = c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                                "--tid", 1, "--lun", 1, "--params", p, check=False)
+        assert r.returncode != 0 and "unknown parameter" in r.stderr, (p, r.stderr)
+    show = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert "TPT mode: on" not in show and "rebuild_rate 10 MB/s (set)" in show, show

@@ -6,6 +6,8 @@
 #ifndef __TPT_H__
 #define __TPT_H__
 
+#include <stdbool.h>
+
 #include "tgtadm_error.h"
 
 struct scsi_lu;
@@ -31,6 +33,8 @@ tgtadm_err tpt_target_param(struct scsi_lu *lu, const char *key,
 			    const char *value);
 tgtadm_err tptraid_param(struct scsi_lu *lu, const char *key,
 			 const char *value);
+/* Whether @lu is an array's (the tptraid backing store). */
+bool tptraid_lu(struct scsi_lu *lu);
 
 /* Extra lines for the LU in tgtadm --op show: TPT mode, arrays. */
 void tpt_lu_show(struct scsi_lu *lu, struct concat_buf *b);

@@ -22,14 +22,14 @@
 static tgtadm_err tpt_lu_param(struct scsi_lu *lu, char *p)
 {
 	char *value = strchr(p, '=');
-	tgtadm_err err;
 
 	if (!value)
 		return TGTADM_UNKNOWN_PARAM;
 	*value++ = '\0';
-	err = tptraid_param(lu, p, value);
-	if (err != TGTADM_UNKNOWN_PARAM)
-		return err;
+	/* An array's LU takes the array's keys only: a target's (tpt=on)
+	 * would have it execute the TPT command set itself. */
+	if (tptraid_lu(lu))
+		return tptraid_param(lu, p, value);
 	return tpt_target_param(lu, p, value);
 }
 

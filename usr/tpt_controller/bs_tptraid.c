@@ -689,6 +689,11 @@ struct tpt_array *tptraid_array_of(struct scsi_lu *lu)
 	return lu->bst == &tptraid_bst ? array_of(lu) : NULL;
 }
 
+bool tptraid_lu(struct scsi_lu *lu)
+{
+	return lu->bst == &tptraid_bst;
+}
+
 tgtadm_err tptraid_param(struct scsi_lu *lu, const char *key,
 			 const char *value)
 {
