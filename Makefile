@@ -9,6 +9,9 @@
 #   make bench-smoke every benchmark once, tiny and short (make check runs it)
 #   make soak       the cut-link tests for longer: SOAK_CYCLES (40) cuts and
 #                   restores of a member's link under one load, both modes
+#   make install    tgtd, tgtadm, tgt-admin, the tools, libtptinitiator, the
+#                   nbdkit plugin, man pages and the systemd unit under
+#                   $(DESTDIR)$(PREFIX) (/usr/local): tpt-raid(7)
 #   make deps       install the Debian packages all of this needs (check and
 #                   demo do it first)
 #   make SAN=1 ...  the same with AddressSanitizer and UBSan
@@ -188,6 +191,7 @@ TGT_MAKE_ARGS := ISCSI_RDMA=1 TPT_TOP=$(TOP) TPT_LIBDIR=$(LIBDIR) \
 	DEB_HOST_MULTIARCH=$(shell $(CC) -print-multiarch)
 
 # tgt's makefile does not track flags: rebuild from clean when they change.
+# DESTDIR (make install's) is never tgt's: it would go into tgtd's BSDIR.
 TGT_ARGS_STAMP := $(TGT)/.tpt-args
 TGT_ARGS_NOW := $(TGT_MAKE_ARGS) SAN=$(SAN)
 
@@ -197,8 +201,8 @@ tgt: $(TGT)/.tpt-overlaid $(TPT_LIBS)
 		$(MAKE) -C $(TGT) clean-programs >/dev/null; \
 		echo "$(TGT_ARGS_NOW)" >$(TGT_ARGS_STAMP); \
 	fi
-	CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" $(MAKE) -C $(TGT) $(TGT_MAKE_ARGS) programs
-	CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" $(MAKE) -C $(TGT) $(TGT_MAKE_ARGS) install-programs >/dev/null
+	CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" $(MAKE) -C $(TGT) $(TGT_MAKE_ARGS) DESTDIR= programs
+	CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" $(MAKE) -C $(TGT) $(TGT_MAKE_ARGS) DESTDIR= install-programs >/dev/null
 	@$(STAGE)/sbin/tgtd --version
 
 # ---------------------------------------------------------------------------
@@ -324,6 +328,60 @@ soak: all
 demo: deps
 	$(MAKE) --no-print-directory all
 	TPT_BUILD=$(BUILD) scripts/demo
+
+# ---------------------------------------------------------------------------
+# make install: what a target or controller box and an extended host need.
+# PREFIX=/usr puts the unit and the nbdkit plugin where systemd and nbdkit
+# look without being told; the default keeps clear of Debian's tgt.
+
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+MULTIARCH := $(shell $(CC) -print-multiarch)
+sbindir := $(PREFIX)/sbin
+bindir := $(PREFIX)/bin
+# Test and benchmark drivers, which the conformance suites and make bench run.
+libexecdir := $(PREFIX)/libexec/tpt-raid
+libdir := $(PREFIX)/lib
+includedir := $(PREFIX)/include
+mandir := $(PREFIX)/share/man
+docdir := $(PREFIX)/share/doc/tpt-raid
+unitdir := $(PREFIX)/lib/systemd/system
+nbdkitplugindir := $(PREFIX)/lib/$(MULTIARCH)/nbdkit/plugins
+
+# Tools an operator or a host runs; the rest of tools/ goes to libexecdir.
+USER_TOOLS := tpt-iscsi-io tpt-dd tpt-scrub tpt-iscsi-verify
+DRIVER_TOOLS := $(filter-out $(USER_TOOLS),$(notdir $(TOOL_BINS)))
+OUR_MANPAGES := $(wildcard man/*.[1-9])
+# tgt's own pages for the programs we install, from its DocBook sources.
+TGT_MANPAGES := $(addprefix $(TGT)/doc/manpages/,tgtd.8 tgtadm.8 tgt-admin.8 targets.conf.5)
+
+$(TGT_MANPAGES): $(TGT)/.tpt-patched
+	$(MAKE) -C $(TGT)/doc $(@:$(TGT)/doc/%=%) >/dev/null 2>&1
+	@test -s $@ || { echo "cannot build $@ (xsltproc, docbook-xsl: make deps)"; exit 1; }
+
+SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@SBINDIR@|$(sbindir)|g' \
+	-e 's|@BINDIR@|$(bindir)|g' -e 's|@LIBDIR@|$(libdir)|g' \
+	-e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@VERSION@|$(TPT_VERSION)|g'
+
+.PHONY: install
+install: all $(TGT_MANPAGES)
+	install -d $(addprefix $(DESTDIR),$(sbindir) $(bindir) $(libexecdir) \
+		$(libdir)/pkgconfig $(includedir) $(nbdkitplugindir) $(unitdir) \
+		$(docdir)/examples $(foreach n,1 3 5 7 8,$(mandir)/man$(n)))
+	install -m 755 $(STAGE)/sbin/tgtd $(STAGE)/sbin/tgtadm \
+		$(TGT)/scripts/tgt-admin $(DESTDIR)$(sbindir)
+	install -m 755 $(USER_TOOLS:%=$(BINDIR)/%) $(DESTDIR)$(bindir)
+	install -m 755 $(DRIVER_TOOLS:%=$(BINDIR)/%) $(DESTDIR)$(libexecdir)
+	install -m 644 $(LIBTPTINIT) $(DESTDIR)$(libdir)
+	install -m 644 initiator/tpt_initiator.h $(DESTDIR)$(includedir)
+	$(SUBST) dist/tptinitiator.pc.in >$(DESTDIR)$(libdir)/pkgconfig/tptinitiator.pc
+	install -m 755 $(NBDKIT_PLUGIN) $(DESTDIR)$(nbdkitplugindir)
+	$(SUBST) dist/tpt-tgtd.service.in >$(DESTDIR)$(unitdir)/tpt-tgtd.service
+	install -m 644 dist/examples/*.conf $(DESTDIR)$(docdir)/examples
+	install -m 644 docs/*.md $(DESTDIR)$(docdir)
+	@for m in $(OUR_MANPAGES) $(TGT_MANPAGES); do \
+		n=$${m##*.}; install -m 644 $$m $(DESTDIR)$(mandir)/man$$n || exit 1; \
+	done
 
 # The VM host test (issue 5): image building and a shell in the guest.
 -include scripts/vm/vm.mk

@@ -353,13 +353,19 @@ int main(int argc, char **argv)
 			d.qd = (unsigned int)v;
 			a++;
 		} else if (!strcmp(arg, "--max-io") && next) {
-			if (size_arg("--max-io", next, &v) || v > SIZE_MAX)
+			if (size_arg("--max-io", next, &v) || v > SIZE_MAX) {
+				fprintf(stderr, PROG ": --max-io: a size in "
+					"bytes\n");
 				return 2;
+			}
 			cfg.max_io = (size_t)v;
 			a++;
 		} else if (!strcmp(arg, "--timeout") && next) {
-			if (size_arg("--timeout", next, &v) || !v || v > 3600)
+			if (size_arg("--timeout", next, &v) || !v || v > 3600) {
+				fprintf(stderr, PROG ": --timeout: 1..3600 "
+					"seconds\n");
 				return 2;
+			}
 			cfg.timeout_s = (unsigned int)v;
 			a++;
 		} else if (!strcmp(arg, "--dm") && next) {

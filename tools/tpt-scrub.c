@@ -24,6 +24,7 @@
 #include <iscsi/scsi-lowlevel.h>
 
 #include "scsi/tpt_parity.h"
+#include "controller/array_spec.h"
 #include "controller/member_sb.h"
 #include "tool_iscsi.h"
 
@@ -91,6 +92,28 @@ static int member_read(struct member *m, uint64_t lba, uint32_t bytes)
 	return ok ? 0 : -1;
 }
 
+/* --unit: as the array definition's unit=, a power of two from 4k to 1m,
+ * in bytes or with a k or m suffix. */
+static int parse_unit(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -1;
+	if (*end == 'k' || *end == 'K')
+		v <<= 10, end++;
+	else if (*end == 'm' || *end == 'M')
+		v <<= 20, end++;
+	if (*end || v < TPT_SPEC_UNIT_MIN || v > TPT_SPEC_UNIT_MAX ||
+	    (v & (v - 1)))
+		return -1;
+	*out = v;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -110,7 +133,12 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "u:ph", opts, NULL)) != -1) {
 		switch (c) {
 		case 'u':
-			unit = strtoull(optarg, NULL, 0);
+			if (parse_unit(optarg, &unit)) {
+				fprintf(stderr, "tpt-scrub: --unit %s: a stripe "
+					"unit is a power of two from 4k to 1m "
+					"(a k or m suffix, or bytes)\n", optarg);
+				return 2;
+			}
 			break;
 		case 'p':
 			progress = true;
@@ -124,7 +152,9 @@ int main(int argc, char **argv)
 		}
 	}
 	n = argc - optind;
-	if (n < 3 || n > MAX_MEMBERS || !unit) {
+	if (n < 3 || n > MAX_MEMBERS) {
+		fprintf(stderr, "tpt-scrub: %d member URLs: an array has 3 to "
+			"%d\n", n, MAX_MEMBERS);
 		usage(stderr);
 		return 2;
 	}
@@ -141,6 +171,12 @@ int main(int argc, char **argv)
 		}
 		if (m[i].lu.nr_blocks < blocks)
 			blocks = m[i].lu.nr_blocks;
+	}
+	if (!bs || unit % bs) {
+		fprintf(stderr, "tpt-scrub: --unit %" PRIu64 " is not a "
+			"multiple of the members' %u-byte blocks\n", unit, bs);
+		ret = 2;
+		goto out;
 	}
 	/* The array uses whole stripe units of the smallest member, short
 	 * of the metadata each keeps at its end (controller/member_sb.h). */
