@@ -202,6 +202,10 @@ def test_a_refused_param_is_tgtadms_answer_whatever_follows(file_lun, tgtd_facto
         params("no_such_key=1,readonly=0")
     with pytest.raises(TgtadmError):
         params(f"tpt=on,tpt_dm={t.host}:0")
+    # A name, not an address: peers would be handed it as the endpoint.
+    with pytest.raises(TgtadmError):
+        params("tpt_dm=localhost:0,tpt=on")
+    assert "tpt_dm=localhost: not a numeric IPv4 or IPv6 address" in t.log()
     show = t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
     assert "TPT mode: on" not in show, show
     params(f"tpt_dm={t.host}:0,tpt=on")

@@ -1,5 +1,6 @@
 #include "controller/array_spec.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -218,13 +219,29 @@ static int parse_dm(const char *value, struct tpt_array_spec *out,
 	if (!colon || colon == value || parse_size(colon + 1, &port) ||
 	    port > 65535)
 		return spec_error(err, errlen, "dm=%s: expected ADDR:PORT", value);
+	/* [IPV6]:PORT, or the address as it is. */
+	if (value[0] == '[' && colon[-1] == ']')
+		value++, colon--;
 	alen = colon - value;
 	if (alen >= sizeof(out->dm_addr))
 		return spec_error(err, errlen, "dm=%s: address too long", value);
 	memcpy(out->dm_addr, value, alen);
 	out->dm_addr[alen] = '\0';
+	/* The datamover listens on an address, which it also hands to the
+	 * targets as its endpoint: a name would only fail then. */
+	if (!tpt_spec_numeric_addr(out->dm_addr))
+		return spec_error(err, errlen, "dm=%s: not a numeric IPv4 or "
+				  "IPv6 address", out->dm_addr);
 	out->dm_port = port;
 	return 0;
+}
+
+bool tpt_spec_numeric_addr(const char *addr)
+{
+	unsigned char bin[16];
+
+	return inet_pton(AF_INET, addr, bin) == 1 ||
+	       inet_pton(AF_INET6, addr, bin) == 1;
 }
 
 static int add_url(char list[][TPT_SPEC_URL_MAX], unsigned int *n,

@@ -108,6 +108,9 @@ int tpt_spec_member_url(const char *value, char *err, size_t errlen);
  * Truncated to fit @outlen.
  */
 void tpt_spec_hide_secrets(const char *text, char *out, size_t outlen);
+/* Whether @addr is a numeric IPv4 or IPv6 address (what a datamover
+ * listens on: dm= here, a target's tpt_dm=). */
+bool tpt_spec_numeric_addr(const char *addr);
 /* Do two member URLs name the same box, whatever their credentials? */
 bool tpt_spec_same_box(const char *a, const char *b);
 

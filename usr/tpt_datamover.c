@@ -131,6 +131,8 @@ static int parse_port(const char *s, unsigned int *out)
 int tpt_datamover_set_portal(const char *value)
 {
 	const char *colon = strrchr(value, ':');
+	char addr[sizeof(dm_conf.addr)];
+	unsigned char bin[16];
 	unsigned int port;
 	size_t alen;
 
@@ -138,9 +140,22 @@ int tpt_datamover_set_portal(const char *value)
 		eprintf("tpt_dm=%s: expected ADDR:PORT\n", value);
 		return -EINVAL;
 	}
+	/* [IPV6]:PORT, or the address as it is. */
+	if (value[0] == '[' && colon[-1] == ']')
+		value++, colon--;
 	alen = colon - value;
 	if (alen >= sizeof(dm_conf.addr)) {
 		eprintf("tpt_dm=%s: address too long\n", value);
+		return -EINVAL;
+	}
+	memcpy(addr, value, alen);
+	addr[alen] = '\0';
+	/* Handed to peers as this target's endpoint: a name would only fail
+	 * then, at the first TPT REPORT ENDPOINT. */
+	if (inet_pton(AF_INET, addr, bin) != 1 &&
+	    inet_pton(AF_INET6, addr, bin) != 1) {
+		eprintf("tpt_dm=%s: not a numeric IPv4 or IPv6 address\n",
+			addr);
 		return -EINVAL;
 	}
 	if (dm_conf.dm) {
@@ -153,8 +168,7 @@ int tpt_datamover_set_portal(const char *value)
 		}
 		return 0;
 	}
-	memcpy(dm_conf.addr, value, alen);
-	dm_conf.addr[alen] = '\0';
+	memcpy(dm_conf.addr, addr, alen + 1);
 	dm_conf.port = port;
 	return 0;
 }

@@ -2,12 +2,12 @@
  * Switching an sbc LU into TPT mode, from tgtadm:
  *
  *   tgtadm --lld iscsi --mode logicalunit --op update --tid 1 --lun 1 \
- *          --params tpt=on,tpt_dm=127.0.0.1:4000
+ *          --params tpt_dm=127.0.0.1:4000,tpt=on
  *
  * Parameters (docs/target.md has the full list):
  *   tpt=on|off             execute the TPT command set on this LU
  *   tpt_dm=ADDR:PORT       where this tgtd's datamover listens (once per
- *                          process, before or with the first tpt=on)
+ *                          process, before the first tpt=on)
  *   tpt_pool_mb=N          datamover buffer pool, MiB (default 128)
  *   tpt_group_timeout=N    seconds an idle request keeps its buffers (30)
  *   tpt_plain_io=refuse|read|allow

@@ -32,27 +32,31 @@ static void full_spec_parses(void)
 	CHECK_EQ(s.unit_bytes, 64 << 10);
 	CHECK(!strcmp(s.dm_addr, "10.0.0.1"));
 	CHECK_EQ(s.dm_port, 4400);
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=[fd00::1]:4400;" M(0) ";" M(1)
+				      ";" M(2), &s, err, sizeof(err)), 0);
+	CHECK(!strcmp(s.dm_addr, "fd00::1"));
+	CHECK_EQ(s.dm_port, 4400);
 
-	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;write_intent=no;"
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=10.0.0.1:1;write_intent=no;"
 				      "assume_clean=yes;prefetch=yes;" M(0) ";"
 				      M(1) ";" M(2), &s, err, sizeof(err)), 0);
 	CHECK(!s.write_intent);
 	CHECK(s.assume_clean);
 	CHECK(s.prefetch);
 
-	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;parity_gather=star;" M(0)
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=10.0.0.1:1;parity_gather=star;" M(0)
 				      ";" M(1) ";" M(2), &s, err, sizeof(err)), 0);
 	CHECK_EQ(s.parity_gather, TPT_GATHER_STAR);
-	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;parity_gather=tree;" M(0)
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=10.0.0.1:1;parity_gather=tree;" M(0)
 				      ";" M(1) ";" M(2), &s, err, sizeof(err)), 0);
 	CHECK_EQ(s.parity_gather, TPT_GATHER_TREE);
-	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;parity_gather=flat;" M(0)
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=10.0.0.1:1;parity_gather=flat;" M(0)
 				      ";" M(1) ";" M(2), &s, err, sizeof(err)), 0);
 	CHECK_EQ(s.parity_gather, TPT_GATHER_FLAT);
-	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;rebuild_gather=flat;" M(0)
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=10.0.0.1:1;rebuild_gather=flat;" M(0)
 				      ";" M(1) ";" M(2), &s, err, sizeof(err)), 0);
 	CHECK_EQ(s.rebuild_gather, TPT_REBUILD_FLAT);
-	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;rebuild_gather=tree;" M(0)
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=10.0.0.1:1;rebuild_gather=tree;" M(0)
 				      ";" M(1) ";" M(2), &s, err, sizeof(err)), 0);
 	CHECK_EQ(s.rebuild_gather, TPT_REBUILD_TREE);
 }
@@ -67,30 +71,32 @@ static void bad_specs_name_their_fault(void)
 	} cases[] = {
 		{ "", "no array options" },
 		{ "raid=6;" M(0) ";" M(1) ";" M(2), "raid=6" },
-		{ "raid=5;unit=3k;dm=a:1;" M(0) ";" M(1) ";" M(2), "unit=3k" },
-		{ "raid=5;unit=2m;dm=a:1;" M(0) ";" M(1) ";" M(2), "unit=2m" },
+		{ "raid=5;unit=3k;dm=10.0.0.1:1;" M(0) ";" M(1) ";" M(2), "unit=3k" },
+		{ "raid=5;unit=2m;dm=10.0.0.1:1;" M(0) ";" M(1) ";" M(2), "unit=2m" },
 		/* (2^54 + 64)k and (2^54 + 1)k: 64k and 1k modulo 2^64. */
-		{ "raid=5;unit=18014398509482048k;dm=a:1;" M(0) ";" M(1) ";" M(2),
+		{ "raid=5;unit=18014398509482048k;dm=10.0.0.1:1;" M(0) ";" M(1) ";" M(2),
 		  "unit=18014398509482048k" },
-		{ "raid=5;rebuild_rate=18014398509481985k;dm=a:1;" M(0) ";" M(1)
+		{ "raid=5;rebuild_rate=18014398509481985k;dm=10.0.0.1:1;" M(0) ";" M(1)
 		  ";" M(2), "rebuild_rate=18014398509481985k" },
-		{ "raid=5;dm=a:18014398509481985k;" M(0) ";" M(1) ";" M(2),
-		  "dm=a:18014398509481985k" },
+		{ "raid=5;dm=10.0.0.1:18014398509481985k;" M(0) ";" M(1) ";" M(2),
+		  "dm=10.0.0.1:18014398509481985k" },
 		{ "raid=5;mode=fast;" M(0) ";" M(1) ";" M(2), "mode=fast" },
-		{ "raid=5;dm=a:1;" M(0) ";" M(1), "at least 3" },
+		{ "raid=5;dm=10.0.0.1:1;" M(0) ";" M(1), "at least 3" },
 		{ "raid=5;" M(0) ";" M(1) ";" M(2), "needs dm=" },
 		{ "raid=5;dm=nope;" M(0) ";" M(1) ";" M(2), "dm=nope" },
-		{ "raid=5;dm=a:1;member=http://x/y/1;" M(1) ";" M(2), "member=http" },
-		{ "raid=5;dm=a:1;member=iscsi://x/iqn.a/;" M(1) ";" M(2), "member=iscsi://x/iqn.a/" },
-		{ "raid=5;dm=a:1;" M(0) ";" M(0) ";" M(2), "named twice" },
-		{ "raid=5;dm=a:1;colour=red;" M(0), "colour" },
-		{ "raid=5;dm=a:1;oops;" M(0), "oops" },
-		{ "raid=5;dm=a:1;initiator=bob;" M(0) ";" M(1) ";" M(2), "initiator=bob" },
-		{ "raid=5;dm=a:1;write_intent=off;" M(0) ";" M(1) ";" M(2), "write_intent=off" },
-		{ "raid=5;dm=a:1;prefetch=1;" M(0) ";" M(1) ";" M(2), "prefetch=1" },
-		{ "raid=5;dm=a:1;parity_gather=ring;" M(0) ";" M(1) ";" M(2),
+		{ "raid=5;dm=box1:4400;" M(0) ";" M(1) ";" M(2),
+		  "dm=box1: not a numeric IPv4 or IPv6 address" },
+		{ "raid=5;dm=10.0.0.1:1;member=http://x/y/1;" M(1) ";" M(2), "member=http" },
+		{ "raid=5;dm=10.0.0.1:1;member=iscsi://x/iqn.a/;" M(1) ";" M(2), "member=iscsi://x/iqn.a/" },
+		{ "raid=5;dm=10.0.0.1:1;" M(0) ";" M(0) ";" M(2), "named twice" },
+		{ "raid=5;dm=10.0.0.1:1;colour=red;" M(0), "colour" },
+		{ "raid=5;dm=10.0.0.1:1;oops;" M(0), "oops" },
+		{ "raid=5;dm=10.0.0.1:1;initiator=bob;" M(0) ";" M(1) ";" M(2), "initiator=bob" },
+		{ "raid=5;dm=10.0.0.1:1;write_intent=off;" M(0) ";" M(1) ";" M(2), "write_intent=off" },
+		{ "raid=5;dm=10.0.0.1:1;prefetch=1;" M(0) ";" M(1) ";" M(2), "prefetch=1" },
+		{ "raid=5;dm=10.0.0.1:1;parity_gather=ring;" M(0) ";" M(1) ";" M(2),
 		  "parity_gather=ring" },
-		{ "raid=5;dm=a:1;rebuild_gather=star;" M(0) ";" M(1) ";" M(2),
+		{ "raid=5;dm=10.0.0.1:1;rebuild_gather=star;" M(0) ";" M(1) ";" M(2),
 		  "rebuild_gather=star" },
 	};
 	struct tpt_array_spec s;
@@ -120,13 +126,13 @@ static void member_urls_carry_chap(void)
 	struct tpt_array_spec s;
 	char err[256] = "";
 
-	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;member=" CHAP_URL ";"
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=10.0.0.1:1;member=" CHAP_URL ";"
 				      "member=" CHAP_URL "?target_user=t1&"
 				      "target_password=" TSECRET ";" M(2),
 				      &s, err, sizeof(err)), -EINVAL);
 	CHECK(strstr(err, "named twice") != NULL);
 	CHECK(!strstr(err, SECRET));
-	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=a:1;member=" CHAP_URL ";"
+	CHECK_EQ(tpt_array_spec_parse("raid=5;dm=10.0.0.1:1;member=" CHAP_URL ";"
 				      "member=iscsi://ctl%" SECRET "@h:1/iqn.x:t1/1"
 				      "?target_user=t1&target_password=" TSECRET
 				      ";" M(2), &s, err, sizeof(err)), 0);
