@@ -81,6 +81,9 @@ static inline void tool_iscsi_report(const char *prog, const char *what,
 	}
 }
 
+/* Seconds a login or command may take (twice Linux's SCSI default). */
+#define TOOL_ISCSI_TIMEOUT_S 60
+
 /* How a tool opens a LUN with tool_lun_open(). */
 struct tool_iscsi_login {
 	const char *prog;		/* prefix of error messages */
@@ -163,6 +166,10 @@ static inline int tool_lun_open(const struct tool_iscsi_login *how,
 	}
 	tool_iscsi_configure(lun->iscsi, url, how->digest,
 			     how->noautoreconnect);
+	/* A login or command the LUN never answers fails after this long,
+	 * rather than holding the tool for as long as the session lives;
+	 * libiscsi checks it each time the context is serviced. */
+	iscsi_set_timeout(lun->iscsi, TOOL_ISCSI_TIMEOUT_S);
 	lun->lun = url->lun;
 	if (iscsi_full_connect_sync(lun->iscsi, url->portal, url->lun)) {
 		fprintf(stderr, "%s: login to %s failed: %s\n", how->prog,

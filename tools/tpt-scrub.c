@@ -55,6 +55,9 @@ static int member_open(struct member *m, const char *url_text)
 		.initiator = "iqn.2026-11.org.tptraid:tpt-scrub",
 		/* libiscsi's default, which we have always used. */
 		.digest = ISCSI_HEADER_DIGEST_NONE_CRC32C,
+		/* A member's lost session fails the scrub, rather than
+		 * being logged in again unnoticed. */
+		.noautoreconnect = true,
 		/* Name the member that failed: several may share a portal. */
 		.name_url = true,
 	};
