@@ -1368,7 +1368,9 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 	/* The members say what they are before the LU serves anything. */
 	array_new_event(a);
 	member_wait(a, TPT_ASSEMBLE_SECONDS);
-	array_save_state(a);
+	ret = array_save_state_now(a);
+	if (ret)
+		goto fail;
 	re->array = a;
 	list_add_tail(&re->link, &retry_arrays);
 	eprintf("tptraid: %s %s of %u members, %u KiB unit, %" PRIu64 " MiB, "

@@ -99,12 +99,13 @@ static int write_all(int fd, const void *buf, size_t len, off_t at)
 
 /* The state file, replaced atomically: a crash leaves the old one or the
  * new one, never a mix. */
-static int write_state(struct array_files *f, const char *text, size_t len)
+static int write_state(struct array_files *f, const char *text, size_t len,
+		       const char *suffix)
 {
 	char tmp[PATH_MAX + 8], dir[PATH_MAX], *slash;
 	int fd, err, dfd;
 
-	snprintf(tmp, sizeof(tmp), "%s.new", f->path);
+	snprintf(tmp, sizeof(tmp), "%s%s", f->path, suffix);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
@@ -149,7 +150,7 @@ static void *files_thread(void *arg)
 		gen = f->regions_gen;
 		pthread_mutex_unlock(&f->lock);
 		if (text)
-			err = write_state(f, text, len);
+			err = write_state(f, text, len, ".new");
 		if (buf) {
 			seq = tpt_get_be(&buf[16], 8);
 			werr = write_all(f->regions_fd, buf, f->copy_len,
@@ -386,7 +387,9 @@ void array_regions_changed(struct tpt_array *a)
 
 /* ---- the state file ---- */
 
-void array_save_state(struct tpt_array *a)
+/* The state file's text as the array now stands (malloc'ed, its length
+ * in *@len), or NULL, said in the log. */
+static char *state_text(struct tpt_array *a, size_t *len)
 {
 	struct array_files *f = files_of(a);
 	struct tpt_state *st;
@@ -394,18 +397,13 @@ void array_save_state(struct tpt_array *a)
 	char *text;
 	int n;
 
-	if (!f)
-		return;
-	if (f->state_busy) {
-		f->state_again = true;
-		return;
-	}
 	st = calloc(1, sizeof(*st));
 	text = malloc(1 << 16);
 	if (!st || !text) {
 		free(st);
 		free(text);
-		return;
+		eprintf("tptraid: cannot write %s: out of memory\n", f->path);
+		return NULL;
 	}
 	st->array_id = a->array_id;
 	memcpy(st->key, a->array_key, sizeof(st->key));
@@ -429,14 +427,54 @@ void array_save_state(struct tpt_array *a)
 		eprintf("tptraid: cannot write %s: the array's state does not "
 			"fit its format (%s)\n", f->path, strerror(-n));
 		free(text);
+		return NULL;
+	}
+	*len = (size_t)n;
+	return text;
+}
+
+void array_save_state(struct tpt_array *a)
+{
+	struct array_files *f = files_of(a);
+	size_t len;
+	char *text;
+
+	if (!f)
+		return;
+	if (f->state_busy) {
+		f->state_again = true;
 		return;
 	}
+	text = state_text(a, &len);
+	if (!text)
+		return;
 	f->state_busy = true;
 	pthread_mutex_lock(&f->lock);
 	f->state_text = text;
-	f->state_len = (size_t)n;
+	f->state_len = len;
 	pthread_cond_signal(&f->cond);
 	pthread_mutex_unlock(&f->lock);
+}
+
+int array_save_state_now(struct tpt_array *a)
+{
+	struct array_files *f = files_of(a);
+	size_t len;
+	char *text = state_text(a, &len);
+	int ret;
+
+	if (!text)
+		return -EINVAL;
+	/* Beside a write of the thread's, if one runs: its own temporary
+	 * file, and the thread writes again after it, as things are then. */
+	ret = write_state(f, text, len, ".now");
+	free(text);
+	if (f->state_busy)
+		f->state_again = true;
+	if (ret)
+		eprintf("tptraid: cannot write %s: %s\n", f->path,
+			strerror(-ret));
+	return ret;
 }
 
 /* ---- open, load, close ---- */

@@ -498,6 +498,10 @@ int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty);
 void array_files_close(struct tpt_array *a);
 /* Ask for the state file to be written as the array now stands. */
 void array_save_state(struct tpt_array *a);
+/* The same, written and synced before returning (0 or -errno, logged): at
+ * assembly, so that tgtadm's answer comes once the array's key is on
+ * disk.  The file's thread must have nothing of it queued. */
+int array_save_state_now(struct tpt_array *a);
 /* The region record changed (a position went missing, a map was cleared):
  * write it, nothing waits for it. */
 void array_regions_changed(struct tpt_array *a);
