@@ -576,12 +576,6 @@ void member_connect(struct tpt_member *m)
 	member_rearm(m);
 }
 
-/*
- * Run the members' sessions on a private poll loop until none of @a's is
- * CONNECTING or setting up, or @seconds have passed: creating an array is
- * synchronous for tgtadm, but the members are reached side by side and
- * the wait is bounded.
- */
 /* One turn of a private poll loop over @a's members' sessions, waiting at
  * most @ms for one to be ready. */
 static void member_serve(struct tpt_array *a, int ms)
@@ -614,6 +608,12 @@ static void member_serve(struct tpt_array *a, int ms)
 						 struct tpt_member, fail_link));
 }
 
+/*
+ * Run the members' sessions on a private poll loop until none of @a's is
+ * CONNECTING or setting up, or @seconds have passed: creating an array is
+ * synchronous for tgtadm, but the members are reached side by side and
+ * the wait is bounded.
+ */
 void member_wait(struct tpt_array *a, unsigned int seconds)
 {
 	time_t deadline = now_s() + seconds;
