@@ -4,8 +4,9 @@ datamover peer with a forged or replayed hello, a list with a copied array
 id.  Each is refused with the documented sense and a log line, the array's
 data stays as it was, and the real controller keeps its service."""
 import os
+import re
 
-from tptlib import proto
+from tptlib import cluster, proto
 from tptlib.targets import ARRAY_ID, CONTROLLER_ID, assert_sense
 
 UNIT = 64 << 10
@@ -369,3 +370,31 @@ def test_a_host_reaches_no_slot_through_the_link_a_target_opened(tpt):
         assert host.buf_read("hb", 0, UNIT) == t0.read_backing(UNIT, UNIT)
     finally:
         host.close()
+
+
+def test_a_box_freed_from_a_lost_controller_serves_another_array(tgtd_factory):
+    """The controller of an array is gone for good (kill -9, its state file
+    lost): on each box the operator switches TPT mode off and on and clears
+    the old superblock (docs/target.md, "Who may drive it"); a new array's
+    controller then takes the boxes. Before, the lost controller's
+    persistent reservation outlived tpt=off, and the new controller was
+    refused every box until each tgtd restarted."""
+    old = cluster.start(tgtd_factory, n=3)
+    old.controller.killed_on_purpose = True
+    old.controller.kill()
+    for t, backing in zip(old.targets, old.backings):
+        for p in ("tpt=off", "tpt=on"):
+            t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                     "--tid", 1, "--lun", 1, "--params", p)
+        assert "its reservation and registrations cleared" in t.log(), t.log()[-2000:]
+        with open(backing, "r+b") as f:
+            f.seek(-(1 << 20), os.SEEK_END)
+            f.write(bytes(1 << 20))
+    c = tgtd_factory(name="newcontroller")
+    c.new_target(1, f"{cluster.IQN}:new")
+    c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid",
+              bsopts=";".join(["raid=5", "unit=64k", "assume_clean=yes", f"dm={c.host}:0",
+                               *(f"member={u}" for u in old.target_urls)]))
+    show = c.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert re.search(r"TPT-RAID: .* state optimal", show), show
+

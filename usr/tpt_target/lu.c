@@ -198,6 +198,29 @@ static tgtadm_err tpt_lu_enable(struct scsi_lu *lu)
 	return TGTADM_SUCCESS;
 }
 
+/*
+ * tpt=off of a LU still bound is how a box whose controller is gone is
+ * freed (docs/target.md): the persistent reservation that controller held
+ * goes with the binding, or it would keep any other array's controller
+ * out until tgtd restarts.  Only controllers register on a bound LU.
+ */
+static void tpt_lu_drop_fence(struct tpt_lu *tlu)
+{
+	struct scsi_lu *lu = tlu->lu;
+	struct registration *reg, *next;
+
+	list_for_each_entry_safe(reg, next, &lu->registration_list,
+				 registration_siblings) {
+		list_del(&reg->registration_siblings);
+		free(reg);
+	}
+	lu->pr_holder = NULL;
+	lu->prgeneration++;
+	eprintf("tpt: LU %" PRIu64 " freed from array %016" PRIx64 " (tpt=off): "
+		"its reservation and registrations cleared\n", lu->lun,
+		tlu->array_id);
+}
+
 static void tpt_lu_disable(struct scsi_lu *lu)
 {
 	struct tpt_lu *tlu = tpt_lu_of(lu);
@@ -205,6 +228,8 @@ static void tpt_lu_disable(struct scsi_lu *lu)
 
 	if (!tlu)
 		return;
+	if (tlu->bound)
+		tpt_lu_drop_fence(tlu);
 	tpt_plain_io_detach(tlu);
 	for (i = 0; i < sizeof(tpt_opcodes); i++) {
 		lu->dev_type_template.ops[tpt_opcodes[i]].cmd_perform =
