@@ -149,7 +149,10 @@ int tpt_init_service(struct tpt_init *ctx, const struct pollfd *fds, int n);
 typedef void (*tpt_init_cb)(struct tpt_init *ctx, int status, void *arg);
 
 /* Logs in, reads the LUN's capacity, opens the datamover and registers
- * the host key (or decides to fall back).  Once. */
+ * the host key (or decides to fall back).  Once.  Besides the statuses
+ * above, cb may get -ECONNREFUSED (the login or READ CAPACITY failed:
+ * tpt_init_error() says why) and, with direct I/O required, the
+ * datamover's own negative errno (-ENODEV: no provider, ...). */
 int tpt_init_connect_async(struct tpt_init *ctx, tpt_init_cb cb, void *arg);
 
 /* Byte offset and length must be multiples of the block size and lie in
