@@ -127,8 +127,12 @@ def test_fallback_on_a_baseline_array(tgtd_factory, workdir, report):
     src = workdir / "in.bin"
     src.write_bytes(data)
     before = array_stats(c)
-    w = run("tpt-dd", c.url, f"if={src}", "bs=1m", "seek=1", "--qd", "2", text=True)
+    w = run("tpt-dd", c.url, f"if={src}", "bs=1m", "seek=1", "--qd", "2", "conv=fsync",
+            text=True)
     assert w.returncode == 0 and "mode=plain" in w.stderr, w.stderr
+    # Flushing is for writes: refused when reading, with a word why.
+    x = run("tpt-dd", c.url, "of=-", "conv=fsync", text=True)
+    assert x.returncode == 2 and "for writing the LUN" in x.stderr, x.stderr
     assert kv(w.stderr)["bytes"] == str(len(data))
     r = run("tpt-dd", c.url, "of=-", "bs=512k", "skip=2", "count=6")
     assert r.returncode == 0, r.stderr

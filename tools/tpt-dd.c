@@ -38,7 +38,7 @@ struct dd {
 	bool to_lun;		/* if= given: write the LUN */
 	int fd;			/* the file side */
 	uint64_t bs, count, skip, seek;
-	bool have_count, fua, quiet;
+	bool have_count, fua, fsync, quiet;
 	unsigned int qd;
 	struct slot slot[MAX_QD];
 	uint64_t bytes;
@@ -56,6 +56,8 @@ static void usage(FILE *out)
 		"  skip=N      start N bs-blocks into the input\n"
 		"  seek=N      start N bs-blocks into the output\n"
 		"  oflag=fua   writes with FUA\n"
+		"  conv=fsync  SYNCHRONIZE CACHE once every write is done: what\n"
+		"              was written is on the LUN's media before " PROG " ends\n"
 		"  --qd N      requests in flight (8, at most %d)\n"
 		"  --max-io N  largest SCSI command; bigger requests are split (4m)\n"
 		"  --dm ADDR[:PORT]  where the datamover listens (the address of\n"
@@ -343,6 +345,8 @@ int main(int argc, char **argv)
 				return 2;
 		} else if (!strcmp(arg, "oflag=fua")) {
 			d.fua = true;
+		} else if (!strcmp(arg, "conv=fsync")) {
+			d.fsync = true;
 		} else if (!strcmp(arg, "--quiet")) {
 			d.quiet = true;
 		} else if (!strcmp(arg, "--qd") && next) {
@@ -399,6 +403,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": need an iscsi:// URL and exactly one "
 			"of if= and of=\n");
 		usage(stderr);
+		return 2;
+	}
+	if (out && (d.fua || d.fsync)) {
+		fprintf(stderr, PROG ": oflag=fua and conv=fsync are for "
+			"writing the LUN (if=)\n");
 		return 2;
 	}
 	if (!d.bs || d.bs > (1u << 30)) {
@@ -459,6 +468,11 @@ int main(int argc, char **argv)
 	if (!ret)
 		ret = d.to_lun ? copy_to_lun(&d) : copy_from_lun(&d);
 	drain(&d);
+	if (!ret && d.fsync && tpt_init_flush(d.ctx)) {
+		fprintf(stderr, PROG ": SYNCHRONIZE CACHE: %s\n",
+			tpt_init_error(d.ctx));
+		ret = -1;
+	}
 	dt = now_s() - t0;
 	if (!d.quiet)
 		fprintf(stderr, "bytes=%" PRIu64 " seconds=%.3f MB/s=%.1f "
