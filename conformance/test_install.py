@@ -131,7 +131,9 @@ def test_an_extended_host_builds_against_the_installed_library(prefix, tmp_path)
                    "\tif (tpt_init_new(&cfg, &ctx, err, sizeof(err)) == 0)\n"
                    "\t\treturn 1;\n\tputs(err);\n\treturn 0;\n}\n")
     exe = tmp_path / "host"
-    r = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", str(src), "-o",
+    # make SAN=1 installs a sanitized library: its users link the runtimes.
+    san = ["-fsanitize=address,undefined"] if os.environ.get("TPT_SAN") == "1" else []
+    r = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", *san, str(src), "-o",
                         str(exe), *shlex.split(flags.stdout)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     r = subprocess.run([exe], capture_output=True, text=True)
