@@ -383,3 +383,15 @@ def test_chap_on_every_hop(cluster_dir, report):
         assert "CHAP: mutual" in st.stdout and str(host_file) in st.stdout, st.stdout
     finally:
         stop_leaving_nothing(cluster_dir, ports)
+
+
+def test_make_demo_runs_to_the_end(report):
+    """scripts/demo, what `make demo` runs (the README's first command),
+    passes end to end on a free port range. Before, nothing ran it: it
+    failed at a check an earlier change had made untrue, unnoticed."""
+    base = pick_base(6)             # five targets and a spare
+    env = dict(os.environ, TPT_BUILD=str(paths.BUILD), DEMO_PORT=str(base))
+    r = subprocess.run([str(paths.TOP / "scripts" / "demo")], capture_output=True, text=True,
+                       timeout=600, env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and "== demo OK" in r.stdout, r.stdout[-4000:] + r.stderr[-2000:]
+    report(re.search(r"== (demo OK in [0-9.]+ s)", r.stdout).group(1))
