@@ -214,6 +214,20 @@ def test_a_refused_param_is_tgtadms_answer_whatever_follows(file_lun, tgtd_facto
     assert t.alive() and io("capacity", url).returncode == 0
 
 
+def test_a_model_used_on_a_larger_span_does_not_claim_the_new_blocks(file_lun, tmp_path):
+    """tpt-iscsi-verify with a model made for 1 MiB, then run on 2 MiB of a
+    LUN whose second MiB holds data: the blocks the span adds are unknown,
+    not zeroes (before, every one was a mismatch)."""
+    t, url, backing = file_lun
+    io("write", url, 2048, data=os.urandom(1 << 20))
+    verify = str(paths.tool("tpt-iscsi-verify"))
+    model = tmp_path / "model"
+    for args in (("--span", "1m", "--zero", "--ops", "50"), ("--span", "2m", "--verify")):
+        r = subprocess.run([verify, "--model", str(model), *args, url], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0 and "mismatches=0" in r.stdout, r.stdout + r.stderr
+
+
 def test_stopped_daemon_releases_its_control_port(tgtd_factory):
     t = tgtd_factory()
     t.new_target(1, "iqn.2026-11.org.tptraid:gone")

@@ -58,8 +58,10 @@ struct verify {
 	bool stop, lost;
 };
 
-/* Map DIR/NAME, @size bytes, created (zero) when absent. */
-static uint8_t *map_file(const char *dir, const char *name, size_t size)
+/* Map DIR/NAME, @size bytes, created (zero) when absent, resized when it
+ * is of another size; its size before in *@was. */
+static uint8_t *map_file(const char *dir, const char *name, size_t size,
+			 size_t *was)
 {
 	char path[4096];
 	struct stat st;
@@ -68,6 +70,8 @@ static uint8_t *map_file(const char *dir, const char *name, size_t size)
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0 && !fstat(fd, &st))
+		*was = (size_t)st.st_size;
 	if (fd < 0 || fstat(fd, &st) ||
 	    ((size_t)st.st_size != size && ftruncate(fd, (off_t)size))) {
 		fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
@@ -238,6 +242,7 @@ int main(int argc, char **argv)
 		.noautoreconnect = true,
 	};
 	uint64_t span = 0, max_bs = 256 << 10, ops = 0, seconds = 10, v64;
+	size_t was = 0, was_blocks = 0;
 	const char *model = NULL;
 	bool zero = false, verify_only = false, final_check = false, fresh;
 	struct verify v = { .qd = 8, .m = { .prog = PROG, .seed = 1 } };
@@ -288,8 +293,13 @@ int main(int argc, char **argv)
 	}
 	snprintf(path, sizeof(path), "%s/data", model);
 	fresh = access(path, F_OK) != 0;
-	v.m.data = map_file(model, "data", v.m.blocks * v.lun.block_size);
-	v.m.unknown = map_file(model, "unknown", v.m.blocks);
+	v.m.data = map_file(model, "data", v.m.blocks * v.lun.block_size,
+			    &was);
+	v.m.unknown = map_file(model, "unknown", v.m.blocks, &was_blocks);
+	/* A model of a smaller span, used on a larger one: what it never
+	 * covered is not known (it reads as zeroes only with --zero). */
+	if (v.m.unknown && !fresh && !zero && was_blocks < v.m.blocks)
+		memset(v.m.unknown + was_blocks, 1, v.m.blocks - was_blocks);
 	v.m.busy = calloc(v.m.blocks, 1);
 	for (i = 0; i < v.qd; i++) {
 		v.io[i].v = &v;
