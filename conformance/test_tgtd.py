@@ -226,6 +226,9 @@ def test_a_model_used_on_a_larger_span_does_not_claim_the_new_blocks(file_lun, t
         r = subprocess.run([verify, "--model", str(model), *args, url], capture_output=True,
                            text=True, timeout=120)
         assert r.returncode == 0 and "mismatches=0" in r.stdout, r.stdout + r.stderr
+        if "--ops" in args:     # exactly that many commands of load
+            counts = dict(kv.split("=") for kv in r.stdout.split() if "=" in kv)
+            assert int(counts["writes"]) + int(counts["reads"]) == 50, r.stdout
 
 
 def test_stopped_daemon_releases_its_control_port(tgtd_factory):

@@ -320,19 +320,23 @@ int main(int argc, char **argv)
 	if (verify_only) {
 		check_all(&v);
 	} else {
+		/* --ops counts the load's commands as they are sent: not the
+		 * first pass's reads, and never more than asked for. */
+		uint64_t sent = 0;
+
 		deadline = model_now() + (double)seconds;
-		while (!v.lost && (ops ? v.m.writes + v.m.reads < ops :
-				   model_now() < deadline)) {
+		while (!v.lost && (ops ? sent < ops : model_now() < deadline)) {
 			for (i = 0; i < v.qd && !v.lost; i++) {
 				uint64_t lba;
 				uint32_t n;
 
-				if (v.io[i].req.busy ||
+				if ((ops && sent >= ops) || v.io[i].req.busy ||
 				    !model_pick_range(&v.m, &lba, &n))
 					continue;
 				if (issue(&v, &v.io[i], model_rnd(&v.m) % 3 != 0,
 					  lba, n))
 					return 1;
+				sent++;
 			}
 			if (service(&v, 100))
 				break;
