@@ -339,7 +339,8 @@ SYSCONFDIR ?= /etc
 MULTIARCH := $(shell $(CC) -print-multiarch)
 sbindir := $(PREFIX)/sbin
 bindir := $(PREFIX)/bin
-# Test and benchmark drivers, which the conformance suites and make bench run.
+# Test and benchmark drivers (the conformance suites and make bench run them),
+# and the unit's stop script.
 libexecdir := $(PREFIX)/libexec/tpt-raid
 libdir := $(PREFIX)/lib
 includedir := $(PREFIX)/include
@@ -361,7 +362,8 @@ $(TGT_MANPAGES): $(TGT)/.tpt-patched
 
 SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@SBINDIR@|$(sbindir)|g' \
 	-e 's|@BINDIR@|$(bindir)|g' -e 's|@LIBDIR@|$(libdir)|g' \
-	-e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@VERSION@|$(TPT_VERSION)|g'
+	-e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@VERSION@|$(TPT_VERSION)|g' \
+	-e 's|@LIBEXECDIR@|$(libexecdir)|g'
 
 .PHONY: install
 install: all $(TGT_MANPAGES)
@@ -371,7 +373,8 @@ install: all $(TGT_MANPAGES)
 	install -m 755 $(STAGE)/sbin/tgtd $(STAGE)/sbin/tgtadm \
 		$(TGT)/scripts/tgt-admin $(DESTDIR)$(sbindir)
 	install -m 755 $(USER_TOOLS:%=$(BINDIR)/%) $(DESTDIR)$(bindir)
-	install -m 755 $(DRIVER_TOOLS:%=$(BINDIR)/%) $(DESTDIR)$(libexecdir)
+	install -m 755 $(DRIVER_TOOLS:%=$(BINDIR)/%) dist/tpt-tgtd-stop \
+		$(DESTDIR)$(libexecdir)
 	install -m 644 $(LIBTPTINIT) $(DESTDIR)$(libdir)
 	install -m 644 initiator/tpt_initiator.h $(DESTDIR)$(includedir)
 	$(SUBST) dist/tptinitiator.pc.in >$(DESTDIR)$(libdir)/pkgconfig/tptinitiator.pc

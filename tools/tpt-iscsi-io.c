@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,16 +39,28 @@ static void usage(FILE *out)
 		"Exit status: 0 success, 1 I/O or SCSI error, 2 usage error.\n");
 }
 
-static int parse_u64(const char *s, const char *what, uint64_t *out)
+/* A decimal number (as dd reads its operands: 010 is ten, not eight),
+ * with a k or m suffix (1024-based) where @suffix allows it. */
+static int parse_u64(const char *s, const char *what, bool suffix,
+		     uint64_t *out)
 {
+	unsigned int shift = 0;
 	char *end;
 
 	errno = 0;
-	*out = strtoull(s, &end, 0);
-	if (errno || end == s || *end || *s == '-') {
-		fprintf(stderr, "tpt-iscsi-io: invalid %s '%s'\n", what, s);
+	*out = strtoull(s, &end, 10);
+	if (suffix && (*end == 'k' || *end == 'K'))
+		shift = 10, end++;
+	else if (suffix && (*end == 'm' || *end == 'M'))
+		shift = 20, end++;
+	if (errno || end == s || *end || *s == '-' ||
+	    *out > (UINT64_MAX >> shift)) {
+		fprintf(stderr, "tpt-iscsi-io: invalid %s '%s'%s\n", what, s,
+			suffix ? " (a decimal number of bytes, or with k or m)" :
+			" (a decimal number)");
 		return -1;
 	}
+	*out <<= shift;
 	return 0;
 }
 
@@ -202,8 +215,9 @@ int main(int argc, char **argv)
 			how.initiator = optarg;
 			break;
 		case 'c':
-			if (parse_u64(optarg, "chunk size", &chunk) || !chunk ||
-			    chunk > (64u << 20)) {
+			if (parse_u64(optarg, "chunk size", true, &chunk))
+				return 2;
+			if (!chunk || chunk > (64u << 20)) {
 				fprintf(stderr, "tpt-iscsi-io: --chunk must be 1..64 MiB\n");
 				return 2;
 			}
@@ -225,11 +239,11 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "capacity") && nargs == 2) {
 		;
 	} else if (!strcmp(cmd, "read") && nargs == 4) {
-		if (parse_u64(argv[optind + 2], "LBA", &lba) ||
-		    parse_u64(argv[optind + 3], "block count", &blocks))
+		if (parse_u64(argv[optind + 2], "LBA", false, &lba) ||
+		    parse_u64(argv[optind + 3], "block count", false, &blocks))
 			return 2;
 	} else if (!strcmp(cmd, "write") && nargs == 3) {
-		if (parse_u64(argv[optind + 2], "LBA", &lba))
+		if (parse_u64(argv[optind + 2], "LBA", false, &lba))
 			return 2;
 	} else {
 		fprintf(stderr, "tpt-iscsi-io: unknown command or wrong number "
