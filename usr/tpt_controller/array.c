@@ -1351,12 +1351,10 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		ret = array_after_crash(a, dirty);
 	if (!ret && a->fresh && !spec->assume_clean) {
 		/* Every region's: the members' old contents need not agree,
-		 * but nobody wrote them.  Marked in the record, so that a stop
-		 * before the resync ends leaves the rest to the next start. */
+		 * but nobody wrote them (array_files_open() marked them all
+		 * in the record). */
 		memset(dirty, 0xff, (a->nr_regions + 7) / 8);
 		ret = array_unsynced_add(a, dirty, false);
-		if (!ret)
-			ret = array_intent_mark_all(a);
 	}
 	if (ret)
 		goto fail;

@@ -561,25 +561,20 @@ static int regions_write_now(struct tpt_array *a)
 	return ret;
 }
 
-/* write_intent=no is md with no bitmap: every region counts as in flight
- * while the array runs, so a crash resyncs it all.  The regions a resync
- * has yet to do stay marked (recovery_keeps_region()). */
-int array_intent_mark_all(struct tpt_array *a)
+/* Every region counts as in flight, each write waiting for the record to
+ * be durable: with write_intent=no (md with no bitmap: a crash resyncs it
+ * all), for a new array's first resync and for a record lost.  The
+ * regions a resync has yet to do stay marked (recovery_keeps_region()),
+ * so a stop before it ends leaves the rest to the next start. */
+static void intent_mark_all(struct tpt_array *a)
 {
-	struct array_files *f = files_of(a);
 	uint64_t r;
-	int ret;
 
 	a->change_gen++;
 	for (r = 0; r < a->nr_regions; r++) {
 		set_bit(a->intent, r);
 		a->region_gen[r] = a->change_gen;
 	}
-	ret = regions_write_now(a);
-	if (ret)
-		eprintf("tptraid: cannot write %s: %s\n", f->regions_path,
-			strerror(-ret));
-	return ret;
 }
 
 int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
@@ -632,18 +627,18 @@ int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
 	add_work(&f->tick, 1);
 	/* The record as it stands is durable: nothing waits for it. */
 	f->durable_gen = a->change_gen;
-	if (!a->spec.write_intent)
-		return array_intent_mark_all(a);
-	/* A new array has a record before its members say it exists, so
-	 * that one without it later is one whose record was lost. */
-	if (a->fresh) {
-		ret = regions_write_now(a);
-		if (ret)
-			eprintf("tptraid: cannot write %s: %s\n",
-				f->regions_path, strerror(-ret));
-		return ret;
-	}
-	return lost ? array_intent_mark_all(a) : 0;
+	if (!a->spec.write_intent || lost ||
+	    (a->fresh && !a->spec.assume_clean))
+		intent_mark_all(a);
+	else if (!a->fresh)
+		return 0;
+	/* Written now: a new array has a record before its members say it
+	 * exists, so that one without it later is one whose record was lost. */
+	ret = regions_write_now(a);
+	if (ret)
+		eprintf("tptraid: cannot write %s: %s\n", f->regions_path,
+			strerror(-ret));
+	return ret;
 }
 
 /* At teardown: every write has ended, so the record is written one last

@@ -493,7 +493,8 @@ enum tpt_array_state tpt_array_state(const struct tpt_array *a);
 /* Open (creating) PATH.regions and load the record: 0 with the regions
  * whose writes may not have finished (to resync) set in @dirty; all of
  * them when an array that is not new has no record of its own.  A new
- * array's record is written before this returns. */
+ * array's record is written before this returns, every region marked
+ * unless assume_clean (its first resync). */
 int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty);
 void array_files_close(struct tpt_array *a);
 /* Ask for the state file to be written as the array now stands. */
@@ -505,11 +506,6 @@ int array_save_state_now(struct tpt_array *a);
 /* The region record changed (a position went missing, a map was cleared):
  * write it, nothing waits for it. */
 void array_regions_changed(struct tpt_array *a);
-/* Mark every region in the record and write it before returning (0 or
- * -errno): with write_intent=no, for a new array's first resync, and for
- * a record lost, so that a stop before the resync ends leaves the rest to
- * the next start. */
-int array_intent_mark_all(struct tpt_array *a);
 /* Before a WRITE span starts: mark its regions (and, for the positions it
  * misses, their missed maps); true when it must wait for that to be
  * durable - it is parked and queued again then. */
