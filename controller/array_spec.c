@@ -1,12 +1,13 @@
 #include "controller/array_spec.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "scsi/tpt_cdb.h"
 
 #define DEFAULT_INITIATOR "iqn.2026-11.org.tptraid:controller"
 
@@ -229,19 +230,11 @@ static int parse_dm(const char *value, struct tpt_array_spec *out,
 	out->dm_addr[alen] = '\0';
 	/* The datamover listens on an address, which it also hands to the
 	 * targets as its endpoint: a name would only fail then. */
-	if (!tpt_spec_numeric_addr(out->dm_addr))
+	if (!tpt_addr_is_numeric(out->dm_addr))
 		return spec_error(err, errlen, "dm=%s: not a numeric IPv4 or "
 				  "IPv6 address", out->dm_addr);
 	out->dm_port = port;
 	return 0;
-}
-
-bool tpt_spec_numeric_addr(const char *addr)
-{
-	unsigned char bin[16];
-
-	return inet_pton(AF_INET, addr, bin) == 1 ||
-	       inet_pton(AF_INET6, addr, bin) == 1;
 }
 
 static int add_url(char list[][TPT_SPEC_URL_MAX], unsigned int *n,
@@ -260,6 +253,19 @@ static int add_url(char list[][TPT_SPEC_URL_MAX], unsigned int *n,
 				  name, max, key);
 	}
 	strcpy(list[(*n)++], value);
+	return 0;
+}
+
+int tpt_spec_unit(const char *value, uint32_t *out, char *err,
+		  size_t errlen)
+{
+	uint64_t v;
+
+	if (parse_size(value, &v) || v < TPT_SPEC_UNIT_MIN ||
+	    v > TPT_SPEC_UNIT_MAX || (v & (v - 1)))
+		return spec_error(err, errlen, "unit=%s: stripe unit must be a "
+				  "power of two from 4k to 1m", value);
+	*out = (uint32_t)v;
 	return 0;
 }
 
@@ -329,8 +335,6 @@ static int parse_yes_no(const char *key, const char *value, bool *out,
 static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 			char *err, size_t errlen)
 {
-	uint64_t v;
-
 	if (!strcmp(key, "raid")) {
 		if (strcmp(value, "5"))
 			return spec_error(err, errlen, "raid=%s: only RAID "
@@ -338,15 +342,8 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 		out->raid_level = 5;
 		return 0;
 	}
-	if (!strcmp(key, "unit")) {
-		if (parse_size(value, &v) || v < TPT_SPEC_UNIT_MIN ||
-		    v > TPT_SPEC_UNIT_MAX || (v & (v - 1)))
-			return spec_error(err, errlen, "unit=%s: stripe unit "
-					  "must be a power of two from 4k to 1m",
-					  value);
-		out->unit_bytes = v;
-		return 0;
-	}
+	if (!strcmp(key, "unit"))
+		return tpt_spec_unit(value, &out->unit_bytes, err, errlen);
 	if (!strcmp(key, "mode")) {
 		if (!strcmp(value, "tpt"))
 			out->mode = TPT_MODE_TPT;

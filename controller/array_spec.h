@@ -87,8 +87,11 @@ struct tpt_array_spec {
 #define TPT_SPEC_FAIL_TIMEOUT_MAX 300
 #define TPT_SPEC_REBUILD_RATE_MAX 1000000
 
-/* fail_timeout=S and rebuild_rate=MB/s values, also for tgtadm --op update:
- * 0 with the value in *out, or -EINVAL with a message in @err. */
+/* unit=BYTES (also tpt-scrub's --unit), fail_timeout=S and
+ * rebuild_rate=MB/s values, the last two also for tgtadm --op update: 0
+ * with the value in *out, or -EINVAL with a message in @err. */
+int tpt_spec_unit(const char *value, uint32_t *out, char *err,
+		  size_t errlen);
 int tpt_spec_fail_timeout(const char *value, unsigned int *out, char *err,
 			  size_t errlen);
 int tpt_spec_rebuild_rate(const char *value, unsigned int *out, char *err,
@@ -108,9 +111,6 @@ int tpt_spec_member_url(const char *value, char *err, size_t errlen);
  * Truncated to fit @outlen.
  */
 void tpt_spec_hide_secrets(const char *text, char *out, size_t outlen);
-/* Whether @addr is a numeric IPv4 or IPv6 address (what a datamover
- * listens on: dm= here, a target's tpt_dm=). */
-bool tpt_spec_numeric_addr(const char *addr);
 /* Do two member URLs name the same box, whatever their credentials? */
 bool tpt_spec_same_box(const char *a, const char *b);
 

@@ -1,9 +1,9 @@
 /* Parsers for user-given words: see tpt_init_args.h. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 
 #include "initiator/tpt_init_args.h"
+#include "scsi/tpt_cdb.h"
 
 int tpt_init_parse_size(const char *s, uint64_t *out)
 {
@@ -41,14 +41,6 @@ static int parse_port(const char *s, uint16_t *port)
 		return -EINVAL;
 	*port = (uint16_t)v;
 	return 0;
-}
-
-static int numeric(const char *a)
-{
-	unsigned char buf[16];
-
-	return inet_pton(AF_INET, a, buf) == 1 ||
-	       inet_pton(AF_INET6, a, buf) == 1;
 }
 
 int tpt_init_parse_endpoint(const char *s, char *addr, size_t addrlen,
@@ -93,7 +85,7 @@ int tpt_init_parse_endpoint(const char *s, char *addr, size_t addrlen,
 	addr[n] = 0;
 	if (!n)
 		return *port || *s == ':' ? 0 : -EINVAL;
-	return numeric(addr) ? 0 : -EINVAL;
+	return tpt_addr_is_numeric(addr) ? 0 : -EINVAL;
 }
 
 int tpt_init_parse_direct(const char *s, enum tpt_init_direct *out)

@@ -15,6 +15,9 @@
 #ifndef TPT_SCSI_TPT_CDB_H
 #define TPT_SCSI_TPT_CDB_H
 
+#include <arpa/inet.h>
+#include <stdbool.h>
+
 #include "scsi/tpt_sense.h"
 
 enum tpt_opcode {
@@ -346,6 +349,17 @@ struct tpt_endpoint {
 	uint16_t port;
 	uint8_t addr[TPT_ADDR_LEN];	/* IPv4: first 4 bytes, rest zero */
 };
+
+/* Whether @addr is a numeric IPv4 or IPv6 address: what an endpoint
+ * carries, so what a datamover may be told to listen on (a host name
+ * would only fail when the endpoint is reported). */
+static inline bool tpt_addr_is_numeric(const char *addr)
+{
+	unsigned char bin[16];
+
+	return inet_pton(AF_INET, addr, bin) == 1 ||
+	       inet_pton(AF_INET6, addr, bin) == 1;
+}
 
 struct tpt_peer {
 	uint16_t id;

@@ -95,28 +95,6 @@ static int member_read(struct member *m, uint64_t lba, uint32_t bytes)
 	return ok ? 0 : -1;
 }
 
-/* --unit: as the array definition's unit=, a power of two from 4k to 1m,
- * in bytes or with a k or m suffix. */
-static int parse_unit(const char *s, uint64_t *out)
-{
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return -1;
-	if (*end == 'k' || *end == 'K')
-		v <<= 10, end++;
-	else if (*end == 'm' || *end == 'M')
-		v <<= 20, end++;
-	if (*end || v < TPT_SPEC_UNIT_MIN || v > TPT_SPEC_UNIT_MAX ||
-	    (v & (v - 1)))
-		return -1;
-	*out = v;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -126,7 +104,9 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct member m[MAX_MEMBERS] = { 0 };
-	uint64_t unit = 65536, blocks, lba, mismatches = 0, last_bad = UINT64_MAX;
+	uint64_t blocks, lba, mismatches = 0, last_bad = UINT64_MAX;
+	uint32_t unit = 65536;
+	char err[256];
 	const void *srcs[MAX_MEMBERS];
 	uint8_t *sum;
 	bool progress = false;
@@ -136,10 +116,9 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "u:ph", opts, NULL)) != -1) {
 		switch (c) {
 		case 'u':
-			if (parse_unit(optarg, &unit)) {
-				fprintf(stderr, "tpt-scrub: --unit %s: a stripe "
-					"unit is a power of two from 4k to 1m "
-					"(a k or m suffix, or bytes)\n", optarg);
+			/* As the array definition's unit=. */
+			if (tpt_spec_unit(optarg, &unit, err, sizeof(err))) {
+				fprintf(stderr, "tpt-scrub: --%s\n", err);
 				return 2;
 			}
 			break;
@@ -176,7 +155,7 @@ int main(int argc, char **argv)
 			blocks = m[i].lu.nr_blocks;
 	}
 	if (!bs || unit % bs) {
-		fprintf(stderr, "tpt-scrub: --unit %" PRIu64 " is not a "
+		fprintf(stderr, "tpt-scrub: --unit %" PRIu32 " is not a "
 			"multiple of the members' %u-byte blocks\n", unit, bs);
 		ret = 2;
 		goto out;

@@ -132,7 +132,6 @@ int tpt_datamover_set_portal(const char *value)
 {
 	const char *colon = strrchr(value, ':');
 	char addr[sizeof(dm_conf.addr)];
-	unsigned char bin[16];
 	unsigned int port;
 	size_t alen;
 
@@ -152,8 +151,7 @@ int tpt_datamover_set_portal(const char *value)
 	addr[alen] = '\0';
 	/* Handed to peers as this target's endpoint: a name would only fail
 	 * then, at the first TPT REPORT ENDPOINT. */
-	if (inet_pton(AF_INET, addr, bin) != 1 &&
-	    inet_pton(AF_INET6, addr, bin) != 1) {
+	if (!tpt_addr_is_numeric(addr)) {
 		eprintf("tpt_dm=%s: not a numeric IPv4 or IPv6 address\n",
 			addr);
 		return -EINVAL;
