@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/raid_level.h"
 #include "scsi/tpt_cdb.h"
 
 #define DEFAULT_INITIATOR "iqn.2026-11.org.tptraid:controller"
@@ -336,10 +337,10 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 			char *err, size_t errlen)
 {
 	if (!strcmp(key, "raid")) {
-		if (strcmp(value, "5"))
-			return spec_error(err, errlen, "raid=%s: only RAID "
-					  "level 5 is supported", value);
-		out->raid_level = 5;
+		if (strcmp(value, "1") && strcmp(value, "5"))
+			return spec_error(err, errlen, "raid=%s: RAID levels 1 "
+					  "and 5 are supported", value);
+		out->raid_level = (unsigned int)(value[0] - '0');
 		return 0;
 	}
 	if (!strcmp(key, "unit"))
@@ -425,13 +426,16 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 
 static int check_whole(struct tpt_array_spec *out, char *err, size_t errlen)
 {
+	const struct raid_level_ops *level;
 	unsigned int i, j;
 
 	if (!out->raid_level)
-		return spec_error(err, errlen, "raid=5 is required");
-	if (out->nr_members < 3)
-		return spec_error(err, errlen, "RAID-5 needs at least 3 "
-				  "members, %u given", out->nr_members);
+		return spec_error(err, errlen, "raid=1 or raid=5 is required");
+	level = raid_level_find(out->raid_level);
+	if (level && out->nr_members < level->min_members)
+		return spec_error(err, errlen, "RAID-%u needs at least %u "
+				  "members, %u given", out->raid_level,
+				  level->min_members, out->nr_members);
 	if (out->mode == TPT_MODE_TPT && !out->dm_port && !out->dm_addr[0])
 		return spec_error(err, errlen, "mode=tpt needs dm=ADDR:PORT, "
 				  "where targets reach the controller");

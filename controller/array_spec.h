@@ -53,7 +53,7 @@ enum tpt_rebuild_gather {
 };
 
 struct tpt_array_spec {
-	unsigned int raid_level;	/* 5 */
+	unsigned int raid_level;	/* 1 or 5 */
 	uint32_t unit_bytes;		/* stripe unit: 4 KiB .. 1 MiB, power of 2 */
 	enum tpt_array_mode mode;
 	char dm_addr[64];		/* controller's datamover listener */

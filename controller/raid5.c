@@ -27,6 +27,12 @@ static unsigned int r5_parity(const struct raid_geometry *g, uint64_t stripe)
 	return g->members - 1 - (unsigned int)(stripe % g->members);
 }
 
+static unsigned int r5_nr_parity(const struct raid_geometry *g)
+{
+	(void)g;
+	return 1;
+}
+
 static uint64_t r5_array_blocks(const struct raid_geometry *g)
 {
 	return (uint64_t)(g->members - 1) * g->member_blocks;
@@ -135,78 +141,6 @@ static unsigned int r5_calculator(struct tpt_plan_ctx *c, unsigned int F)
 	return (F + 1 + c->calculator_rr % (n - 1)) % n;
 }
 
-/* One source of a parity chain: slots of @member from @ordinal on, one per
- * unit of the chain's range, or, with @member -1, the host's bytes at
- * @host_offset. */
-struct chain_source {
-	int member;
-	uint16_t ordinal;
-	uint64_t host_offset;
-};
-
-/* What one command has a target fetch at most: its passes land in
- * scratch before they are XORed (protocol.md 5.1), within the target's
- * bound per group (tpt_group_mb, 128 MiB by default) with room for the
- * outcome. */
-#define CHAIN_FETCH_BYTES_MAX	(32u << 20)
-
-/*
- * A parity chain at @target over [@lba, @lba + @n): the XOR of @nr
- * sources into the operand of @first_mode, in as few READ PARITY PART
- * commands as the passes of a list allow (protocol.md 5.1) - one, unless
- * descriptors or scratch run out - one per step from @step on, since a
- * target does not order a group's commands.  Each command after the first
- * folds its passes into the result with XOR GROUP; the last is PART BLOCK
- * with @stage (the outcome staged for WRITE NEW DATA).  Returns the last
- * step used, or an error.
- */
-static int plan_parity_chain(struct tpt_plan_builder *b, unsigned int step,
-			     unsigned int target, uint64_t lba, uint32_t n,
-			     uint8_t group, uint8_t first_mode, bool stage,
-			     const struct chain_source *src, unsigned int nr)
-{
-	uint32_t bs = b->c->block_size, unit = b->c->geo->unit_blocks;
-	uint32_t pieces = (n + unit - 1) / unit, len, i;
-	uint64_t bytes = (uint64_t)n * bs;
-	unsigned int per = nr, k, j, end;
-	struct tpt_plan_cmd *cmd;
-
-	if (per > TPT_XOR_PASSES_MAX)
-		per = TPT_XOR_PASSES_MAX;
-	if ((uint64_t)per * pieces > tpt_plan_refs_max(b->c))
-		per = tpt_plan_refs_max(b->c) / pieces;
-	if ((uint64_t)per * bytes > CHAIN_FETCH_BYTES_MAX)
-		per = (unsigned int)(CHAIN_FETCH_BYTES_MAX / bytes);
-	if (!per)
-		per = 1;
-	for (k = 0; k < nr; k = end, step++) {
-		end = nr - k > per ? k + per : nr;
-		cmd = tpt_plan_add_cmd(b, step, end == nr && stage ?
-				       TPT_PLAN_PART_BLOCK : TPT_PLAN_PART_TMP,
-				       target, lba, n);
-		if (!cmd)
-			return -ENOMEM;
-		cmd->parity_mode = k ? TPT_PARITY_XOR_GROUP : first_mode;
-		cmd->group_offset = group;
-		for (j = k; j < end; j++) {
-			if (src[j].member < 0) {
-				if (tpt_plan_add_host_ref(b, src[j].host_offset,
-							  (uint32_t)bytes))
-					return -ENOMEM;
-				continue;
-			}
-			for (i = 0; i < pieces; i++) {
-				len = n - i * unit < unit ? n - i * unit : unit;
-				if (tpt_plan_add_slot_ref(b, (unsigned int)src[j].member,
-							  (uint16_t)(src[j].ordinal + i),
-							  len * bs))
-					return -ENOMEM;
-			}
-		}
-	}
-	return (int)step - 1;
-}
-
 /*
  * A READ MEDIUM in @step of the blocks [@lba, @lba + @n) at every member
  * but @target and those in @skip, each exporting into a run of slots of
@@ -216,7 +150,7 @@ static int plan_parity_chain(struct tpt_plan_builder *b, unsigned int step,
 static int export_sources(struct tpt_plan_builder *b, uint32_t skip,
 			  unsigned int target, uint64_t lba, uint32_t n,
 			  unsigned int step, uint8_t group,
-			  struct chain_source *src)
+			  struct tpt_chain_source *src)
 {
 	const struct raid_geometry *g = b->c->geo;
 	uint32_t pieces = (n + g->unit_blocks - 1) / g->unit_blocks;
@@ -227,7 +161,7 @@ static int export_sources(struct tpt_plan_builder *b, uint32_t skip,
 	for (m = 0; m < g->members; m++) {
 		if (m == target || (skip & (1u << m)))
 			continue;
-		src[nr] = (struct chain_source){ .member = (int)m };
+		src[nr] = (struct tpt_chain_source){ .member = (int)m };
 		err = tpt_plan_want_slots(b, m, (uint16_t)pieces,
 					  &src[nr].ordinal);
 		if (err)
@@ -246,7 +180,7 @@ static int export_sources(struct tpt_plan_builder *b, uint32_t skip,
  * The blocks [@lba, @lba + @n) of member @target, rebuilt from every other
  * member's same blocks into a result at @target, in group @group
  * (protocol.md 7.5): a READ MEDIUM at each source, exporting into slots,
- * in @step; then the parity chain at @target (plan_parity_chain()), a
+ * in @step; then the parity chain at @target (tpt_plan_add_chain()), a
  * pass per source naming its slots piece by piece.  @first_mode
  * is the first link's PARITY MODE: XOR MEDIUM when @target's own blocks
  * take part (a degraded read's calculator), COPY when they are what is
@@ -259,13 +193,13 @@ static int plan_rebuild_chain(struct tpt_plan_builder *b, uint32_t skip,
 			      unsigned int step, uint8_t group,
 			      uint8_t first_mode, bool stage)
 {
-	struct chain_source src[RAID_MAX_MEMBERS];
+	struct tpt_chain_source src[RAID_MAX_MEMBERS];
 	int nr = export_sources(b, skip, target, lba, n, step, group, src);
 
 	if (nr < 0)
 		return nr;
-	return plan_parity_chain(b, step + 1, target, lba, n, group,
-				 first_mode, stage, src, (unsigned int)nr);
+	return tpt_plan_add_chain(b, step + 1, target, lba, n, group,
+				  first_mode, stage, src, (unsigned int)nr);
 }
 
 /* ---- TPT READ (paper III-C, III-D 5; protocol.md 7.1, 7.5) ---- */
@@ -456,7 +390,7 @@ static const struct stripe_piece *piece_over(const struct stripe_piece *piece,
  * (paper III-C, Fig. 4; protocol.md 7.2): each data member writing there
  * XDWRITEs its new data and exports the delta new XOR old; the parity
  * member folds the deltas into its old parity: one PART BLOCK with XOR
- * MEDIUM and a pass per delta (plan_parity_chain()), which stages the
+ * MEDIUM and a pass per delta (tpt_plan_add_chain()), which stages the
  * new parity.
  */
 static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
@@ -464,7 +398,7 @@ static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
 			     const struct stripe_piece *piece, unsigned int nr,
 			     uint32_t x, uint32_t len)
 {
-	struct chain_source delta[RAID_MAX_MEMBERS];
+	struct tpt_chain_source delta[RAID_MAX_MEMBERS];
 	struct tpt_plan_cmd *cmd;
 	unsigned int j, k = 0;
 	int err;
@@ -474,7 +408,7 @@ static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
 
 		if (pc->first > x || pc->end < x + len)
 			continue;
-		delta[k] = (struct chain_source){ .member = (int)pc->member };
+		delta[k] = (struct tpt_chain_source){ .member = (int)pc->member };
 		err = tpt_plan_want_slot(b, pc->member, &delta[k].ordinal);
 		if (err)
 			return err;
@@ -489,8 +423,8 @@ static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
 			return -ENOMEM;
 		k++;
 	}
-	err = plan_parity_chain(b, 1, parity, base + x, len, 0,
-				TPT_PARITY_XOR_MEDIUM, true, delta, k);
+	err = tpt_plan_add_chain(b, 1, parity, base + x, len, 0,
+				 TPT_PARITY_XOR_MEDIUM, true, delta, k);
 	return err < 0 ? err : 0;
 }
 
@@ -502,7 +436,7 @@ static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
  * that sum into a slot - READ NEW BLOCK of its new data (also staged) or
  * READ MEDIUM of its blocks - and the parity member's PART BLOCK with COPY
  * takes @F's new data from the host and the others' slots, a pass each
- * (plan_parity_chain()).  All in group 1, apart from the
+ * (tpt_plan_add_chain()).  All in group 1, apart from the
  * read-modify-write intervals of the same stripe.
  */
 static int plan_rcw_interval(struct tpt_plan_builder *b, uint64_t stripe,
@@ -513,7 +447,7 @@ static int plan_rcw_interval(struct tpt_plan_builder *b, uint64_t stripe,
 	const struct raid_geometry *g = b->c->geo;
 	uint32_t bs = b->c->block_size;
 	uint64_t base = stripe * g->unit_blocks;
-	struct chain_source part[RAID_MAX_MEMBERS];
+	struct tpt_chain_source part[RAID_MAX_MEMBERS];
 	const struct stripe_piece *pc;
 	struct tpt_plan_cmd *cmd;
 	unsigned int d, k = 1, m;
@@ -522,7 +456,7 @@ static int plan_rcw_interval(struct tpt_plan_builder *b, uint64_t stripe,
 	b->p->nr_groups = 2;
 	/* @F's new data, from the host, is the first pass. */
 	pc = piece_over(piece, nr, F, x, len);
-	part[0] = (struct chain_source){
+	part[0] = (struct tpt_chain_source){
 		.member = -1,
 		.host_offset = pc->host_offset + (uint64_t)(x - pc->first) * bs,
 	};
@@ -531,7 +465,7 @@ static int plan_rcw_interval(struct tpt_plan_builder *b, uint64_t stripe,
 		if (m == F)
 			continue;
 		pc = piece_over(piece, nr, m, x, len);
-		part[k] = (struct chain_source){ .member = (int)m };
+		part[k] = (struct tpt_chain_source){ .member = (int)m };
 		err = tpt_plan_want_slot(b, m, &part[k].ordinal);
 		if (err)
 			return err;
@@ -547,8 +481,8 @@ static int plan_rcw_interval(struct tpt_plan_builder *b, uint64_t stripe,
 			return -ENOMEM;
 		k++;
 	}
-	err = plan_parity_chain(b, 1, parity, base + x, len, 1,
-				TPT_PARITY_COPY, true, part, k);
+	err = tpt_plan_add_chain(b, 1, parity, base + x, len, 1,
+				 TPT_PARITY_COPY, true, part, k);
 	return err < 0 ? err : 0;
 }
 
@@ -1057,7 +991,7 @@ static int plan_rebuild_tree(struct tpt_plan_builder *b, unsigned int target,
 {
 	uint32_t bs = b->c->block_size, unit = b->c->geo->unit_blocks;
 	uint32_t pieces = (n + unit - 1) / unit, len, i;
-	struct chain_source src[RAID_MAX_MEMBERS];
+	struct tpt_chain_source src[RAID_MAX_MEMBERS];
 	struct gather_edge edge[RAID_MAX_MEMBERS];
 	unsigned int nr, e, steps;
 	struct tpt_plan_cmd *cmd;
@@ -1068,8 +1002,8 @@ static int plan_rebuild_tree(struct tpt_plan_builder *b, unsigned int target,
 	nr = (unsigned int)err;
 	steps = gather_edges(TPT_GATHER_TREE, nr, edge);
 	for (e = 0; e + 1 < nr; e++) {
-		const struct chain_source *to = &src[edge[e].to];
-		const struct chain_source *from = &src[edge[e].from];
+		const struct tpt_chain_source *to = &src[edge[e].to];
+		const struct tpt_chain_source *from = &src[edge[e].from];
 
 		cmd = tpt_plan_add_cmd(b, edge[e].step, TPT_PLAN_COMP_TMP,
 				       (unsigned int)to->member, lba, n);
@@ -1085,8 +1019,8 @@ static int plan_rebuild_tree(struct tpt_plan_builder *b, unsigned int target,
 				return err;
 		}
 	}
-	return plan_parity_chain(b, steps + 1, target, lba, n, 0,
-				 TPT_PARITY_COPY, true, src, 1);
+	return tpt_plan_add_chain(b, steps + 1, target, lba, n, 0,
+				  TPT_PARITY_COPY, true, src, 1);
 }
 
 /*
@@ -1097,7 +1031,7 @@ static int plan_rebuild_tree(struct tpt_plan_builder *b, unsigned int target,
  * Stripes whose rebuilt unit lies on one member are one chain: a READ
  * MEDIUM of all their units at each source, then at the member a PART
  * BLOCK with a pass per source, naming its slots stripe by stripe
- * (plan_parity_chain()).
+ * (tpt_plan_add_chain()).
  */
 static int r5_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 			  unsigned int member, uint32_t group,
@@ -1146,9 +1080,9 @@ static int r5_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 const struct raid_level_ops raid5_level = {
 	.name = "raid5",
 	.level = 5,
-	.nr_parity = 1,
 	.min_members = 3,
 	.max_members = RAID_MAX_MEMBERS,
+	.nr_parity = r5_nr_parity,
 	.array_blocks = r5_array_blocks,
 	.map = r5_map,
 	.parity_member = r5_parity_member,

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 static const struct raid_level_ops *const raid_levels[] = {
+	&raid1_level,
 	&raid5_level,
 };
 
@@ -37,5 +38,5 @@ int raid_geometry_check(const struct raid_level_ops *level,
 uint64_t raid_stripe_data_blocks(const struct raid_level_ops *level,
 				 const struct raid_geometry *g)
 {
-	return (uint64_t)(g->members - level->nr_parity) * g->unit_blocks;
+	return (uint64_t)(g->members - level->nr_parity(g)) * g->unit_blocks;
 }

@@ -21,6 +21,7 @@
 #define TPT_CONTROLLER_RAID_LEVEL_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The most members any level accepts; sizes the planners' tables. */
@@ -36,7 +37,7 @@ struct raid_chunk {			/* where an array block lives */
 	uint64_t stripe;
 	unsigned int member;
 	uint64_t member_lba;
-	unsigned int data_index;	/* 0..N-1-nr_parity within the stripe */
+	unsigned int data_index;	/* 0..N-1-nr_parity() within the stripe */
 };
 
 /* Rebuild: each stripe's parity unit rather than one member's units. */
@@ -50,15 +51,26 @@ struct bl_plan;
 struct raid_level_ops {
 	const char *name;		/* "raid5": logs, tgtadm show */
 	unsigned int level;		/* raid= of the array spec */
-	unsigned int nr_parity;		/* members' worth of redundancy */
 	unsigned int min_members, max_members;
+	/*
+	 * Redundancy units per stripe: the members' worth of boxes it
+	 * survives losing (a mirror's copies count as parity: each is the
+	 * XOR of its stripe's one data unit).
+	 */
+	unsigned int (*nr_parity)(const struct raid_geometry *g);
+	/*
+	 * Its redundancy units are copies of the data, each readable on its
+	 * own: one that disagrees after a crash is an older or newer version
+	 * of the data, never a spoiler of another unit's reconstruction.
+	 */
+	bool copies;
 
 	/* ---- layout (all required) ---- */
 	uint64_t (*array_blocks)(const struct raid_geometry *g);
 	/* @array_lba must be below array_blocks(). */
 	void (*map)(const struct raid_geometry *g, uint64_t array_lba,
 		    struct raid_chunk *out);
-	/* Parity unit @i (0..nr_parity-1) of @stripe. */
+	/* Parity unit @i (0..nr_parity()-1) of @stripe. */
 	unsigned int (*parity_member)(const struct raid_geometry *g,
 				      uint64_t stripe, unsigned int i);
 	unsigned int (*data_member)(const struct raid_geometry *g,
@@ -118,6 +130,12 @@ struct raid_level_ops {
  */
 extern const struct raid_level_ops raid5_level;
 
+/*
+ * RAID-1: every member a copy of the whole array (raid1.c).  It survives
+ * the loss of all members but one.
+ */
+extern const struct raid_level_ops raid1_level;
+
 /* The level for raid=@level, or NULL. */
 const struct raid_level_ops *raid_level_find(unsigned int level);
 
@@ -129,7 +147,7 @@ const struct raid_level_ops *raid_level_find(unsigned int level);
 int raid_geometry_check(const struct raid_level_ops *level,
 			const struct raid_geometry *g);
 
-/* Blocks of data in one stripe: (N - nr_parity) units. */
+/* Blocks of data in one stripe: (N - nr_parity()) units. */
 uint64_t raid_stripe_data_blocks(const struct raid_level_ops *level,
 				 const struct raid_geometry *g);
 

@@ -384,6 +384,61 @@ static bool covered(const struct group_range *r, unsigned int n,
 	return lba >= end;
 }
 
+/* What one command has a target fetch at most: its passes land in
+ * scratch before they are XORed (protocol.md 5.1), within the target's
+ * bound per group (tpt_group_mb, 128 MiB by default) with room for the
+ * outcome. */
+#define CHAIN_FETCH_BYTES_MAX	(32u << 20)
+
+/* A parity chain: controller/tpt_plan.h. */
+int tpt_plan_add_chain(struct tpt_plan_builder *b, unsigned int step,
+		       unsigned int target, uint64_t lba, uint32_t n,
+		       uint8_t group, uint8_t first_mode, bool stage,
+		       const struct tpt_chain_source *src, unsigned int nr)
+{
+	uint32_t bs = b->c->block_size, unit = b->c->geo->unit_blocks;
+	uint32_t pieces = (n + unit - 1) / unit, len, i;
+	uint64_t bytes = (uint64_t)n * bs;
+	unsigned int per = nr, k, j, end;
+	struct tpt_plan_cmd *cmd;
+
+	if (per > TPT_XOR_PASSES_MAX)
+		per = TPT_XOR_PASSES_MAX;
+	if ((uint64_t)per * pieces > tpt_plan_refs_max(b->c))
+		per = tpt_plan_refs_max(b->c) / pieces;
+	if ((uint64_t)per * bytes > CHAIN_FETCH_BYTES_MAX)
+		per = (unsigned int)(CHAIN_FETCH_BYTES_MAX / bytes);
+	if (!per)
+		per = 1;
+	for (k = 0; k < nr; k = end, step++) {
+		end = nr - k > per ? k + per : nr;
+		cmd = tpt_plan_add_cmd(b, step, end == nr && stage ?
+				       TPT_PLAN_PART_BLOCK : TPT_PLAN_PART_TMP,
+				       target, lba, n);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->parity_mode = k ? TPT_PARITY_XOR_GROUP : first_mode;
+		cmd->group_offset = group;
+		for (j = k; j < end; j++) {
+			if (src[j].member < 0) {
+				if (tpt_plan_add_host_ref(b, src[j].host_offset,
+							  (uint32_t)bytes))
+					return -ENOMEM;
+				continue;
+			}
+			for (i = 0; i < pieces; i++) {
+				len = n - i * unit < unit ? n - i * unit : unit;
+				if (tpt_plan_add_slot_ref(b, (unsigned int)src[j].member,
+							  (uint16_t)(src[j].ordinal + i),
+							  len * bs))
+					return -ENOMEM;
+			}
+		}
+	}
+	return (int)step - 1;
+}
+
+
 /* WRITE NEW DATA of the staged runs of member @m, group @g, in @step; a
  * run longer than a CDB can say is cut at unit boundaries, which no staged
  * range crosses. */

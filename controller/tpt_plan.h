@@ -183,6 +183,30 @@ int tpt_plan_want_slot(struct tpt_plan_builder *b, unsigned int member,
  * named by the ordinals from *@first on. */
 int tpt_plan_want_slots(struct tpt_plan_builder *b, unsigned int member,
 			uint16_t n, uint16_t *first);
+
+/* One source of a parity chain: slots of @member from @ordinal on, one per
+ * unit of the chain's range, or, with @member -1, the host's bytes at
+ * @host_offset. */
+struct tpt_chain_source {
+	int member;
+	uint16_t ordinal;
+	uint64_t host_offset;
+};
+
+/*
+ * A parity chain at @target over [@lba, @lba + @n): the XOR of @nr
+ * sources into the operand of @first_mode, in as few READ PARITY PART
+ * commands as the passes of a list allow (protocol.md 5.1) - one, unless
+ * descriptors or scratch run out - one per step from @step on, since a
+ * target does not order a group's commands.  Each command after the first
+ * folds its passes into the result with XOR GROUP; the last is PART BLOCK
+ * with @stage (the outcome staged for WRITE NEW DATA).  Returns the last
+ * step used, or an error.
+ */
+int tpt_plan_add_chain(struct tpt_plan_builder *b, unsigned int step,
+		       unsigned int target, uint64_t lba, uint32_t n,
+		       uint8_t group, uint8_t first_mode, bool stage,
+		       const struct tpt_chain_source *src, unsigned int nr);
 /*
  * The steps that end a plan (protocol.md 4.11, 8.3, 9.2): WRITE NEW DATA
  * of every run of staged data, in a step after the last one used, and TPT

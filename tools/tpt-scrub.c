@@ -1,11 +1,11 @@
-/* tpt-scrub: check the parity of every stripe of a RAID-5 array by reading
- * its members directly.
+/* tpt-scrub: check the parity of every stripe of a RAID-5 array, or that
+ * the copies of a RAID-1 array agree, by reading its members directly.
  *
- *   tpt-scrub [--unit BYTES] [--progress] URL0 URL1 ... URLn-1
+ *   tpt-scrub [--raid 1|5] [--unit BYTES] [--progress] URL0 ... URLn-1
  *
  * In RAID-5 the blocks at one member LBA of all members XOR to zero
- * whichever member holds the parity, so the check needs the member order
- * only to name a bad stripe.  Run it on a quiescent array: a write in
+ * whichever member holds the parity, and in RAID-1 they are all equal, so
+ * the check needs the member order only to name a bad stripe.  Run it on a quiescent array: a write in
  * flight leaves its stripe inconsistent until WRITE NEW DATA completes on
  * every member.  Members of a running TPT array refuse plain reads to
  * anyone but their controller unless their LU has tpt_plain_io=read.
@@ -39,13 +39,14 @@ struct member {
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: tpt-scrub [--unit BYTES] [--progress] URL0 URL1 ... URLn-1\n"
+		"usage: tpt-scrub [--raid 1|5] [--unit BYTES] [--progress] URL0 ... URLn-1\n"
 		"\n"
-		"Reads the members of a RAID-5 array and checks that every stripe's\n"
-		"blocks XOR to zero.  --unit (default 65536) only names stripes in\n"
-		"reports.  Members of a running TPT array must allow plain reads\n"
-		"(tgtadm ... --params tpt_plain_io=read on their LU).\n"
-		"Exit: 0 clean, 1 mismatch or error, 2 usage.\n");
+		"Reads the members of a RAID-5 array (--raid 5, the default) and checks\n"
+		"that every stripe's blocks XOR to zero, or of a RAID-1 array (--raid 1)\n"
+		"and checks that every member holds the same blocks.  --unit (default\n"
+		"65536) only names stripes in reports.  Members of a running TPT array\n"
+		"must allow plain reads (tgtadm ... --params tpt_plain_io=read on their\n"
+		"LU).  Exit: 0 clean, 1 mismatch or error, 2 usage.\n");
 }
 
 static int member_open(struct member *m, const char *url_text)
@@ -98,6 +99,7 @@ static int member_read(struct member *m, uint64_t lba, uint32_t bytes)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{ "raid", required_argument, NULL, 'r' },
 		{ "unit", required_argument, NULL, 'u' },
 		{ "progress", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
@@ -109,12 +111,21 @@ int main(int argc, char **argv)
 	char err[256];
 	const void *srcs[MAX_MEMBERS];
 	uint8_t *sum;
-	bool progress = false;
+	bool progress = false, copies = false;
 	int c, n, i, ret = 1;
 	uint32_t bs;
 
-	while ((c = getopt_long(argc, argv, "u:ph", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "r:u:ph", opts, NULL)) != -1) {
 		switch (c) {
+		case 'r':
+			if (strcmp(optarg, "1") && strcmp(optarg, "5")) {
+				fprintf(stderr, "tpt-scrub: --raid=%s: RAID "
+					"levels 1 and 5 are supported\n",
+					optarg);
+				return 2;
+			}
+			copies = optarg[0] == '1';
+			break;
 		case 'u':
 			/* As the array definition's unit=. */
 			if (tpt_spec_unit(optarg, &unit, err, sizeof(err))) {
@@ -134,9 +145,10 @@ int main(int argc, char **argv)
 		}
 	}
 	n = argc - optind;
-	if (n < 3 || n > MAX_MEMBERS) {
-		fprintf(stderr, "tpt-scrub: %d member URLs: an array has 3 to "
-			"%d\n", n, MAX_MEMBERS);
+	if (n < 3 - copies || n > MAX_MEMBERS) {
+		fprintf(stderr, "tpt-scrub: %d member URLs: a RAID-%c array "
+			"has %d to %d\n", n, copies ? '1' : '5', 3 - copies,
+			MAX_MEMBERS);
 		usage(stderr);
 		return 2;
 	}
@@ -177,17 +189,20 @@ int main(int argc, char **argv)
 				goto out_sum;
 			srcs[i] = m[i].buf;
 		}
-		if (tpt_xor(sum, srcs, n, nblk * bs)) {
+		if (!copies && tpt_xor(sum, srcs, n, nblk * bs)) {
 			fprintf(stderr, "tpt-scrub: XOR failed\n");
 			goto out_sum;
 		}
 		for (off = 0; off < nblk * bs; off += bs) {
 			uint64_t stripe = (lba * bs + off) / unit;
+			bool bad = false;
 			uint32_t j;
 
-			for (j = 0; j < bs && !sum[off + j]; j++)
-				;
-			if (j == bs || stripe == last_bad)
+			for (j = 1; copies && j < (uint32_t)n && !bad; j++)
+				bad = memcmp(m[j].buf + off, m[0].buf + off, bs);
+			for (j = 0; !copies && j < bs && !bad; j++)
+				bad = sum[off + j];
+			if (!bad || stripe == last_bad)
 				continue;
 			last_bad = stripe;
 			mismatches++;

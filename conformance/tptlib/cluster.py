@@ -35,7 +35,7 @@ class Cluster:
 
 def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
           block_size=512, spares=0, host="127.0.0.1", boxes=None, extra_opts=(), name="",
-          chap=False, controller_box=None, assume_clean=True, spec_sep=";"):
+          chap=False, controller_box=None, assume_clean=True, spec_sep=";", raid=5):
     """n members and `spares` spares; boxes maps a target index to a
     tptlib.net.Link (or a net.Switch port) that target runs behind (its
     own namespace and address); controller_box is such a box for the
@@ -47,7 +47,8 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     members filled with random bytes (all but the last MiB, where the
     superblock goes), whose parity the new array computes (its first
     resync).  spec_sep joins the array definition's items (";\n  ": one
-    written over several lines)."""
+    written over several lines).  raid: the array's level, 5 or 1 (every
+    member a copy of the whole array)."""
     targets, backings, urls = [], [], []
     boxes = boxes or {}
     for i in range(n + spares):
@@ -73,7 +74,7 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     host_chap = Chap.new("host", "array") if chap else None
     ciqn = c.new_target(1, f"{IQN}:{name}array", chap=host_chap)
     # Fresh sparse member files hold zeroes: their parity agrees.
-    opts = ["raid=5", f"unit={unit // 1024}k", f"mode={mode}",
+    opts = [f"raid={raid}", f"unit={unit // 1024}k", f"mode={mode}",
             f"assume_clean={'yes' if assume_clean else 'no'}"]
     if mode == "tpt":
         opts.append(f"dm={host}:{_listen_port(controller_box, host)}")

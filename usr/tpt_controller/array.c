@@ -178,10 +178,11 @@ uint32_t array_missing_at(struct tpt_array *a, uint64_t stripe)
 		if (!position_valid(a, p, stripe))
 			missing |= 1u << p;
 	/* A box missing where the parity may disagree with what a host
-	 * wrote: its units there are unknown, not the parity's to give. */
-	if (missing && a->parity_stale &&
+	 * wrote: its units there are unknown, not the parity's to give.
+	 * A copy that disagrees is only another version of its data. */
+	if (missing && a->parity_stale && !a->level->copies &&
 	    array_fine_has(a, a->parity_stale, stripe))
-		for (p = 0; p < a->level->nr_parity; p++)
+		for (p = 0; p < a->level->nr_parity(&a->geo); p++)
 			missing |= 1u << a->level->parity_member(&a->geo,
 								 stripe, p);
 	return missing;
@@ -837,8 +838,8 @@ enum tpt_array_state tpt_array_state(const struct tpt_array *a)
 		}
 		lost++;
 	}
-	if (lost + recovering > a->level->nr_parity ||
-	    lost > a->level->nr_parity)
+	if (lost + recovering > a->level->nr_parity(&a->geo) ||
+	    lost > a->level->nr_parity(&a->geo))
 		return TPT_ARRAY_FAILED;
 	if (recovering)
 		return catch_up ? TPT_ARRAY_RESYNCING : TPT_ARRAY_REBUILDING;
@@ -1136,7 +1137,7 @@ static int array_check_members(struct tpt_array *a)
 			"all of them\n", down, a->nr_members);
 		return -ENODEV;
 	}
-	if (down > a->level->nr_parity) {
+	if (down > a->level->nr_parity(&a->geo)) {
 		eprintf("tptraid: %u of %u members missing: the array cannot "
 			"start\n", down, a->nr_members);
 		return -ENODEV;

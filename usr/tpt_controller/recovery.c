@@ -52,8 +52,9 @@
 
 static unsigned int batches_max(const struct tpt_array *a)
 {
-	uint64_t batch = (uint64_t)RECOVERY_BATCH_STRIPES *
-			 a->spec.unit_bytes * (a->nr_members - 1);
+	/* A stripe is rebuilt from its data units' worth of blocks. */
+	uint64_t batch = (uint64_t)RECOVERY_BATCH_STRIPES * a->block_size *
+			 raid_stripe_data_blocks(a->level, &a->geo);
 	uint64_t n = RECOVERY_INFLIGHT_BYTES / batch;
 
 	if (n < 1)
@@ -137,7 +138,8 @@ static bool lacks_others(const struct tpt_array *a, uint32_t missing,
 {
 	return position != RAID_PARITY_MEMBER &&
 	       (missing & ~(1u << position)) &&
-	       (unsigned int)__builtin_popcount(missing) > a->level->nr_parity;
+	       (unsigned int)__builtin_popcount(missing) >
+	       a->level->nr_parity(&a->geo);
 }
 
 /* Whether a box catching up serves one of the positions in @missing:
@@ -511,7 +513,8 @@ static int torn_returning(struct tpt_array *a, uint64_t stripe)
 	uint32_t lacking = array_missing_at(a, stripe);
 	unsigned int p;
 
-	if ((unsigned int)__builtin_popcount(lacking) <= a->level->nr_parity)
+	if ((unsigned int)__builtin_popcount(lacking) <=
+	    a->level->nr_parity(&a->geo))
 		return -1;
 	for (p = 0; p < a->nr_members; p++) {
 		struct tpt_position *pos = &a->pos[p];

@@ -1105,13 +1105,21 @@ static void sim_steps(struct sim *s, unsigned int first, unsigned int end)
 	}
 }
 
-static void sim_check_host_used_once(struct sim *s)
+/* Every host byte moved @times times: once, but for a write to copies
+ * once per copy written. */
+static void sim_check_host_used(struct sim *s, unsigned int times)
 {
 	uint64_t i;
 
 	for (i = 0; i < s->host_len && !s->failed; i++)
-		if (s->host_use[i] != 1)
-			sim_fail(s, NULL, "a host byte is not moved exactly once");
+		if (s->host_use[i] != times)
+			sim_fail(s, NULL, "a host byte is not moved as often "
+				 "as the level writes it");
+}
+
+static void sim_check_host_used_once(struct sim *s)
+{
+	sim_check_host_used(s, 1);
 }
 
 /* After a request every group is gone from every target (8.3). */
@@ -1205,36 +1213,54 @@ static unsigned char *unit_on_member(struct world *w, unsigned int member,
 	return sim_medium(&w->s, member, stripe * w->a.geo.unit_blocks);
 }
 
+/* Data units per stripe. */
+static unsigned int world_data_units(const struct world *w)
+{
+	return w->a.geo.members - w->a.ctx.level->nr_parity(&w->a.geo);
+}
+
 static unsigned char *unit_in_array(struct world *w, uint64_t stripe,
 				    unsigned int d)
 {
-	return w->data + (stripe * (w->a.geo.members - 1) + d) *
+	return w->data + (stripe * world_data_units(w) + d) *
 			 w->a.geo.unit_blocks * w->s.bs;
 }
 
-static void world_init(struct world *w, unsigned int members, uint32_t unit,
-		       uint64_t stripes, uint32_t block_size, uint16_t nr_slots)
+/* A world of @level whose every parity unit (a mirror's copies too) is
+ * the XOR of its stripe's data units. */
+static void world_init_level(struct world *w,
+			     const struct raid_level_ops *l,
+			     unsigned int members, uint32_t unit,
+			     uint64_t stripes, uint32_t block_size,
+			     uint16_t nr_slots)
 {
-	const struct raid_level_ops *l = &raid5_level;
 	uint64_t s, unit_bytes = (uint64_t)unit * block_size;
-	unsigned int d;
+	unsigned int d, i;
 
 	memset(w, 0, sizeof(*w));
 	array_init(&w->a, members, unit, stripes, block_size, nr_slots);
+	w->a.ctx.level = l;
 	sim_init(&w->s, &w->a);
 	w->array_blocks = l->array_blocks(&w->a.geo);
 	w->data = xcalloc(w->array_blocks, block_size);
 	rnd_fill(w->data, w->array_blocks * block_size);
 	for (s = 0; s < stripes; s++) {
-		unsigned char *parity =
-			unit_on_member(w, l->parity_member(&w->a.geo, s, 0), s);
-
-		for (d = 0; d < members - 1; d++) {
+		for (d = 0; d < world_data_units(w); d++) {
 			memcpy(unit_on_member(w, l->data_member(&w->a.geo, s, d), s),
 			       unit_in_array(w, s, d), unit_bytes);
-			xor_into(parity, unit_in_array(w, s, d), unit_bytes);
+			for (i = 0; i < l->nr_parity(&w->a.geo); i++)
+				xor_into(unit_on_member(w, l->parity_member(
+						&w->a.geo, s, i), s),
+					 unit_in_array(w, s, d), unit_bytes);
 		}
 	}
+}
+
+static void world_init(struct world *w, unsigned int members, uint32_t unit,
+		       uint64_t stripes, uint32_t block_size, uint16_t nr_slots)
+{
+	world_init_level(w, &raid5_level, members, unit, stripes, block_size,
+			 nr_slots);
 }
 
 static void world_destroy(struct world *w)
@@ -1252,45 +1278,51 @@ static void world_destroy(struct world *w)
  */
 static bool world_consistent(struct world *w)
 {
-	const struct raid_level_ops *l = &raid5_level;
+	const struct raid_level_ops *l = w->a.ctx.level;
 	const struct raid_geometry *g = &w->a.geo;
-	uint64_t unit_bytes = (uint64_t)g->unit_blocks * w->s.bs, s, i;
+	uint64_t unit_bytes = (uint64_t)g->unit_blocks * w->s.bs, s;
 	unsigned char *acc = xcalloc(1, unit_bytes);
 	bool ok = true;
-	unsigned int d, m, parity;
+	unsigned int d, i, m;
 
 	for (s = 0; s < g->member_blocks / g->unit_blocks && ok; s++) {
-		parity = l->parity_member(g, s, 0);
 		memset(acc, 0, unit_bytes);
-		if (!(w->s.dead & (1u << parity)))
-			memcpy(acc, unit_on_member(w, parity, s), unit_bytes);
-		for (d = 0; d < g->members - 1; d++) {
-			const unsigned char *u;
-
+		for (d = 0; d < world_data_units(w); d++) {
 			m = l->data_member(g, s, d);
-			if (w->s.dead & (1u << m)) {
-				xor_into(acc, unit_in_array(w, s, d), unit_bytes);
+			xor_into(acc, unit_in_array(w, s, d), unit_bytes);
+			if (w->s.dead & (1u << m))
 				continue;
-			}
-			u = unit_on_member(w, m, s);
-			if (memcmp(u, unit_in_array(w, s, d), unit_bytes)) {
+			if (memcmp(unit_on_member(w, m, s),
+				   unit_in_array(w, s, d), unit_bytes)) {
 				fprintf(stderr, "stripe %llu unit %u: wrong data\n",
 					(unsigned long long)s, d);
 				ok = false;
 			}
-			xor_into(acc, u, unit_bytes);
 		}
-		for (i = 0; i < unit_bytes && ok &&
-		     !(w->s.dead & (1u << parity)); i++) {
-			if (acc[i]) {
-				fprintf(stderr, "stripe %llu: wrong parity\n",
-					(unsigned long long)s);
+		for (i = 0; i < l->nr_parity(g) && ok; i++) {
+			m = l->parity_member(g, s, i);
+			if (!(w->s.dead & (1u << m)) &&
+			    memcmp(unit_on_member(w, m, s), acc, unit_bytes)) {
+				fprintf(stderr, "stripe %llu: wrong parity on "
+					"member %u\n", (unsigned long long)s, m);
 				ok = false;
 			}
 		}
 	}
 	free(acc);
 	return ok;
+}
+
+/* How many members a write puts each host byte on: one, or for copies
+ * every member that is not missing. */
+static unsigned int world_copies_written(const struct world *w)
+{
+	uint32_t all = (1u << w->a.geo.members) - 1;
+
+	if (!w->a.ctx.level->copies)
+		return 1;
+	return w->a.geo.members -
+	       (unsigned int)__builtin_popcount(w->a.ctx.missing & all);
 }
 
 /*
@@ -1309,7 +1341,7 @@ static void world_run_write(struct world *w, struct tpt_plan *p, uint64_t lba,
 	sim_begin(&w->s, p, host, len);
 	if (!abort) {
 		sim_steps(&w->s, 0, p->nr_steps);
-		sim_check_host_used_once(&w->s);
+		sim_check_host_used(&w->s, world_copies_written(w));
 		memcpy(w->data + lba * w->s.bs, host, len);
 	} else {
 		/* Anywhere short of WRITE NEW DATA or WRITE, which change
@@ -1352,7 +1384,8 @@ static void world_write(struct world *w, uint64_t lba, uint32_t blocks,
 
 	rnd_fill(host, (uint64_t)blocks * w->s.bs);
 	w->group += 2;
-	err = raid5_level.tpt_write(&w->a.ctx, lba, blocks, w->group, &p);
+	err = w->a.ctx.level->tpt_write(&w->a.ctx, lba, blocks, w->group,
+					  &p);
 	CHECK_EQ(err, 0);
 	if (!err)
 		world_run_write(w, &p, lba, host, blocks, abort);
@@ -1368,7 +1401,7 @@ static void world_read(struct world *w, uint64_t lba, uint32_t blocks)
 
 	memset(host, 0xa5, len);
 	w->group += 2;
-	err = raid5_level.tpt_read(&w->a.ctx, lba, blocks, w->group, &p);
+	err = w->a.ctx.level->tpt_read(&w->a.ctx, lba, blocks, w->group, &p);
 	CHECK_EQ(err, 0);
 	if (!err) {
 		check_plan_shape(&w->a, &p, w->group);

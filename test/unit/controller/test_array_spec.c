@@ -26,6 +26,11 @@ static void full_spec_parses(void)
 	CHECK_EQ(s.parity_gather, TPT_GATHER_AUTO);
 	CHECK_EQ(s.rebuild_gather, TPT_REBUILD_TREE);
 
+	CHECK_EQ(tpt_array_spec_parse("raid=1;mode=baseline;" M(0) ";" M(1),
+				      &s, err, sizeof(err)), 0);
+	CHECK_EQ(s.raid_level, 1);
+	CHECK_EQ(s.nr_members, 2);
+
 	CHECK_EQ(tpt_array_spec_parse(" raid=5; dm=10.0.0.1:4400 ;" M(0) ";" M(1)
 				      ";" M(2) ";", &s, err, sizeof(err)), 0);
 	CHECK_EQ(s.mode, TPT_MODE_TPT);
@@ -82,6 +87,9 @@ static void bad_specs_name_their_fault(void)
 		  "dm=10.0.0.1:18014398509481985k" },
 		{ "raid=5;mode=fast;" M(0) ";" M(1) ";" M(2), "mode=fast" },
 		{ "raid=5;dm=10.0.0.1:1;" M(0) ";" M(1), "at least 3" },
+		{ "raid=1;dm=10.0.0.1:1;" M(0), "RAID-1 needs at least 2" },
+		{ "raid=15;dm=10.0.0.1:1;" M(0) ";" M(1), "raid=15" },
+		{ "raid=;dm=10.0.0.1:1;" M(0) ";" M(1), "raid=" },
 		{ "raid=5;" M(0) ";" M(1) ";" M(2), "needs dm=" },
 		{ "raid=5;dm=nope;" M(0) ";" M(1) ";" M(2), "dm=nope" },
 		{ "raid=5;dm=box1:4400;" M(0) ";" M(1) ";" M(2),

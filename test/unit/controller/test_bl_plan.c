@@ -1,6 +1,6 @@
 /*
  * The Baseline planner (controller/bl_plan.c, the RAID-5 plans of
- * controller/raid5_baseline.c), checked by executing its plans on the simulated
+ * controller/raid5_baseline.c and RAID-1's of controller/raid1.c), checked by executing its plans on the simulated
  * members of plan_sim.h, against the same byte model as the TPT planner:
  * the paper's Table I and II counts, and random requests.
  *
@@ -91,7 +91,8 @@ static bool bytes_overlap(const unsigned char *a, uint32_t alen,
 }
 
 /* The member I/O of one step is in flight together: no two commands may
- * touch one place where either writes it. */
+ * touch one place where either writes it (a READ writes memory, a WRITE
+ * the medium). */
 static void bl_check_step(struct bl_exec *x, const struct plan_step *st)
 {
 	unsigned int i, j;
@@ -118,7 +119,8 @@ static void bl_check_step(struct bl_exec *x, const struct plan_step *st)
 			if (bytes_overlap(am, a->bytes, bm, b->bytes))
 				bl_fail(x, b, "races another command of its "
 					"step on the medium");
-			else if (bytes_overlap(ab, a->bytes, bb, b->bytes))
+			else if ((a->op == BL_READ || b->op == BL_READ) &&
+				 bytes_overlap(ab, a->bytes, bb, b->bytes))
 				bl_fail(x, b, "races another command of its "
 					"step in memory");
 		}
@@ -201,7 +203,7 @@ static bool bl_run(struct world *w, const struct bl_plan *p,
 
 static struct bl_plan_ctx bl_ctx(const struct world *w)
 {
-	return (struct bl_plan_ctx){ .geo = &w->a.geo, .level = &raid5_level,
+	return (struct bl_plan_ctx){ .geo = &w->a.geo, .level = w->a.ctx.level,
 				     .block_size = w->s.bs,
 				     .missing = w->a.ctx.missing };
 }
@@ -215,7 +217,7 @@ static void bl_world_write(struct world *w, uint64_t lba, uint32_t blocks)
 	int err;
 
 	rnd_fill(host, len);
-	err = raid5_level.bl_write(&c, lba, blocks, &p);
+	err = w->a.ctx.level->bl_write(&c, lba, blocks, &p);
 	CHECK_EQ(err, 0);
 	if (!err) {
 		if (bl_run(w, &p, host, len))
@@ -235,7 +237,7 @@ static void bl_world_read(struct world *w, uint64_t lba, uint32_t blocks)
 	int err;
 
 	memset(host, 0xa5, len);
-	err = raid5_level.bl_read(&c, lba, blocks, &p);
+	err = w->a.ctx.level->bl_read(&c, lba, blocks, &p);
 	CHECK_EQ(err, 0);
 	if (!err) {
 		if (!w->a.ctx.missing) {
@@ -334,7 +336,7 @@ static void bl_world_rebuild(struct world *w, unsigned int member,
 	c = bl_ctx(w);
 	for (s = 0; s < stripes; s += n) {
 		n = (uint32_t)(stripes - s < run ? stripes - s : run);
-		err = raid5_level.bl_rebuild(&c, s, n, member, &p);
+		err = w->a.ctx.level->bl_rebuild(&c, s, n, member, &p);
 		CHECK_EQ(err, 0);
 		if (err)
 			break;
@@ -346,14 +348,15 @@ static void bl_world_rebuild(struct world *w, unsigned int member,
 
 /* Random requests against the byte model; with @dead a member is gone
  * for all of them, then rebuilt. */
-static void random_requests_on(unsigned int members, uint32_t unit,
-			       uint32_t block_size, unsigned int rounds,
-			       int dead)
+static void level_requests_on(const struct raid_level_ops *level,
+			      unsigned int members, uint32_t unit,
+			      uint32_t block_size, unsigned int rounds,
+			      int dead)
 {
 	struct world w;
 	unsigned int i;
 
-	world_init(&w, members, unit, 12, block_size, 16);
+	world_init_level(&w, level, members, unit, 12, block_size, 16);
 	if (dead >= 0) {
 		w.s.dead = 1u << dead;
 		w.a.ctx.missing = 1u << dead;
@@ -377,6 +380,14 @@ static void random_requests_on(unsigned int members, uint32_t unit,
 		CHECK(world_consistent(&w));
 	}
 	world_destroy(&w);
+}
+
+static void random_requests_on(unsigned int members, uint32_t unit,
+			       uint32_t block_size, unsigned int rounds,
+			       int dead)
+{
+	level_requests_on(&raid5_level, members, unit, block_size, rounds,
+			  dead);
 }
 
 static void random_requests(void)
@@ -405,6 +416,30 @@ static void resync_recomputes_parity(void)
 	for (s = 0; s < 10; s += 3)
 		rnd_fill(unit_on_member(&w, raid5_level.parity_member(
 				&w.a.geo, s, 0), s), 16 * 512);
+	CHECK(!world_consistent(&w));
+	bl_world_rebuild(&w, RAID_PARITY_MEMBER, 4);
+	CHECK(world_consistent(&w));
+	world_destroy(&w);
+}
+
+/* RAID-1 on the same byte model: random requests whole and with each
+ * member gone then rebuilt, and copies scribbled over made equal again. */
+static void mirror_requests(void)
+{
+	unsigned int n, dead;
+	struct world w;
+	uint64_t s;
+
+	for (n = 2; n <= 4; n++) {
+		level_requests_on(&raid1_level, n, 8, 512, 200, -1);
+		for (dead = 0; dead < n; dead++)
+			level_requests_on(&raid1_level, n, 8, 512, 100,
+					  (int)dead);
+	}
+	world_init_level(&w, &raid1_level, 3, 16, 10, 512, 16);
+	for (s = 0; s < 10; s += 3)
+		rnd_fill(unit_on_member(&w, raid1_level.parity_member(
+				&w.a.geo, s, (unsigned int)s % 2), s), 16 * 512);
 	CHECK(!world_consistent(&w));
 	bl_world_rebuild(&w, RAID_PARITY_MEMBER, 4);
 	CHECK(world_consistent(&w));
@@ -441,5 +476,6 @@ int main(void)
 	RUN(degraded_requests);
 	RUN(resync_recomputes_parity);
 	RUN(two_missing_is_no_data);
+	RUN(mirror_requests);
 	return unit_failures ? 1 : 0;
 }

@@ -154,7 +154,7 @@ static void array_blocks_and_lookup(void)
 	CHECK(raid_level_find(0) == NULL);
 	if (!l)
 		return;
-	CHECK_EQ(l->nr_parity, 1);
+	CHECK_EQ(l->nr_parity(&g), 1);
 	CHECK_EQ(l->min_members, 3);
 	CHECK_EQ(l->max_members, 32);
 	CHECK_EQ(l->array_blocks(&g), 5 * 128 * 1000);

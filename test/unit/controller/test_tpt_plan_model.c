@@ -1,6 +1,6 @@
 /*
  * The TPT planner (controller/tpt_plan.c, the RAID-5 plans of
- * controller/raid5.c) against the byte model of plan_sim.h: random
+ * controller/raid5.c and RAID-1's of controller/raid1.c) against the byte model of plan_sim.h: random
  * requests on whole and degraded arrays, degraded plans, and the plans of
  * rebuild and resync, executed on the simulated targets.  The shapes the
  * paper's tables give are in test_tpt_plan.c.
@@ -42,8 +42,8 @@ static void world_rebuild(struct world *w, unsigned int member, uint32_t run)
 	for (s = 0; s < stripes && !w->s.failed; s += n) {
 		n = (uint32_t)(stripes - s < run ? stripes - s : run);
 		w->group += 2;
-		err = raid5_level.tpt_rebuild(&w->a.ctx, s, n, member, w->group,
-					      &p);
+		err = w->a.ctx.level->tpt_rebuild(&w->a.ctx, s, n, member,
+						  w->group, &p);
 		CHECK_EQ(err, 0);
 		if (err)
 			break;
@@ -58,17 +58,18 @@ static void world_rebuild(struct world *w, unsigned int member, uint32_t run)
  * and afterwards it is rebuilt, after which the whole array must be
  * consistent again.
  */
-static void random_requests_on(unsigned int members, uint32_t unit,
-			       uint64_t stripes, uint32_t block_size,
-			       unsigned int n, int dead)
+static void level_requests_on(const struct raid_level_ops *level,
+			      unsigned int members, uint32_t unit,
+			      uint64_t stripes, uint32_t block_size,
+			      unsigned int n, int dead)
 {
-	uint64_t stripe_blocks = (uint64_t)(members - 1) * unit;
-	uint64_t lba = 0, blocks = 0;
+	uint64_t stripe_blocks, lba = 0, blocks = 0;
 	int before = unit_failures;
 	struct world w;
 	unsigned int i, kind;
 
-	world_init(&w, members, unit, stripes, block_size, 256);
+	world_init_level(&w, level, members, unit, stripes, block_size, 256);
+	stripe_blocks = raid_stripe_data_blocks(level, &w.a.geo);
 	if (dead >= 0) {
 		w.s.dead = 1u << dead;
 		w.a.ctx.missing = 1u << dead;
@@ -109,8 +110,9 @@ static void random_requests_on(unsigned int members, uint32_t unit,
 			world_write(&w, lba, (uint32_t)blocks, true);
 	}
 	if (unit_failures != before)
-		fprintf(stderr, "random: N=%u unit=%u dead=%d: request %u (lba "
-			"%llu, %llu blocks) failed\n", members, unit, dead,
+		fprintf(stderr, "random: %s N=%u unit=%u dead=%d: request %u "
+			"(lba %llu, %llu blocks) failed\n", level->name,
+			members, unit, dead,
 			i - 1, (unsigned long long)lba,
 			(unsigned long long)blocks);
 	if (dead >= 0 && unit_failures == before) {
@@ -118,6 +120,14 @@ static void random_requests_on(unsigned int members, uint32_t unit,
 		CHECK(world_consistent(&w));
 	}
 	world_destroy(&w);
+}
+
+static void random_requests_on(unsigned int members, uint32_t unit,
+			       uint64_t stripes, uint32_t block_size,
+			       unsigned int n, int dead)
+{
+	level_requests_on(&raid5_level, members, unit, stripes, block_size, n,
+			  dead);
 }
 
 static void random_requests(void)
@@ -129,6 +139,34 @@ static void random_requests(void)
 		random_requests_on(n, 128, 6, 64, 600, -1);
 	}
 	random_requests_on(8, 16, 12, 512, 150, -1);
+}
+
+/* RAID-1 (controller/raid1.c) on the same model, whole and with each
+ * member gone, then rebuilt; copies scribbled over made equal again. */
+static void mirror_requests(void)
+{
+	unsigned int n, dead;
+	struct world w;
+	uint64_t s;
+
+	for (n = 2; n <= 4; n++) {
+		level_requests_on(&raid1_level, n, 8, 24, 512, 400, -1);
+		level_requests_on(&raid1_level, n, 64, 6, 512, 200, -1);
+		for (dead = 0; dead < n; dead++)
+			level_requests_on(&raid1_level, n, 8, 24, 512, 150,
+					  (int)dead);
+	}
+	for (n = 2; n <= 4; n++) {
+		world_init_level(&w, &raid1_level, n, 16, 10, 512, 64);
+		for (s = 0; s < 10; s += 3)
+			rnd_fill(unit_on_member(&w, raid1_level.parity_member(
+					&w.a.geo, s, (unsigned int)(s % (n - 1))),
+					s), 16 * 512);
+		CHECK(!world_consistent(&w));
+		world_rebuild(&w, RAID_PARITY_MEMBER, 4);
+		CHECK(world_consistent(&w));
+		world_destroy(&w);
+	}
 }
 
 /* ---- a member gone (paper III-D 5; protocol.md 7.5) ---- */
@@ -354,6 +392,7 @@ static void rebuild_tree_spreads_the_gathering(void)
 int main(void)
 {
 	RUN(random_requests);
+	RUN(mirror_requests);
 	RUN(degraded_read_shape);
 	RUN(two_missing_is_no_data);
 	RUN(degraded_requests);

@@ -1,0 +1,145 @@
+"""RAID-1 (paper V-A; controller/raid1.c): every member a copy of the whole
+array, in both modes.
+
+As test_failures.py does for RAID-5: real tgtd processes, tpt-iscsi-verify's
+load checked against a byte model, and boxes killed under it.  A mirror
+of N members survives the loss of N-1: the host sees no error while one
+copy is left.  Afterwards every acknowledged write reads back and
+`tpt-scrub --raid 1` finds every copy equal.  In TPT mode an extended
+host's data moves between its memory and the members without crossing
+the controller.
+"""
+import re
+import subprocess
+import time
+
+from tptlib import cluster, paths
+# The mode fixture (tpt and baseline) and the RAID-5 tests' helpers.
+from test_failures import (FAIL_TIMEOUT, MEMBER_BYTES, UNIT, Load, array_state,  # noqa: F401
+                           clean_load, counters, kill, members, mode, restart_target, show,
+                           start, verify_all, wait_state)
+from test_host_direct import array_stats, direct_verify
+
+
+def scrub_copies(c):
+    """tpt-scrub --raid 1 over the boxes now serving positions 0..N-1."""
+    cluster.allow_plain_reads(c.targets)
+    urls = [url for _, url in sorted((pos, url) for url, _, pos in members(c).values()
+                                      if pos >= 0)]
+    r = subprocess.run([str(paths.tool("tpt-scrub")), "--raid", "1", "--unit", str(c.unit),
+                        *urls], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"(\d+) stripes checked, (\d+) mismatches", r.stdout)
+    assert m and m.group(2) == "0", r.stdout
+    return int(m.group(1))
+
+
+def test_three_way_mirror_serves_with_one_member_left(tgtd_factory, mode, tmp_path, report):
+    """Two of three boxes killed, one after the other, under the load: the
+    host sees nothing; the one left holds every acknowledged write; both
+    come back and catch up."""
+    c = start(tgtd_factory, mode, n=3, raid=1)
+
+    def lose_two():
+        kill(c.targets[0])
+        time.sleep(FAIL_TIMEOUT + 2)
+        kill(c.targets[2])
+
+    clean_load(c, tmp_path, 16, lose_two, report,
+               "3-way mirror, 2 members killed mid-load")
+    assert array_state(c) == "degraded", show(c)
+    assert counters(c)["member_failures"] == 2
+    verify_all(c, tmp_path)
+    restart_target(c, 0)
+    restart_target(c, 2)
+    wait_state(c, {"optimal"}, timeout=90)
+    verify_all(c, tmp_path)
+    scrub_copies(c)
+
+
+def test_mirror_member_rebuilt_onto_a_spare(tgtd_factory, mode, tmp_path, report):
+    c = start(tgtd_factory, mode, n=2, spares=1, raid=1)
+    clean_load(c, tmp_path, 12, lambda: kill(c.targets[1]), report,
+               "2-way mirror, member 1 killed mid-load, spare rebuilt in")
+    wait_state(c, {"optimal"})
+    boxes = members(c)
+    assert boxes[2][1:] == ("up", 1), show(c)
+    assert boxes[1][1:] == ("failed", -1), show(c)
+    assert re.search(r"position 1 rebuilt: \d+ stripes", c.controller.log())
+    verify_all(c, tmp_path)
+    scrub_copies(c)
+
+
+def test_returning_mirror_member_copies_only_what_it_missed(tgtd_factory, mode, tmp_path,
+                                                            report):
+    c = start(tgtd_factory, mode, n=2, raid=1)
+    kill(c.targets[0])
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    res, err = Load(c, tmp_path, 3, extra=("--span", "1m")).result()
+    assert res["errors"] == 0 and res["mismatches"] == 0, err
+    restart_target(c, 0)
+    wait_state(c, {"optimal"}, timeout=60)
+    log = c.controller.log()
+    m = re.search(r"position 0 caught up: (\d+) stripes", log)
+    assert m, log[-3000:]
+    stripes = scrub_copies(c)
+    report(f"{mode}: mirror member back, copied {m.group(1)} of {stripes} units")
+    assert int(m.group(1)) < stripes // 2, m.group(0)
+    verify_all(c, tmp_path)
+
+
+def test_controller_crash_mid_write_makes_the_copies_equal(tgtd_factory, mode, tmp_path,
+                                                           report):
+    """kill -9 of the controller under writes leaves copies that may
+    differ where writes were in flight; started again, it copies the
+    first member over the others in the write-intent regions."""
+    c = start(tgtd_factory, mode, n=3, raid=1)
+    load = Load(c, tmp_path, 12, extra=("--span", "2m"))
+    time.sleep(3)
+    kill(c.controller)
+    res, _ = load.result()
+    assert res["mismatches"] == 0
+    c.controller.start(port=c.controller.port)
+    c.controller.new_target(1, c.iqn)
+    c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid")
+    wait_state(c, {"optimal"}, timeout=60)
+    m = re.search(r"writes in flight or a parity resync unfinished in (\d+) regions: resyncing",
+                  c.controller.log())
+    assert m, c.controller.log()[-3000:]
+    report(f"{mode}: mirror controller killed mid-write: resynced {m.group(1)} regions")
+    verify_all(c, tmp_path)
+    scrub_copies(c)
+
+
+def test_direct_host_on_a_mirror(tgtd_factory, report):
+    """An extended host's READs and WRITEs on a 2-way mirror: every member
+    takes the written data from the host's memory itself and reads go
+    straight back into it; no host byte crosses the controller."""
+    c = cluster.start(tgtd_factory, n=2, mode="tpt", member_bytes=MEMBER_BYTES, raid=1)
+    before = array_stats(c)
+    res = direct_verify(c.url, "--span", "12m", "--zero", "--qd", "8", "--ops", "150",
+                        "--max-bs", "1m", "--final-check")
+    after = array_stats(c)
+    assert res["direct"] == "yes"
+    assert after["host_in"] == before["host_in"]
+    assert after["host_out"] == before["host_out"]
+    assert after["direct_in"] - before["direct_in"] == res["direct_out"]
+    assert after["direct_out"] - before["direct_out"] == res["direct_in"]
+    report(f"direct host on a 2-way mirror: {res['ops']} requests, "
+           f"{res['bytes'] >> 20} MiB verified, none of it through the controller")
+    scrub_copies(c)
+
+
+def test_mirror_definitions_refused_clearly(tgtd_factory):
+    """One member is no mirror; a level we do not have is named."""
+    from tptlib.tgtd import TgtadmError
+    import pytest
+
+    t = tgtd_factory(name="ctl")
+    t.new_target(1, "iqn.2026-11.org.tptraid:bad")
+    member = "member=iscsi://127.0.0.1:3260/iqn.2026-11.org.tptraid:x/1"
+    for spec, says in ((f"raid=1;mode=baseline;{member}", "RAID-1 needs at least 2 members"),
+                       (f"raid=6;mode=baseline;{member};{member}", "raid=6")):
+        with pytest.raises(TgtadmError):
+            t.new_lun(1, 1, str(t.dir / "array.state"), bstype="tptraid", bsopts=spec)
+        assert says in t.log(), t.log()[-2000:]
