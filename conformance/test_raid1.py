@@ -111,6 +111,33 @@ def test_controller_crash_mid_write_makes_the_copies_equal(tgtd_factory, mode, t
     scrub_copies(c)
 
 
+def test_controller_crash_while_degraded_starts_a_mirror(tgtd_factory, mode, tmp_path,
+                                                        report):
+    """kill -9 of the controller mid-write while a box is gone: unlike
+    RAID-5 (test_failures.py), whose lost blocks there cannot be rebuilt
+    for sure, a mirror starts again at once: copies that differ are each a
+    version of the data.  The box's return brings every copy level."""
+    c = start(tgtd_factory, mode, n=3, raid=1)
+    kill(c.targets[2])
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    load = Load(c, tmp_path, 12, extra=("--span", "2m"))
+    time.sleep(3)
+    kill(c.controller)
+    res, _ = load.result()
+    assert res["mismatches"] == 0
+    c.controller.start(port=c.controller.port)
+    c.controller.new_target(1, c.iqn)
+    c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid")
+    wait_state(c, {"degraded"}, timeout=60)
+    assert "Not starting" not in c.controller.log()
+    verify_all(c, tmp_path)
+    restart_target(c, 2)
+    wait_state(c, {"optimal"}, timeout=90)
+    report(f"{mode}: mirror controller killed while degraded: started, box back, level")
+    verify_all(c, tmp_path)
+    scrub_copies(c)
+
+
 def test_direct_host_on_a_mirror(tgtd_factory, report):
     """An extended host's READs and WRITEs on a 2-way mirror: every member
     takes the written data from the host's memory itself and reads go

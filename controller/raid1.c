@@ -214,8 +214,8 @@ static int r1_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
  * version is the array's.
  */
 static int r1_sources(const struct raid_geometry *g, uint32_t missing,
-		      uint64_t first, unsigned int member, unsigned int *src,
-		      uint32_t *targets)
+		      uint64_t first, uint32_t nr, unsigned int member,
+		      unsigned int *src, uint32_t *targets)
 {
 	unsigned int in_sync[RAID_MAX_MEMBERS], n, j;
 
@@ -226,7 +226,9 @@ static int r1_sources(const struct raid_geometry *g, uint32_t missing,
 	n = r1_in_sync(g, missing, in_sync);
 	if (!n || (member == RAID_PARITY_MEMBER && n < 2))
 		return -ENODATA;
-	*src = in_sync[member == RAID_PARITY_MEMBER ? 0 : first % n];
+	/* By batch (runs of @nr stripes), not by stripe: batches start at
+	 * multiples of their length, which may share factors with n. */
+	*src = in_sync[member == RAID_PARITY_MEMBER ? 0 : first / nr % n];
 	*targets = 0;
 	for (j = 0; j < n; j++)
 		if (in_sync[j] != *src)
@@ -252,7 +254,7 @@ static int r1_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	    nr > g->member_blocks / unit - first ||
 	    (uint64_t)nr * unit > TPT_VENDOR_LENGTH_MAX)
 		return -EINVAL;
-	err = r1_sources(g, c->missing, first, member, &from, &targets);
+	err = r1_sources(g, c->missing, first, nr, member, &from, &targets);
 	if (!err)
 		err = tpt_plan_begin(&b, c, first * unit, nr * unit, group,
 				     out);
@@ -365,7 +367,7 @@ static int r1_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first,
 	    nr > g->member_blocks / unit - first ||
 	    (uint64_t)nr * unit * c->block_size > UINT32_MAX)
 		return -EINVAL;
-	err = r1_sources(g, c->missing, first, member, &from, &targets);
+	err = r1_sources(g, c->missing, first, nr, member, &from, &targets);
 	if (!err)
 		err = bl_plan_begin(&b, c, first * unit, nr * unit, out);
 	if (err)

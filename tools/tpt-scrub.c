@@ -5,10 +5,11 @@
  *
  * In RAID-5 the blocks at one member LBA of all members XOR to zero
  * whichever member holds the parity, and in RAID-1 they are all equal, so
- * the check needs the member order only to name a bad stripe.  Run it on a quiescent array: a write in
- * flight leaves its stripe inconsistent until WRITE NEW DATA completes on
- * every member.  Members of a running TPT array refuse plain reads to
- * anyone but their controller unless their LU has tpt_plain_io=read.
+ * the check needs the member order only to name a bad stripe.  Run it on
+ * a quiescent array: a write in flight leaves its stripe inconsistent
+ * until WRITE NEW DATA completes on every member.  Members of a running
+ * TPT array refuse plain reads to anyone but their controller unless
+ * their LU has tpt_plain_io=read.
  * Exit status: 0 clean, 1 mismatches or I/O errors, 2 usage.
  */
 #include <errno.h>

@@ -1212,7 +1212,9 @@ static int array_after_crash(struct tpt_array *a, uint8_t *dirty)
 		regions += (uint64_t)__builtin_popcount(dirty[i]);
 	if (!regions)
 		return 0;
-	if (unusable && !a->spec.start_dirty_degraded) {
+	/* A mirror's copies that differ are each a version of the data
+	 * (md starts a dirty degraded RAID-1 too): nothing is unknown. */
+	if (unusable && !a->spec.start_dirty_degraded && !a->level->copies) {
 		eprintf("tptraid: the controller stopped with writes in flight "
 			"or a parity resync unfinished in %" PRIu64 " regions "
 			"while member positions 0x%x could not be used: parity "

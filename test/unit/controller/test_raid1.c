@@ -190,6 +190,21 @@ static void rebuild_shapes(void)
 	tpt_plan_return_slots(&p);
 	tpt_plan_free(&p);
 
+	/* Batch after batch, the source moves round the copies in sync,
+	 * whatever the batch length (16 is even, like the copies here). */
+	for (i = 0; i < 2; i++) {
+		unsigned int from = 0, k;
+
+		CHECK_EQ(raid1_level.tpt_rebuild(&w.a.ctx, 8 * i, 8, 2, 1, &p),
+			 0);
+		for (k = 0; k < p.nr_cmds; k++)
+			if (p.cmds[k].op == TPT_PLAN_READ_MEDIUM)
+				from = p.cmds[k].member;
+		CHECK_EQ(from, i);
+		tpt_plan_return_slots(&p);
+		tpt_plan_free(&p);
+	}
+
 	w.a.ctx.missing = 0;
 	CHECK_EQ(raid1_level.tpt_rebuild(&w.a.ctx, 0, 4, RAID_PARITY_MEMBER, 1,
 					 &p), 0);
