@@ -47,7 +47,8 @@
 
 /* Stripes one span may cover: in TPT mode a member may need a slot per
  * stripe for its block and one for the calculator's result, out of the
- * 128 slots the mode asks each member for (mode_tpt.c). */
+ * 128 slots the mode asks each member for (mode_tpt.c).  A level of
+ * copies needs none (span_next()). */
 #define TPT_SPAN_MAX_STRIPES 32
 /* Spans running at once, at most: the members' buffers are the real
  * bound, which running_cap finds (span_cap_adjust). */
@@ -319,7 +320,9 @@ static struct tpt_span *span_next(struct tpt_req *r)
 	if (!s)
 		return NULL;
 	cut = (r->next / per_stripe + TPT_SPAN_MAX_STRIPES) * per_stripe;
-	if (cut > end)
+	/* A mirror's reads and writes take no slots: nothing bounds its
+	 * span but the request. */
+	if (cut > end || a->level->copies)
 		cut = end;
 	s->kind = r->kind == TPT_REQ_WRITE ? TPT_SPAN_WRITE : TPT_SPAN_READ;
 	s->req = r;
