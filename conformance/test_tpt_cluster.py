@@ -228,6 +228,8 @@ def test_start_status_io_kill_restart_stop(cluster_dir):
     (["--unit", "2m"], "--unit 2m"),
     (["--mode", "fast"], "--mode fast"),
     (["--targets", "2"], "--targets 2"),
+    (["--raid", "6"], "--raid 6"),
+    (["--raid", "1", "--targets", "1"], "--targets 1"),
 ])
 def test_bad_start_options_start_nothing(cluster_dir, args, says):
     d = cluster_dir / "c"
@@ -243,6 +245,31 @@ def test_bad_start_options_start_nothing(cluster_dir, args, says):
         assert tgtds_on_ports([base + i for i in range(TARGETS + 1)]) == []
     finally:
         run("stop", "--dir", d, check=False)
+
+
+def test_a_mirror_keeps_its_data_with_one_box_left(cluster_dir):
+    """start --raid 1: a 2-way mirror, written through its URL; its first
+    box killed, every byte still reads back."""
+    ports = []
+    try:
+        r, base = start(cluster_dir, 2, "--raid", "1")
+        ports = [base + i for i in range(3)]
+        assert "TPT-RAID-1 LUN (8.0 MiB," in r.stdout, r.stdout
+        env = load_env(cluster_dir)
+        assert env["TPT_CLUSTER_RAID"] == "1"
+        assert "raid=1;" in env["TPT_CLUSTER_BSOPTS"]
+        url = env["TPT_CLUSTER_URL"]
+        data = os.urandom(1 << 20)
+        io = str(paths.tool("tpt-iscsi-io"))
+        subprocess.run([io, "write", url, "0"], input=data, check=True, timeout=60)
+        run("kill-target", "0", "--dir", cluster_dir)
+        back = subprocess.run([io, "read", url, "0", str(len(data) // 512)],
+                              capture_output=True, check=True, timeout=60).stdout
+        assert back == data
+        st = run("status", "--dir", cluster_dir, check=False)
+        assert "RAID-1" in st.stdout, st.stdout
+    finally:
+        stop_leaving_nothing(cluster_dir, ports)
 
 
 def test_refuses_busy_port_and_running_cluster(cluster_dir):
