@@ -254,7 +254,7 @@ def test_a_mirror_keeps_its_data_with_one_box_left(cluster_dir):
     try:
         r, base = start(cluster_dir, 2, "--raid", "1")
         ports = [base + i for i in range(3)]
-        assert "TPT-RAID-1 LUN (8.0 MiB," in r.stdout, r.stdout
+        assert "TPT-RAID-1 LUN (8M, mode tpt, unit 64k, 2 members x 8M)" in r.stdout, r.stdout
         env = load_env(cluster_dir)
         assert env["TPT_CLUSTER_RAID"] == "1"
         assert "raid=1;" in env["TPT_CLUSTER_BSOPTS"]
