@@ -70,6 +70,14 @@ void bl_plan_abandon(struct bl_plan_builder *b)
 	bl_plan_free(b->p);
 }
 
+int bl_plan_end(struct bl_plan_builder *b, int err)
+{
+	if (!err)
+		return bl_plan_finish(b);
+	bl_plan_abandon(b);
+	return err;
+}
+
 /* Stable: within a step, local operations keep the order they were added
  * in, which is the order they must run in. */
 int bl_plan_finish(struct bl_plan_builder *b)

@@ -81,6 +81,8 @@ int bl_plan_add(struct bl_plan_builder *b, unsigned int step,
 /* Sort into steps: 0, or an error after which the plan is abandoned. */
 int bl_plan_finish(struct bl_plan_builder *b);
 void bl_plan_abandon(struct bl_plan_builder *b);
+/* bl_plan_finish(), or after @err (not 0) bl_plan_abandon() and @err. */
+int bl_plan_end(struct bl_plan_builder *b, int err);
 
 static inline struct bl_ref bl_host(uint64_t offset)
 {

@@ -161,11 +161,7 @@ static int r1_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 	for (j = 0; j < k && !err; at = end[j++])
 		err = r1_host_cmds(&b, 0, TPT_PLAN_PREP_READ, member[j], at,
 				   end[j] - at, (at - lba) * c->block_size);
-	if (err) {
-		tpt_plan_abandon(&b);
-		return err;
-	}
-	return tpt_plan_finish(&b);
+	return tpt_plan_end(&b, err);
 }
 
 /*
@@ -195,11 +191,7 @@ static int r1_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 				   blocks, 0);
 	if (!err && !c->host_held)
 		err = tpt_plan_add_end_steps(&b);
-	if (err) {
-		tpt_plan_abandon(&b);
-		return err;
-	}
-	return tpt_plan_finish(&b);
+	return tpt_plan_end(&b, err);
 }
 
 /*
@@ -280,11 +272,7 @@ static int r1_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	}
 	if (!err)
 		err = tpt_plan_add_end_steps(&b);
-	if (err) {
-		tpt_plan_abandon(&b);
-		return err;
-	}
-	return tpt_plan_finish(&b);
+	return tpt_plan_end(&b, err);
 }
 
 /* ---- Baseline mode (controller/bl_plan.h) ---- */
@@ -314,11 +302,7 @@ static int r1_bl_read(const struct bl_plan_ctx *c, uint64_t lba,
 
 		err = bl_plan_add(&b, 0, &rd);
 	}
-	if (err) {
-		bl_plan_abandon(&b);
-		return err;
-	}
-	return bl_plan_finish(&b);
+	return bl_plan_end(&b, err);
 }
 
 static int r1_bl_write(const struct bl_plan_ctx *c, uint64_t lba,
@@ -344,11 +328,7 @@ static int r1_bl_write(const struct bl_plan_ctx *c, uint64_t lba,
 
 		err = bl_plan_add(&b, 0, &wr);
 	}
-	if (err) {
-		bl_plan_abandon(&b);
-		return err;
-	}
-	return bl_plan_finish(&b);
+	return bl_plan_end(&b, err);
 }
 
 /* The controller reads the source's run into one buffer and writes it to
@@ -387,11 +367,7 @@ static int r1_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first,
 		wr.member = m;
 		err = bl_plan_add(&b, 1, &wr);
 	}
-	if (err) {
-		bl_plan_abandon(&b);
-		return err;
-	}
-	return bl_plan_finish(&b);
+	return bl_plan_end(&b, err);
 }
 
 const struct raid_level_ops raid1_level = {

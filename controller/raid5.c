@@ -345,11 +345,7 @@ static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 	free(piece);
 	if (!err && out->nr_groups > 1)
 		err = tpt_plan_add_end_steps(&b);
-	if (err) {
-		tpt_plan_abandon(&b);
-		return err;
-	}
-	err = tpt_plan_finish(&b);
+	err = tpt_plan_end(&b, err);
 	if (!err && F >= 0)
 		c->calculator_rr++;
 	return err;
@@ -963,11 +959,7 @@ static int r5_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 	if (!err && held_nr)
 		err = plan_full_stripes_held(&b, lba, held_first, held_nr,
 					     b.last_step);
-	if (err) {
-		tpt_plan_abandon(&b);
-		return err;
-	}
-	err = tpt_plan_finish(&b);
+	err = tpt_plan_end(&b, err);
 	if (!err && full)
 		c->calculator_rr++;
 	return err;
@@ -1069,11 +1061,7 @@ static int r5_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	}
 	if (!err)
 		err = tpt_plan_add_end_steps(&b);
-	if (err) {
-		tpt_plan_abandon(&b);
-		return err;
-	}
-	return tpt_plan_finish(&b);
+	return tpt_plan_end(&b, err);
 }
 
 

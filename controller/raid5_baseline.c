@@ -138,11 +138,7 @@ int r5_bl_read(const struct bl_plan_ctx *c, uint64_t lba,
 		cmd.dst = bl_host((pos - lba) * c->block_size);
 		err = bl_plan_add(&b, 0, &cmd);
 	}
-	if (err) {
-		bl_plan_abandon(&b);
-		return err;
-	}
-	return bl_plan_finish(&b);
+	return bl_plan_end(&b, err);
 }
 
 static const struct bl_piece *bl_piece_of(const struct bl_piece *piece,
@@ -345,11 +341,7 @@ int r5_bl_write(const struct bl_plan_ctx *c, uint64_t lba,
 			seg = end;
 		err = bl_write_stripe(&b, lba, pos / per_stripe, pos, seg, F);
 	}
-	if (err) {
-		bl_plan_abandon(&b);
-		return err;
-	}
-	return bl_plan_finish(&b);
+	return bl_plan_end(&b, err);
 }
 
 /*
@@ -396,9 +388,5 @@ int r5_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first,
 		if (!err)
 			err = bl_plan_add(&b, 1, &wr);
 	}
-	if (err) {
-		bl_plan_abandon(&b);
-		return err;
-	}
-	return bl_plan_finish(&b);
+	return bl_plan_end(&b, err);
 }

@@ -344,6 +344,14 @@ int tpt_plan_finish(struct tpt_plan_builder *b)
 	return 0;
 }
 
+int tpt_plan_end(struct tpt_plan_builder *b, int err)
+{
+	if (!err)
+		return tpt_plan_finish(b);
+	tpt_plan_abandon(b);
+	return err;
+}
+
 /* A range a command leaves in its group on its member. */
 struct group_range {
 	unsigned int member, group;

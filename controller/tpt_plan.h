@@ -221,6 +221,9 @@ int tpt_plan_add_end_steps(struct tpt_plan_builder *b);
  * which the plan is abandoned. */
 int tpt_plan_finish(struct tpt_plan_builder *b);
 void tpt_plan_abandon(struct tpt_plan_builder *b);
+/* How a level's planner ends: tpt_plan_finish(), or after @err (not 0)
+ * tpt_plan_abandon() and @err. */
+int tpt_plan_end(struct tpt_plan_builder *b, int err);
 
 /*
  * RELEASE of every group on every member that got a command, for aborting

@@ -8,6 +8,7 @@
 #include "test/unit/controller/plan_sim.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 
 static void layout(void)
@@ -163,70 +164,67 @@ static void write_shapes(void)
 	world_destroy(&w);
 }
 
+/*
+ * The rebuild of @member (or a resync) of stripes [@first, @first + @nr)
+ * with w's missing members: a READ MEDIUM at one source, a PART BLOCK
+ * COPY at each member written, nothing at a missing member.  Returns the
+ * source, and how many members are written in *@written.
+ */
+static unsigned int rebuild_source(struct world *w, uint64_t first,
+				   uint32_t nr, unsigned int member,
+				   unsigned int *written)
+{
+	unsigned int i, from = UINT_MAX;
+	struct tpt_plan p;
+
+	*written = 0;
+	CHECK_EQ(raid1_level.tpt_rebuild(&w->a.ctx, first, nr, member, 1, &p),
+		 0);
+	CHECK_EQ(count_op(&p, TPT_PLAN_READ_MEDIUM), 1);
+	CHECK_EQ(count_op(&p, TPT_PLAN_PART_BLOCK),
+		 count_op(&p, TPT_PLAN_WRITE_NEW_DATA));
+	for (i = 0; i < p.nr_cmds; i++) {
+		CHECK(!(w->a.ctx.missing & (1u << p.cmds[i].member)) ||
+		      p.cmds[i].member == member);
+		if (p.cmds[i].op == TPT_PLAN_READ_MEDIUM)
+			from = p.cmds[i].member;
+		if (p.cmds[i].op != TPT_PLAN_PART_BLOCK)
+			continue;
+		(*written)++;
+		CHECK(p.cmds[i].member != from);
+		CHECK_EQ(p.cmds[i].lba, first * 16);
+		CHECK_EQ(p.cmds[i].blocks, nr * 16);
+		CHECK_EQ(p.cmds[i].nr_refs, nr);	/* a slot per unit */
+	}
+	tpt_plan_return_slots(&p);
+	tpt_plan_free(&p);
+	return from;
+}
+
 /* Rebuild: a READ MEDIUM at one source and a PART BLOCK COPY at each
  * member written; a resync writes every copy but the first in sync. */
 static void rebuild_shapes(void)
 {
+	unsigned int written, i;
 	struct world w;
 	struct tpt_plan p;
-	unsigned int i;
 
 	world_init_level(&w, &raid1_level, 3, 16, 30, 512, 16);
 	w.a.ctx.missing = 0x4;
-	CHECK_EQ(raid1_level.tpt_rebuild(&w.a.ctx, 4, 8, 2, 1, &p), 0);
-	CHECK_EQ(count_op(&p, TPT_PLAN_READ_MEDIUM), 1);
-	CHECK_EQ(count_op(&p, TPT_PLAN_PART_BLOCK), 1);
-	CHECK_EQ(count_op(&p, TPT_PLAN_WRITE_NEW_DATA), 1);
-	for (i = 0; i < p.nr_cmds; i++) {
-		if (p.cmds[i].op == TPT_PLAN_READ_MEDIUM)
-			CHECK(p.cmds[i].member != 2);
-		if (p.cmds[i].op == TPT_PLAN_PART_BLOCK) {
-			CHECK_EQ(p.cmds[i].member, 2);
-			CHECK_EQ(p.cmds[i].lba, 64);
-			CHECK_EQ(p.cmds[i].blocks, 128);
-			CHECK_EQ(p.cmds[i].nr_refs, 8);
-		}
-	}
-	tpt_plan_return_slots(&p);
-	tpt_plan_free(&p);
-
+	CHECK(rebuild_source(&w, 4, 8, 2, &written) != 2);
+	CHECK_EQ(written, 1);
 	/* Batch after batch, the source moves round the copies in sync,
 	 * whatever the batch length (16 is even, like the copies here). */
-	for (i = 0; i < 2; i++) {
-		unsigned int from = 0, k;
-
-		CHECK_EQ(raid1_level.tpt_rebuild(&w.a.ctx, 8 * i, 8, 2, 1, &p),
-			 0);
-		for (k = 0; k < p.nr_cmds; k++)
-			if (p.cmds[k].op == TPT_PLAN_READ_MEDIUM)
-				from = p.cmds[k].member;
-		CHECK_EQ(from, i);
-		tpt_plan_return_slots(&p);
-		tpt_plan_free(&p);
-	}
+	for (i = 0; i < 2; i++)
+		CHECK_EQ(rebuild_source(&w, 8 * i, 8, 2, &written), i);
 
 	w.a.ctx.missing = 0;
-	CHECK_EQ(raid1_level.tpt_rebuild(&w.a.ctx, 0, 4, RAID_PARITY_MEMBER, 1,
-					 &p), 0);
-	CHECK_EQ(count_op(&p, TPT_PLAN_READ_MEDIUM), 1);
-	CHECK_EQ(count_op(&p, TPT_PLAN_PART_BLOCK), 2);
-	for (i = 0; i < p.nr_cmds; i++)
-		if (p.cmds[i].op == TPT_PLAN_READ_MEDIUM)
-			CHECK_EQ(p.cmds[i].member, 0);
-	tpt_plan_return_slots(&p);
-	tpt_plan_free(&p);
-
+	CHECK_EQ(rebuild_source(&w, 0, 4, RAID_PARITY_MEMBER, &written), 0);
+	CHECK_EQ(written, 2);
 	/* The data member gone: the first copy in sync is the source. */
 	w.a.ctx.missing = 0x1;
-	CHECK_EQ(raid1_level.tpt_rebuild(&w.a.ctx, 0, 4, RAID_PARITY_MEMBER, 1,
-					 &p), 0);
-	for (i = 0; i < p.nr_cmds; i++) {
-		CHECK(p.cmds[i].member != 0);
-		if (p.cmds[i].op == TPT_PLAN_READ_MEDIUM)
-			CHECK_EQ(p.cmds[i].member, 1);
-	}
-	tpt_plan_return_slots(&p);
-	tpt_plan_free(&p);
+	CHECK_EQ(rebuild_source(&w, 0, 4, RAID_PARITY_MEMBER, &written), 1);
+	CHECK_EQ(written, 1);
 	/* One in sync: nothing to make equal. */
 	w.a.ctx.missing = 0x3;
 	CHECK_EQ(raid1_level.tpt_rebuild(&w.a.ctx, 0, 4, RAID_PARITY_MEMBER, 1,
