@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "controller/array_spec.h"
+#include "controller/raid_level.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -71,10 +72,11 @@ static void check_hidden(const char *url)
 /* What every accepted spec must be. */
 static void check_runnable(const struct tpt_array_spec *s)
 {
+	const struct raid_level_ops *level = raid_level_find(s->raid_level);
 	char err[256];
 	unsigned int i, j, n = s->nr_members + s->nr_spares;
 
-	if (s->raid_level != 5 || s->nr_members < 3 ||
+	if (!level || s->nr_members < level->min_members ||
 	    s->nr_members > TPT_SPEC_MAX_MEMBERS ||
 	    s->nr_spares > TPT_SPEC_MAX_SPARES ||
 	    s->unit_bytes < TPT_SPEC_UNIT_MIN ||
@@ -121,7 +123,8 @@ static void format_spec(const struct tpt_array_spec *s, char *out)
 	size_t at = 0;
 	unsigned int i;
 
-	put(out, &at, "raid", "5");
+	snprintf(num, sizeof(num), "%u", s->raid_level);
+	put(out, &at, "raid", num);
 	snprintf(num, sizeof(num), "%u", s->unit_bytes);
 	put(out, &at, "unit", num);
 	put(out, &at, "mode", tpt_array_mode_name(s->mode));
