@@ -61,15 +61,39 @@ def wait_state(c, want, timeout=60):
     raise AssertionError(f"array still {array_state(c)}, not {want}, after {timeout}s:\n{show(c)}")
 
 
-def scrub(c):
-    """tpt-scrub over the boxes now serving positions 0..N-1, in order."""
+def scrub(c, mismatches=0):
+    """tpt-scrub over the boxes now serving positions 0..N-1, in order:
+    every stripe's parity right, or a mirror's copies equal, but for
+    `mismatches` stripes.  Returns the stripes checked."""
     cluster.allow_plain_reads(c.targets)
     by_pos = sorted((pos, url) for url, _, pos in members(c).values() if pos >= 0)
-    r = subprocess.run([str(paths.tool("tpt-scrub")), "--unit", str(c.unit),
-                        *[u for _, u in by_pos]], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([str(paths.tool("tpt-scrub")), "--raid", str(c.raid), "--unit",
+                        str(c.unit), *[u for _, u in by_pos]],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == (1 if mismatches else 0), r.stdout + r.stderr
     m = re.search(r"(\d+) stripes checked, (\d+) mismatches", r.stdout)
-    assert m and m.group(2) == "0", r.stdout
+    assert m and int(m.group(2)) == mismatches, r.stdout
+    return int(m.group(1))
+
+
+def spoil_units(c, member, stripes):
+    """Random bytes over one stripe unit of `stripes` on the backing file
+    of position `member`'s box, behind the array's back, as a disk's
+    silent corruption would leave them."""
+    with open(c.backings[member], "r+b") as f:
+        for s in stripes:
+            f.seek(s * c.unit)
+            f.write(os.urandom(c.unit))
+
+
+def set_param(c, param):
+    """tgtadm --op update --params on the array's LU."""
+    c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                        "--tid", 1, "--lun", 1, "--params", param)
+
+
+def resync_all(c):
+    set_param(c, "resync=yes")
 
 
 # -- load ----------------------------------------------------------------------
@@ -263,8 +287,7 @@ def test_spare_killed_during_rebuild(tgtd_factory, mode, tmp_path, report):
     clean_load(c, tmp_path, 8, lambda: kill(c.targets[4]), report,
                "spare killed during its rebuild")
     wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
-    c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
-                        "--tid", 1, "--lun", 1, "--params", "rebuild_rate=0")
+    set_param(c, "rebuild_rate=0")
     restart_target(c, 4)
     wait_state(c, {"optimal"}, timeout=60)
     verify_all(c, tmp_path)
@@ -293,8 +316,7 @@ def test_survivor_lost_during_rebuild_then_back(tgtd_factory, mode, tmp_path, re
            f"{res['mismatches']} mismatches")
     assert res["mismatches"] == 0, err
     assert 0 < res["errors"] < res["writes"] + res["reads"], res
-    c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
-                        "--tid", 1, "--lun", 1, "--params", "rebuild_rate=0")
+    set_param(c, "rebuild_rate=0")
     restart_target(c, 3)
     wait_state(c, {"optimal"}, timeout=90)
     boxes = members(c)
@@ -327,8 +349,7 @@ def test_survivor_lost_mid_write_during_rebuild(tgtd_factory, mode, tmp_path, re
     wait_state(c, {"failed"}, timeout=FAIL_TIMEOUT + 10)
     res, err = load.result()
     assert res["mismatches"] == 0, err
-    c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
-                        "--tid", 1, "--lun", 1, "--params", "rebuild_rate=0")
+    set_param(c, "rebuild_rate=0")
     restart_target(c, 3)
     try:
         wait_state(c, {"optimal"}, timeout=20)
@@ -528,8 +549,7 @@ def test_clean_stop_keeps_the_first_resyncs_progress(tgtd_factory, mode, report)
     left = int(re.search(r"resync unfinished in (\d+) regions", log).group(1))
     # 496 stripes in 8 regions of 64; 6 s at 16 stripes/s did some.
     assert 0 < left < 8, left
-    c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
-                        "--tid", 1, "--lun", 1, "--params", "rebuild_rate=0")
+    set_param(c, "rebuild_rate=0")
     wait_log(c, r"parity of \d+ stripes computed", timeout=90)
     wait_state(c, {"optimal"}, timeout=30)
     report(f"{mode}: clean stop during the first resync: {left} of 8 regions left to do")
@@ -659,8 +679,7 @@ def test_operator_forces_recovery_over_an_unknown_parity(tgtd_factory, client, m
     w = AheadOfResync(tgtd_factory, client, mode, spares=1)
     c = w.c
     wait_state(c, {"rebuilding"}, timeout=FAIL_TIMEOUT + 10)
-    c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
-                        "--tid", 1, "--lun", 1, "--params", "rebuild_rate=0")
+    set_param(c, "rebuild_rate=0")
     log = wait_log(c, r"4 stripes from there on that another position lacks too are left "
                    r"\(their parity may not match what a host wrote there")
     assert "--params force_recovery=yes" in log
@@ -670,8 +689,7 @@ def test_operator_forces_recovery_over_an_unknown_parity(tgtd_factory, client, m
     with pytest.raises(TgtadmError):
         c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
                             "--tid", 1, "--lun", 1, "--params", "force_recovery=no")
-    c.controller.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
-                        "--tid", 1, "--lun", 1, "--params", "force_recovery=yes")
+    set_param(c, "force_recovery=yes")
     log = wait_log(c, r"force_recovery: 4 stripes taken as they are")
     for s in w.LOST:
         lba = w.lba(s)
@@ -684,6 +702,41 @@ def test_operator_forces_recovery_over_an_unknown_parity(tgtd_factory, client, m
     report(f"{mode}: rebuild stopped at {len(w.LOST)} units written ahead of the resync; "
            f"force_recovery=yes: rebuilt, resynced, the blocks named")
     scrub(c)
+
+
+def test_operator_resync_repairs_what_scrub_found(tgtd_factory, mode, tmp_path, report):
+    """Parity units spoiled behind the array's back: tpt-scrub counts their
+    stripes; --params resync=yes computes every stripe's parity again,
+    online, under a host's load.  Asked again while it runs, after more
+    units were spoiled behind it, it goes over them too.  The scrub is
+    then clean and every write reads back.  Refused while a position is
+    missing."""
+    c = start(tgtd_factory, mode, n=4)
+    res, err = Load(c, tmp_path, 3).result()
+    assert res["errors"] == 0 and res["mismatches"] == 0, err
+    # Left-symmetric: stripe s's parity is on member N-1 - s mod N.
+    spoil_units(c, 3, (0, 4, 8))
+    spoil_units(c, 0, (3, 7))
+    scrub(c, mismatches=5)
+    set_param(c, "rebuild_rate=1")
+    clean_load(c, tmp_path, 6, lambda: resync_all(c), report,
+               "resync=yes under load after 5 stripes spoiled")
+    assert array_state(c) == "resyncing", show(c)
+    spoil_units(c, 3, (0, 4))
+    resync_all(c)
+    set_param(c, "rebuild_rate=0")
+    wait_state(c, {"optimal"}, timeout=60)
+    log = c.controller.log()
+    assert len(re.findall(r"resync=yes: every region's parity is computed again", log)) == 2, \
+        log[-3000:]
+    scrub(c)
+    verify_all(c, tmp_path)
+    kill(c.targets[1])
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    with pytest.raises(TgtadmError):
+        resync_all(c)
+    assert "resync=yes: the array is degraded; a resync needs every position in sync" in \
+        c.controller.log()
 
 
 def test_foreign_member_is_refused(tgtd_factory, mode, tmp_path):

@@ -5,33 +5,25 @@ As test_failures.py does for RAID-5: real tgtd processes, tpt-iscsi-verify's
 load checked against a byte model, and boxes killed under it.  A mirror
 of N members survives the loss of N-1: the host sees no error while one
 copy is left.  Afterwards every acknowledged write reads back and
-`tpt-scrub --raid 1` finds every copy equal.  In TPT mode an extended
-host's data moves between its memory and the members without crossing
-the controller.
+`tpt-scrub --raid 1` finds every copy equal (test_failures.scrub).  In
+TPT mode an extended host's data moves between its memory and the members
+without crossing the controller.
 """
+import os
 import re
-import subprocess
+import signal
 import time
 
-from tptlib import cluster, paths
+import pytest
+
+from tptlib import cluster, net
+from tptlib.tgtd import TgtadmError
 # The mode fixture (tpt and baseline) and the RAID-5 tests' helpers.
-from test_failures import (FAIL_TIMEOUT, MEMBER_BYTES, UNIT, Load, array_state,  # noqa: F401
-                           clean_load, counters, kill, members, mode, restart_target, show,
+from test_failures import (FAIL_TIMEOUT, MEMBER_BYTES, Load, array_state,  # noqa: F401
+                           clean_load, close_link, counters, kill, members, mode,
+                           resync_all, restart_target, scrub, set_param, show, spoil_units,
                            start, verify_all, wait_state)
 from test_host_direct import array_stats, direct_verify
-
-
-def scrub_copies(c):
-    """tpt-scrub --raid 1 over the boxes now serving positions 0..N-1."""
-    cluster.allow_plain_reads(c.targets)
-    urls = [url for _, url in sorted((pos, url) for url, _, pos in members(c).values()
-                                      if pos >= 0)]
-    r = subprocess.run([str(paths.tool("tpt-scrub")), "--raid", "1", "--unit", str(c.unit),
-                        *urls], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    m = re.search(r"(\d+) stripes checked, (\d+) mismatches", r.stdout)
-    assert m and m.group(2) == "0", r.stdout
-    return int(m.group(1))
 
 
 def test_three_way_mirror_serves_with_one_member_left(tgtd_factory, mode, tmp_path, report):
@@ -54,7 +46,7 @@ def test_three_way_mirror_serves_with_one_member_left(tgtd_factory, mode, tmp_pa
     restart_target(c, 2)
     wait_state(c, {"optimal"}, timeout=90)
     verify_all(c, tmp_path)
-    scrub_copies(c)
+    scrub(c)
 
 
 def test_mirror_member_rebuilt_onto_a_spare(tgtd_factory, mode, tmp_path, report):
@@ -67,7 +59,49 @@ def test_mirror_member_rebuilt_onto_a_spare(tgtd_factory, mode, tmp_path, report
     assert boxes[1][1:] == ("failed", -1), show(c)
     assert re.search(r"position 1 rebuilt: \d+ stripes", c.controller.log())
     verify_all(c, tmp_path)
-    scrub_copies(c)
+    scrub(c)
+
+
+def test_hung_mirror_member_is_failed_and_catches_up(tgtd_factory, mode, tmp_path, report):
+    """SIGSTOP: the box says nothing, TCP stays up; it is failed after
+    fail_timeout while the host goes on with the other copy, and when it
+    wakes it copies what it missed."""
+    c = start(tgtd_factory, mode, n=2, raid=1)
+    t1 = c.targets[1]
+
+    def hang():
+        os.killpg(t1.proc.pid, signal.SIGSTOP)
+        time.sleep(FAIL_TIMEOUT + 4)
+        assert array_state(c) == "degraded", show(c)
+        os.killpg(t1.proc.pid, signal.SIGCONT)
+
+    clean_load(c, tmp_path, 16, hang, report, "2-way mirror, member 1 hung (SIGSTOP) mid-load")
+    wait_state(c, {"optimal"})
+    assert members(c)[1][1:] == ("up", 1)
+    verify_all(c, tmp_path)
+    scrub(c)
+
+
+def test_three_way_mirror_loses_a_survivor_during_a_rebuild(tgtd_factory, mode, tmp_path,
+                                                            report):
+    """Where RAID-5 fails (test_failures.py), a 3-way mirror rebuilding a
+    lost box onto a spare loses a second box and goes on: the host sees no
+    error, the rebuild finishes from the one copy left."""
+    c = start(tgtd_factory, mode, n=3, spares=1, raid=1, extra_opts=("rebuild_rate=4",))
+    res, err = Load(c, tmp_path, 3).result()
+    assert res["errors"] == 0 and res["mismatches"] == 0, err
+    kill(c.targets[0])
+    wait_state(c, {"rebuilding"}, timeout=FAIL_TIMEOUT + 10)
+    clean_load(c, tmp_path, 8, lambda: kill(c.targets[2]), report,
+               "3-way mirror rebuilding onto a spare, a second member killed")
+    assert array_state(c) in ("rebuilding", "degraded"), show(c)
+    set_param(c, "rebuild_rate=0")
+    restart_target(c, 2)
+    wait_state(c, {"optimal"}, timeout=90)
+    boxes = members(c)
+    assert boxes[3][1:] == ("up", 0), show(c)
+    verify_all(c, tmp_path)
+    scrub(c)
 
 
 def test_returning_mirror_member_copies_only_what_it_missed(tgtd_factory, mode, tmp_path,
@@ -82,7 +116,7 @@ def test_returning_mirror_member_copies_only_what_it_missed(tgtd_factory, mode, 
     log = c.controller.log()
     m = re.search(r"position 0 caught up: (\d+) stripes", log)
     assert m, log[-3000:]
-    stripes = scrub_copies(c)
+    stripes = scrub(c)
     report(f"{mode}: mirror member back, copied {m.group(1)} of {stripes} units")
     assert int(m.group(1)) < stripes // 2, m.group(0)
     verify_all(c, tmp_path)
@@ -114,7 +148,7 @@ def test_controller_crash_mid_write_makes_the_copies_equal(tgtd_factory, mode, t
     assert m, c.controller.log()[-3000:]
     report(f"{mode}: mirror controller killed mid-write: resynced {m.group(1)} regions")
     verify_all(c, tmp_path)
-    scrub_copies(c)
+    scrub(c)
 
 
 def test_controller_crash_while_degraded_starts_a_mirror(tgtd_factory, mode, tmp_path,
@@ -134,7 +168,24 @@ def test_controller_crash_while_degraded_starts_a_mirror(tgtd_factory, mode, tmp
     wait_state(c, {"optimal"}, timeout=90)
     report(f"{mode}: mirror controller killed while degraded: started, box back, level")
     verify_all(c, tmp_path)
-    scrub_copies(c)
+    scrub(c)
+
+
+def test_operator_resync_makes_spoiled_copies_equal(tgtd_factory, mode, tmp_path, report):
+    """Units of member 1 spoiled behind the array's back: tpt-scrub --raid 1
+    counts them; resync=yes copies member 0 over the others online, and
+    every write reads back."""
+    c = start(tgtd_factory, mode, n=3, raid=1)
+    res, err = Load(c, tmp_path, 3, extra=("--span", "4m")).result()
+    assert res["errors"] == 0 and res["mismatches"] == 0, err
+    spoil_units(c, 1, (2, 30))
+    spoil_units(c, 2, (30, 31))
+    scrub(c, mismatches=3)
+    resync_all(c)
+    wait_state(c, {"optimal"}, timeout=60)
+    report(f"{mode}: mirror copies spoiled in 3 stripes: scrub found 3, resync=yes fixed them")
+    scrub(c)
+    verify_all(c, tmp_path)
 
 
 def test_direct_host_on_a_mirror(tgtd_factory, report):
@@ -153,14 +204,11 @@ def test_direct_host_on_a_mirror(tgtd_factory, report):
     assert after["direct_out"] - before["direct_out"] == res["direct_in"]
     report(f"direct host on a 2-way mirror: {res['ops']} requests, "
            f"{res['bytes'] >> 20} MiB verified, none of it through the controller")
-    scrub_copies(c)
+    scrub(c)
 
 
 def test_mirror_definitions_refused_clearly(tgtd_factory):
     """One member is no mirror; a level we do not have is named."""
-    from tptlib.tgtd import TgtadmError
-    import pytest
-
     t = tgtd_factory(name="ctl")
     t.new_target(1, "iqn.2026-11.org.tptraid:bad")
     member = "member=iscsi://127.0.0.1:3260/iqn.2026-11.org.tptraid:x/1"
@@ -169,3 +217,29 @@ def test_mirror_definitions_refused_clearly(tgtd_factory):
         with pytest.raises(TgtadmError):
             t.new_lun(1, 1, str(t.dir / "array.state"), bstype="tptraid", bsopts=spec)
         assert says in t.log(), t.log()[-2000:]
+
+
+@pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
+def test_mirror_link_flaps_under_load(tgtd_factory, mode, tmp_path, report):
+    """test_failures.py's flapping link on a 3-way mirror: member 2's link
+    cut and restored three times under one load; each time it is failed,
+    the other copies serve, and it catches up; nothing lost."""
+    link, c = net.Link(0), None
+    try:
+        c = start(tgtd_factory, mode, n=3, raid=1, host=link.host_addr, boxes={2: link})
+
+        def flap():
+            for _ in range(3):
+                link.cut()
+                time.sleep(FAIL_TIMEOUT + 3)
+                assert array_state(c) == "degraded", show(c)
+                link.restore()
+                wait_state(c, {"optimal"}, timeout=60)
+                time.sleep(1)
+
+        clean_load(c, tmp_path, 33, flap, report,
+                   "3-way mirror, member 2's link cut and restored 3 times under load")
+        verify_all(c, tmp_path)
+        scrub(c)
+    finally:
+        close_link(c, link)

@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass, field
 
 from . import net
-from .tgtd import Chap
+from .tgtd import Chap, TgtadmError
 
 IQN = "iqn.2026-11.org.tptraid"
 # The last MiB of each member holds the array's superblock (controller.md).
@@ -31,6 +31,7 @@ class Cluster:
     # With chap: what a host logs in to the array with (mutual), and the
     # target URLs carry the controller's credentials.
     chap: Chap = None
+    raid: int = 5
 
 
 def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
@@ -62,8 +63,7 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
         if not assume_clean:
             with open(backings[-1], "r+b") as f:
                 f.write(os.urandom(member_bytes - METADATA_BYTES))
-        t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
-                 "--lun", 1, "--params", f"tpt_dm={addr}:{_listen_port(link, host)},tpt=on")
+        _tpt_on(t, addr, link, host)
         targets.append(t)
         urls.append(member_chap.url(t.url(iqn, 1)) if chap else t.url(iqn, 1))
     if controller_box:
@@ -83,7 +83,26 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     opts += list(extra_opts)
     c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid", bsopts=spec_sep.join(opts),
               blocksize=None if block_size == 512 else block_size)
-    return Cluster(targets, c, backings, c.url(ciqn, 1), mode, unit, ciqn, urls, host_chap)
+    return Cluster(targets, c, backings, c.url(ciqn, 1), mode, unit, ciqn, urls, host_chap,
+                   raid)
+
+
+def _tpt_on(t, addr, box, host):
+    """TPT mode on target t, its datamover on a port of addr.  A port free
+    here a moment ago may be taken in a box's namespace, where earlier
+    daemons of a benchmark used ports (one in TIME_WAIT still holds its
+    number): the datamover cannot listen, says so, and another port is
+    tried (the first tpt_dm of a tgtd that opened nothing can be given
+    again)."""
+    for attempt in range(3):
+        mark = len(t.log())
+        try:
+            t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
+                     "--lun", 1, "--params", f"tpt_dm={addr}:{_listen_port(box, host)},tpt=on")
+            return
+        except TgtadmError:
+            if attempt == 2 or "tpt datamover: cannot open on" not in t.log()[mark:]:
+                raise
 
 
 def _listen_port(box, host):

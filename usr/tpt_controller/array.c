@@ -1441,6 +1441,40 @@ static int array_add_spare(struct tpt_array *a, const char *url)
 	return TGTADM_SUCCESS;
 }
 
+/*
+ * resync=yes: every stripe's parity computed again from its data (a
+ * mirror's first copy in sync copied over the others), online, as md's
+ * "repair": after tpt-scrub found stripes that disagree.  Only with every
+ * position in sync: the resync needs them all.
+ */
+static int array_resync_all(struct tpt_array *a)
+{
+	enum tpt_array_state st = tpt_array_state(a);
+	uint8_t *all;
+	size_t len = (a->nr_regions + 7) / 8;
+	int ret;
+
+	if (st != TPT_ARRAY_OPTIMAL && st != TPT_ARRAY_RESYNCING) {
+		eprintf("tptraid: resync=yes: the array is %s; a resync needs "
+			"every position in sync\n", tpt_array_state_name(st));
+		return TGTADM_INVALID_REQUEST;
+	}
+	all = malloc(len);
+	if (!all)
+		return TGTADM_NOMEM;
+	memset(all, 0xff, len);
+	ret = array_unsynced_add(a, all, false);
+	free(all);
+	if (ret)
+		return TGTADM_NOMEM;
+	array_intent_mark_all(a);
+	array_regions_changed(a);
+	eprintf("tptraid: resync=yes: every region's parity is computed "
+		"again from its data (%" PRIu64 " regions)\n", a->nr_regions);
+	recovery_resync_grew(a);
+	return TGTADM_SUCCESS;
+}
+
 int tpt_array_param(struct tpt_array *a, const char *key, const char *value)
 {
 	char err[256];
@@ -1456,6 +1490,14 @@ int tpt_array_param(struct tpt_array *a, const char *key, const char *value)
 		}
 		recovery_force(a);
 		return TGTADM_SUCCESS;
+	}
+	if (!strcmp(key, "resync")) {
+		if (strcmp(value, "yes")) {
+			eprintf("tptraid: resync=%s: the only value is yes\n",
+				value);
+			return TGTADM_INVALID_REQUEST;
+		}
+		return array_resync_all(a);
 	}
 	/* Kept in the state file: a restarted controller keeps them. */
 	if (!strcmp(key, "rebuild_rate")) {

@@ -566,7 +566,7 @@ static int regions_write_now(struct tpt_array *a)
  * all), for a new array's first resync and for a record lost.  The
  * regions a resync has yet to do stay marked (recovery_keeps_region()),
  * so a stop before it ends leaves the rest to the next start. */
-static void intent_mark_all(struct tpt_array *a)
+void array_intent_mark_all(struct tpt_array *a)
 {
 	uint64_t r;
 
@@ -629,7 +629,7 @@ int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
 	f->durable_gen = a->change_gen;
 	if (!a->spec.write_intent || lost ||
 	    (a->fresh && !a->spec.assume_clean))
-		intent_mark_all(a);
+		array_intent_mark_all(a);
 	else if (!a->fresh)
 		return 0;
 	/* Written now: a new array has a record before its members say it

@@ -598,6 +598,19 @@ void recovery_force(struct tpt_array *a)
 	}
 }
 
+void recovery_resync_grew(struct tpt_array *a)
+{
+	struct tpt_recovery *rc = &a->recovery;
+
+	/* Behind where it has got to, too: it would end (and drop the map)
+	 * without them. */
+	if (rc->active && rc->position == RAID_PARITY_MEMBER) {
+		rc->next = 0;
+		rc->total_stripes = rc->done_stripes + stripes_left(a);
+	}
+	recovery_kick(a);
+}
+
 void recovery_stop(struct tpt_array *a)
 {
 	if (a->recovery.paused)

@@ -506,6 +506,10 @@ int array_save_state_now(struct tpt_array *a);
 /* The region record changed (a position went missing, a map was cleared):
  * write it, nothing waits for it. */
 void array_regions_changed(struct tpt_array *a);
+/* Every region marked in the record, for a resync of the whole array (a
+ * first resync, a lost record, the operator's resync=yes): kept marked
+ * until the resync has done it, so a restart goes on with the rest. */
+void array_intent_mark_all(struct tpt_array *a);
 /* Before a WRITE span starts: mark its regions (and, for the positions it
  * misses, their missed maps); true when it must wait for that to be
  * durable - it is parked and queued again then. */
@@ -550,6 +554,10 @@ void recovery_stop(struct tpt_array *a);
  * as it holds it, a parity that may not match the data as it is -
  * logging which blocks may not be what was written (md's --force). */
 void recovery_force(struct tpt_array *a);
+/* The array's unsynced map grew (the operator's resync=yes): a parity
+ * resync running goes over it from the start again, else one starts
+ * when the array can. */
+void recovery_resync_grew(struct tpt_array *a);
 /* "NN.N% ETA Ns R MB/s", or "" when nothing runs. */
 void recovery_progress(const struct tpt_array *a, char *buf, size_t len);
 
@@ -679,7 +687,8 @@ uint64_t tpt_array_bytes(const struct tpt_array *a);
 void tpt_array_get_counters(struct tpt_array *a, struct tpt_array_counters *out);
 void tpt_array_count(struct tpt_array *a, const struct tpt_array_counters *d);
 /* tgtadm --op update --params: spare=URL, rebuild_rate=MB/s,
- * fail_timeout=s.  TGTADM_UNKNOWN_PARAM for keys that are not ours. */
+ * fail_timeout=s, and the actions force_recovery=yes and resync=yes.
+ * TGTADM_UNKNOWN_PARAM for keys that are not ours. */
 int tpt_array_param(struct tpt_array *a, const char *key, const char *value);
 
 /* The array of a tptraid LU, or NULL for any other LU (bs_tptraid.c). */
