@@ -104,7 +104,7 @@ def test_the_controller_and_target_pages_name_every_key(prefix):
     controller = roff_text(prefix / "share/man/man8/tptraid.8")
     target = roff_text(prefix / "share/man/man8/tpt-target.8")
     spec = keys_in("controller/array_spec.c", r'strcmp\(key, "(\w+)"\)')
-    params = keys_in("usr/tpt_controller/array.c", r'strcmp\(key, "(\w+)"\)')
+    params = keys_in("usr/tpt_controller/array_params.c", r'strcmp\(key, "(\w+)"\)')
     tkeys = (keys_in("usr/tpt_target/lu.c", r'strcmp\(p, "(tpt\w*)"\)') |
              keys_in("usr/tpt_target/lu.c", r'\{ "(tpt_\w+)", &tpt_bounds'))
     assert len(spec) >= 15 and len(params) >= 4 and len(tkeys) >= 10

@@ -15,6 +15,8 @@
  *   mode_baseline.c  Baseline mode: the paper's in-band controller runs
  *                    the level's Baseline plans itself
  *   array_show.c     tgtadm --op show
+ *   array_params.c   tgtadm --op update: settings, spares, resync and
+ *                    force_recovery
  *   hosts.c          extended hosts: TPT HOST KEY registrations, and
  *                    TPT HOST READ/WRITE, whose data the targets move
  *                    straight to and from the host's memory
@@ -686,8 +688,9 @@ void tpt_array_destroy(struct tpt_array *a);
 uint64_t tpt_array_bytes(const struct tpt_array *a);
 void tpt_array_get_counters(struct tpt_array *a, struct tpt_array_counters *out);
 void tpt_array_count(struct tpt_array *a, const struct tpt_array_counters *d);
-/* tgtadm --op update --params: spare=URL, rebuild_rate=MB/s,
- * fail_timeout=s, and the actions force_recovery=yes and resync=yes.
+/* tgtadm --op update --params (array_params.c): spare=URL,
+ * rebuild_rate=MB/s, fail_timeout=s, and the actions force_recovery=yes
+ * and resync=yes.
  * TGTADM_UNKNOWN_PARAM for keys that are not ours. */
 int tpt_array_param(struct tpt_array *a, const char *key, const char *value);
 

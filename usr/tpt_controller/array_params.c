@@ -1,0 +1,131 @@
+/*
+ * tgtadm --op update --params on a tptraid LU (docs/controller.md,
+ * "Changing a running array"): settings kept in the state file
+ * (rebuild_rate, fail_timeout), a spare added live, and the operator's
+ * actions (force_recovery, resync).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "list.h"
+#include "tgtd.h"
+#include "log.h"
+#include "tgtadm_error.h"
+#include "tpt_controller.h"
+
+static int array_add_spare(struct tpt_array *a, const char *url)
+{
+	char err[256];
+	unsigned int i;
+	int ret;
+
+	if (tpt_spec_member_url(url, err, sizeof(err))) {
+		eprintf("tptraid: spare=%s\n", err);
+		return TGTADM_INVALID_REQUEST;
+	}
+	for (i = 0; i < a->nr_boxes; i++) {
+		if (tpt_spec_same_box(a->member[i].login_url, url)) {
+			eprintf("tptraid: spare=%s: already in the array\n",
+				a->member[i].url);
+			return TGTADM_INVALID_REQUEST;
+		}
+	}
+	if (a->nr_boxes == TPT_MAX_BOXES) {
+		tpt_spec_hide_secrets(url, err, sizeof(err));
+		eprintf("tptraid: spare=%s: the array has %u boxes already\n",
+			err, a->nr_boxes);
+		return TGTADM_INVALID_REQUEST;
+	}
+	ret = member_init(a, &a->member[a->nr_boxes], a->nr_boxes, url);
+	if (ret)
+		return TGTADM_UNKNOWN_ERR;
+	eprintf("tptraid: spare %u added: %s\n", a->nr_boxes,
+		a->member[a->nr_boxes].url);
+	member_connect(&a->member[a->nr_boxes++]);
+	array_save_state(a);
+	return TGTADM_SUCCESS;
+}
+
+/*
+ * resync=yes: every stripe's parity computed again from its data (a
+ * mirror's first copy in sync copied over the others), online, as md's
+ * "repair": after tpt-scrub found stripes that disagree.  Only with every
+ * position in sync: the resync needs them all.
+ */
+static int array_resync_all(struct tpt_array *a)
+{
+	enum tpt_array_state st = tpt_array_state(a);
+	uint8_t *all;
+	size_t len = (a->nr_regions + 7) / 8;
+	int ret;
+
+	if (st != TPT_ARRAY_OPTIMAL && st != TPT_ARRAY_RESYNCING) {
+		eprintf("tptraid: resync=yes: the array is %s; a resync needs "
+			"every position in sync\n", tpt_array_state_name(st));
+		return TGTADM_INVALID_REQUEST;
+	}
+	all = malloc(len);
+	if (!all)
+		return TGTADM_NOMEM;
+	memset(all, 0xff, len);
+	ret = array_unsynced_add(a, all, false);
+	free(all);
+	if (ret)
+		return TGTADM_NOMEM;
+	array_intent_mark_all(a);
+	array_regions_changed(a);
+	eprintf("tptraid: resync=yes: every region's parity is computed "
+		"again from its data (%" PRIu64 " regions)\n", a->nr_regions);
+	recovery_resync_grew(a);
+	return TGTADM_SUCCESS;
+}
+
+int tpt_array_param(struct tpt_array *a, const char *key, const char *value)
+{
+	char err[256];
+
+	if (!strcmp(key, "spare"))
+		return array_add_spare(a, value);
+	/* An action, not a setting: nothing is kept. */
+	if (!strcmp(key, "force_recovery")) {
+		if (strcmp(value, "yes")) {
+			eprintf("tptraid: force_recovery=%s: the only value "
+				"is yes\n", value);
+			return TGTADM_INVALID_REQUEST;
+		}
+		recovery_force(a);
+		return TGTADM_SUCCESS;
+	}
+	if (!strcmp(key, "resync")) {
+		if (strcmp(value, "yes")) {
+			eprintf("tptraid: resync=%s: the only value is yes\n",
+				value);
+			return TGTADM_INVALID_REQUEST;
+		}
+		return array_resync_all(a);
+	}
+	/* Kept in the state file: a restarted controller keeps them. */
+	if (!strcmp(key, "rebuild_rate")) {
+		if (tpt_spec_rebuild_rate(value, &a->rebuild_rate, err,
+					  sizeof(err))) {
+			eprintf("tptraid: %s\n", err);
+			return TGTADM_INVALID_REQUEST;
+		}
+		a->rebuild_rate_tuned = true;
+		array_save_state(a);
+		return TGTADM_SUCCESS;
+	}
+	if (!strcmp(key, "fail_timeout")) {
+		if (tpt_spec_fail_timeout(value, &a->fail_timeout, err,
+					  sizeof(err))) {
+			eprintf("tptraid: %s\n", err);
+			return TGTADM_INVALID_REQUEST;
+		}
+		a->fail_timeout_tuned = true;
+		array_save_state(a);
+		return TGTADM_SUCCESS;
+	}
+	return TGTADM_UNKNOWN_PARAM;
+}
