@@ -13,6 +13,7 @@
 #ifndef TPT_TOOLS_TOOL_ISCSI_H
 #define TPT_TOOLS_TOOL_ISCSI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -153,6 +154,10 @@ static inline int tool_lun_open(const struct tool_iscsi_login *how,
 {
 	struct iscsi_url *url;
 
+	/* libiscsi writes PDUs with writev(): a target that has closed the
+	 * connection would kill the tool with SIGPIPE, silently, where the
+	 * write should fail and the commands on it with it. */
+	signal(SIGPIPE, SIG_IGN);
 	lun->iscsi = iscsi_create_context(how->initiator);
 	if (!lun->iscsi) {
 		fprintf(stderr, "%s: out of memory\n", how->prog);
