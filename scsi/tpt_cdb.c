@@ -514,12 +514,13 @@ enum tpt_sense_reason tpt_cdb_check_capacity(const struct tpt_cdb *cdb,
 /* Header: 4-7 reserved. */
 #define XH_COUNT	0
 #define XH_RESULT_SLOT	2
-#define XH_RESERVED	4
+#define XH_OPERAND_EXP	4
+#define XH_RESERVED	5
 #define XH_TOTAL	8
 /* Descriptor: 3 reserved. */
 #define XD_PEER		0
 #define XD_FLAGS	2
-#define XD_RESERVED	3
+#define XD_GF_EXP	3
 #define XD_LENGTH	4
 #define XD_STAG		8
 #define XD_OFFSET	16
@@ -544,6 +545,8 @@ static enum tpt_sense_reason check_desc(const struct tpt_xfer_desc *d,
 	if (d->flags & ~XD_FLAGS_DEFINED)
 		return bad_param(where, base + XD_FLAGS,
 				 top_bit(d->flags & ~XD_FLAGS_DEFINED));
+	if (d->gf_exp > TPT_GF_EXP_MAX)
+		return bad_param(where, base + XD_GF_EXP, NO_BIT);
 	if (!d->length)
 		return bad_param(where, base + XD_LENGTH, NO_BIT);
 	if (no_memory && d->flags)
@@ -569,6 +572,8 @@ check_xfer_header(const struct tpt_xfer_list *list, struct tpt_field_ptr *where)
 {
 	if (list->count > TPT_XFER_DESC_MAX)
 		return bad_param(where, XH_COUNT, NO_BIT);
+	if (list->operand_gf_exp > TPT_GF_EXP_MAX)
+		return bad_param(where, XH_OPERAND_EXP, NO_BIT);
 	/* No slot table has this many slots: a number here is garbage. */
 	if (list->result_slot >= TPT_SLOT_MAX &&
 	    list->result_slot != TPT_SLOT_NONE)
@@ -612,6 +617,7 @@ static void get_desc(const uint8_t *p, struct tpt_xfer_desc *d)
 {
 	d->peer = (uint16_t)tpt_get_be(&p[XD_PEER], 2);
 	d->flags = p[XD_FLAGS];
+	d->gf_exp = p[XD_GF_EXP];
 	d->length = (uint32_t)tpt_get_be(&p[XD_LENGTH], 4);
 	d->stag = tpt_get_be(&p[XD_STAG], 8);
 	d->offset = tpt_get_be(&p[XD_OFFSET], 8);
@@ -622,6 +628,7 @@ static void put_desc(uint8_t *p, const struct tpt_xfer_desc *d)
 	memset(p, 0, TPT_XFER_DESC_LEN);
 	tpt_put_be(&p[XD_PEER], d->peer, 2);
 	p[XD_FLAGS] = d->flags;
+	p[XD_GF_EXP] = d->gf_exp;
 	tpt_put_be(&p[XD_LENGTH], d->length, 4);
 	tpt_put_be(&p[XD_STAG], d->stag, 8);
 	tpt_put_be(&p[XD_OFFSET], d->offset, 8);
@@ -653,6 +660,7 @@ enum tpt_sense_reason tpt_xfer_list_decode(const uint8_t *buf, size_t len,
 		return r;
 	out->count = (uint16_t)tpt_get_be(&buf[XH_COUNT], 2);
 	out->result_slot = (uint16_t)tpt_get_be(&buf[XH_RESULT_SLOT], 2);
+	out->operand_gf_exp = buf[XH_OPERAND_EXP];
 	r = check_xfer_header(out, where);
 	if (r)
 		return r;
@@ -662,12 +670,7 @@ enum tpt_sense_reason tpt_xfer_list_decode(const uint8_t *buf, size_t len,
 	out->total_length = tpt_get_be(&buf[XH_TOTAL], 8);
 
 	for (i = 0; i < out->count; i++) {
-		size_t base = TPT_XFER_LIST_LEN(i);
-
-		r = check_reserved(&buf[base], XD_RESERVED, 1, base, where);
-		if (r)
-			return r;
-		get_desc(&buf[base], &out->desc[i]);
+		get_desc(&buf[TPT_XFER_LIST_LEN(i)], &out->desc[i]);
 	}
 	r = check_xfer_list(out, where);
 	if (r)
@@ -691,6 +694,7 @@ int tpt_xfer_list_encode(const struct tpt_xfer_list *list, uint8_t *buf,
 	memset(buf, 0, TPT_XFER_HDR_LEN);
 	tpt_put_be(&buf[XH_COUNT], list->count, 2);
 	tpt_put_be(&buf[XH_RESULT_SLOT], list->result_slot, 2);
+	buf[XH_OPERAND_EXP] = list->operand_gf_exp;
 	tpt_put_be(&buf[XH_TOTAL], list->total_length, 8);
 	for (i = 0; i < list->count; i++)
 		put_desc(&buf[TPT_XFER_LIST_LEN(i)], &list->desc[i]);
@@ -734,6 +738,17 @@ static enum tpt_sense_reason check_host_list(const struct tpt_xfer_list *list,
 	return TPT_SENSE_NONE;
 }
 
+/* A READ PARITY command folds its passes into a local operand, except
+ * COMP BLOCK and the COPY mode (3.1). */
+static bool has_operand(const struct tpt_cdb *cdb)
+{
+	if (cdb->opcode == TPT_OP_READ_PARITY_COMP_BLOCK)
+		return false;
+	if (cdb->opcode == TPT_OP_READ_PARITY_COMP_TMP)
+		return true;
+	return cdb->parity_mode != TPT_PARITY_COPY;
+}
+
 enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 					  const struct tpt_cdb *cdb,
 					  uint32_t block_size,
@@ -750,6 +765,9 @@ enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 		return check_host_list(list, cdb, block_size, where);
 	if (f->header_only ? list->count != 0 : list->count == 0)
 		return bad_param(where, XH_COUNT, NO_BIT);
+	/* Only a READ PARITY command with a local operand can weight it. */
+	if (list->operand_gf_exp && (!f->passes_ok || !has_operand(cdb)))
+		return bad_param(where, XH_OPERAND_EXP, NO_BIT);
 	range = (uint64_t)cdb->transfer_length * block_size;
 	if (list->total_length != range &&
 	    (!f->passes_ok || !range || list->total_length % range ||
@@ -763,6 +781,11 @@ enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 		if (list->total_length != range &&
 		    at / range != (at + d->length - 1) / range)
 			return bad_param(where, base + XD_LENGTH, NO_BIT);
+		/* A pass is weighted as a whole (3.1); other commands XOR
+		 * nothing to weight. */
+		if ((d->gf_exp && !f->passes_ok) ||
+		    (at % range && d->gf_exp != list->desc[i - 1].gf_exp))
+			return bad_param(where, base + XD_GF_EXP, NO_BIT);
 
 		if ((d->peer == TPT_PEER_ID_CONTROLLER && !f->inline_ok) ||
 		    d->peer == TPT_PEER_ID_INITIATOR)
@@ -795,6 +818,20 @@ unsigned int tpt_xfer_list_passes(const struct tpt_xfer_list *list,
 
 	return range && list->total_length > range ?
 		(unsigned int)(list->total_length / range) : 1;
+}
+
+uint8_t tpt_xfer_list_pass_gf_exp(const struct tpt_xfer_list *list,
+				  uint64_t pass_bytes, unsigned int pass)
+{
+	uint64_t at = 0, first = (uint64_t)pass * pass_bytes;
+	size_t i;
+
+	for (i = 0; i < list->count && i < TPT_XFER_DESC_MAX; i++) {
+		if (at == first)
+			return list->desc[i].gf_exp;
+		at += list->desc[i].length;
+	}
+	return 0;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -193,9 +193,19 @@ enum tpt_sense_reason tpt_cdb_check_capacity(const struct tpt_cdb *cdb,
  */
 #define TPT_XOR_PASSES_MAX	31
 
+/*
+ * GF EXPONENT FFh is reserved: every non-zero element of GF(2^8) is a
+ * power of 2 below it, and a multiplier of zero, which would drop the
+ * pass, has no exponent at all.
+ */
+#define TPT_GF_EXP_MAX		254
+
 struct tpt_xfer_desc {
 	uint16_t peer;
 	uint8_t flags;
+	/* The bytes are multiplied by 2^gf_exp in GF(2^8) before they are
+	 * XORed in; 0: plain XOR (READ PARITY only, protocol.md 3.1). */
+	uint8_t gf_exp;
 	uint32_t length;	/* bytes */
 	uint64_t stag;
 	uint64_t offset;
@@ -205,6 +215,9 @@ struct tpt_xfer_list {
 	uint16_t count;
 	/* First of the slots that receive the result, or TPT_SLOT_NONE. */
 	uint16_t result_slot;
+	/* The local operand is multiplied by 2^operand_gf_exp before the
+	 * passes are XORed into it; 0: as it is (protocol.md 3.1). */
+	uint8_t operand_gf_exp;
 	uint64_t total_length;
 	struct tpt_xfer_desc desc[TPT_XFER_DESC_MAX];
 };
@@ -253,6 +266,11 @@ enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 unsigned int tpt_xfer_list_passes(const struct tpt_xfer_list *list,
 				  const struct tpt_cdb *cdb,
 				  uint32_t block_size);
+
+/* The GF EXPONENT of pass @pass of a checked list whose passes are
+ * @pass_bytes long: every descriptor of a pass has the same. */
+uint8_t tpt_xfer_list_pass_gf_exp(const struct tpt_xfer_list *list,
+				  uint64_t pass_bytes, unsigned int pass);
 
 /*
  * Result slots: buffers a target registers once per I_T nexus and reports

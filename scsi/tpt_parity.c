@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <isa-l/erasure_code.h>
 #include <isa-l/raid.h>
 
 /* xor_gen takes at most this many vectors on the stack-free path we use. */
@@ -57,6 +58,67 @@ int tpt_xor_acc(void *dst, const void *const *src, unsigned int nsrc,
 	vec[nsrc] = dst;
 	vec[nsrc + 1] = dst;
 	return xor_gen((int)nsrc + 2, (int)len, vec) ? -EINVAL : 0;
+}
+
+uint8_t tpt_gf_pow2(unsigned int e)
+{
+	uint8_t x = 1;
+
+	for (e %= 255; e; e--)
+		x = (uint8_t)gf_mul(x, 2);
+	return x;
+}
+
+int tpt_gf_fold(void *dst, const void *const *src, const uint8_t *gf_exp,
+		unsigned int nsrc, size_t len, bool acc)
+{
+	unsigned char coef[TPT_XOR_MAX_SRC], tbls[32 * TPT_XOR_MAX_SRC];
+	unsigned char *vec[TPT_XOR_MAX_SRC];
+	bool weighted = false;
+	unsigned int i;
+
+	if (!nsrc || nsrc > TPT_XOR_MAX_SRC || len > INT_MAX ||
+	    len % TPT_PARITY_ALIGN || !aligned(dst))
+		return -EINVAL;
+	for (i = 0; i < nsrc; i++) {
+		if (gf_exp[i] == 255 || !aligned(src[i]) || src[i] == dst)
+			return -EINVAL;
+		weighted |= gf_exp[i] != 0;
+		coef[i] = tpt_gf_pow2(gf_exp[i]);
+		vec[i] = (unsigned char *)src[i];
+	}
+	if (!weighted)
+		return acc ? tpt_xor_acc(dst, src, nsrc, len) :
+			     tpt_xor(dst, src, nsrc, len);
+	if (!acc) {
+		/* One dot product over every source, written once. */
+		unsigned char *out = dst;
+
+		ec_init_tables((int)nsrc, 1, coef, tbls);
+		ec_encode_data((int)len, (int)nsrc, 1, tbls, vec, &out);
+		return 0;
+	}
+	/* gf_vect_mad is ISA-L's dst ^= c * src, one source at a time. */
+	for (i = 0; i < nsrc; i++) {
+		ec_init_tables(1, 1, &coef[i], tbls);
+		gf_vect_mad((int)len, 1, 0, tbls, vec[i], dst);
+	}
+	return 0;
+}
+
+int tpt_gf_scale(void *buf, uint8_t gf_exp, size_t len)
+{
+	unsigned char tbl[32];
+
+	if (gf_exp == 255 || len > INT_MAX || len % TPT_PARITY_ALIGN ||
+	    !aligned(buf))
+		return -EINVAL;
+	if (!gf_exp)
+		return 0;
+	/* gf_vect_mul loads each vector before it stores it: in place is
+	 * safe (test_tpt_parity checks it). */
+	gf_vect_mul_init(tpt_gf_pow2(gf_exp), tbl);
+	return gf_vect_mul((int)len, tbl, buf, buf) ? -EINVAL : 0;
 }
 
 static int raid5_encode(void *const *data, unsigned int ndata,

@@ -6,7 +6,9 @@
 #ifndef TPT_SCSI_PARITY_H
 #define TPT_SCSI_PARITY_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define TPT_PARITY_ALIGN 32
 
@@ -36,5 +38,24 @@ int tpt_xor(void *dst, const void *const *src, unsigned int nsrc, size_t len);
  * -EINVAL. */
 int tpt_xor_acc(void *dst, const void *const *src, unsigned int nsrc,
 		size_t len);
+
+/*
+ * Weighted folding, for parity that is not a plain XOR (RAID-6's Q, and
+ * solving two erasures): dst = 2^e[0]*src[0] ^ ... ^ 2^e[n-1]*src[n-1] in
+ * GF(2^8) with the polynomial 11Dh of Linux md's RAID-6 and ISA-L, or
+ * with @acc dst ^= that sum.  Exponent 0 is a plain XOR (an all-zero
+ * @gf_exp takes the XOR path above), exponents 0-254 name every non-zero
+ * element, 255 is refused.  Same rules as tpt_xor() otherwise; with @acc
+ * no source may alias dst.  Returns 0 or -EINVAL.
+ */
+int tpt_gf_fold(void *dst, const void *const *src, const uint8_t *gf_exp,
+		unsigned int nsrc, size_t len, bool acc);
+
+/* buf *= 2^@gf_exp in place (0-254; 0 leaves it as it is).  Returns 0,
+ * or -EINVAL for exponent 255, a bad length or alignment. */
+int tpt_gf_scale(void *buf, uint8_t gf_exp, size_t len);
+
+/* 2^@e in that field (e taken modulo 255). */
+uint8_t tpt_gf_pow2(unsigned int e);
 
 #endif

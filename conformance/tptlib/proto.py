@@ -100,15 +100,18 @@ class Desc:
     stag: int = 0
     offset: int = 0
     flags: int = 0
+    gf_exp: int = 0
 
     def encode(self):
-        return struct.pack(">HBBIQQ", self.peer, self.flags, 0, self.length, self.stag, self.offset)
+        return struct.pack(">HBBIQQ", self.peer, self.flags, self.gf_exp, self.length, self.stag,
+                           self.offset)
 
 
-def xfer_list(descs, result_slot=SLOT_NONE, inline=b""):
-    """Header (count, RESULT SLOT, total length), descriptors, inline data."""
+def xfer_list(descs, result_slot=SLOT_NONE, inline=b"", operand_gf_exp=0):
+    """Header (count, RESULT SLOT, OPERAND GF EXPONENT, total length),
+    descriptors, inline data."""
     total = sum(d.length for d in descs)
-    head = struct.pack(">HH4sQ", len(descs), result_slot, bytes(4), total)
+    head = struct.pack(">HHB3sQ", len(descs), result_slot, operand_gf_exp, bytes(3), total)
     return head + b"".join(d.encode() for d in descs) + inline
 
 

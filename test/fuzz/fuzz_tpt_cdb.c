@@ -95,7 +95,8 @@ static bool skips_ok(const struct tpt_xfer_list *list, uint8_t opcode)
 }
 
 /* A list that passed covers its range once, or a READ PARITY command's
- * 1-31 times with every descriptor inside one pass. */
+ * 1-31 times with every descriptor inside one pass and weighted as its
+ * pass is; only READ PARITY lists have weights. */
 static bool passes_ok(const struct tpt_xfer_list *list,
 		      const struct tpt_cdb *cdb, uint32_t block_size)
 {
@@ -108,9 +109,16 @@ static bool passes_ok(const struct tpt_xfer_list *list,
 	if (list->total_length != passes * range ||
 	    passes > (parity ? TPT_XOR_PASSES_MAX : 1))
 		return false;
-	for (i = 0; i < list->count; at += list->desc[i++].length)
+	for (i = 0; i < list->count; at += list->desc[i++].length) {
 		if (at / range != (at + list->desc[i].length - 1) / range)
 			return false;
+		if (list->desc[i].gf_exp &&
+		    (!parity || list->desc[i].gf_exp > TPT_GF_EXP_MAX))
+			return false;
+		if (list->desc[i].gf_exp !=
+		    tpt_xfer_list_pass_gf_exp(list, range, at / range))
+			return false;
+	}
 	return true;
 }
 
@@ -164,6 +172,14 @@ static void fuzz_xfer_list(const uint8_t *data, size_t size,
 			abort();
 		if (xfer_list.count &&
 		    !passes_ok(&xfer_list, cdb, block_sizes[i]))
+			abort();
+		/* A weighted operand is a READ PARITY command's own. */
+		if (xfer_list.operand_gf_exp &&
+		    (cdb->opcode < TPT_OP_READ_PARITY_PART_TMP ||
+		     cdb->opcode > TPT_OP_READ_PARITY_COMP_BLOCK ||
+		     cdb->opcode == TPT_OP_READ_PARITY_COMP_BLOCK ||
+		     (cdb->opcode != TPT_OP_READ_PARITY_COMP_TMP &&
+		      cdb->parity_mode == TPT_PARITY_COPY)))
 			abort();
 	}
 }

@@ -153,7 +153,7 @@ static bool spec_xfer_list_ok(const uint8_t *b, size_t len)
 {
 	uint64_t count, slot, sum = 0, inline_len = 0, i;
 
-	if (len < 16 || !all_zero(&b[4], 4))
+	if (len < 16 || b[4] == 0xff || !all_zero(&b[5], 3))
 		return false;
 	count = tpt_get_be(&b[0], 2);
 	slot = tpt_get_be(&b[2], 2);
@@ -168,7 +168,7 @@ static bool spec_xfer_list_ok(const uint8_t *b, size_t len)
 		uint64_t offset = tpt_get_be(&d[16], 8);
 		uint8_t flags = d[2];
 
-		if (d[3] || (peer > 0xffef && peer != 0xffff &&
+		if (d[3] == 0xff || (peer > 0xffef && peer != 0xffff &&
 			      peer != 0xfffe && peer != 0xfffd) ||
 		    (flags & 0xfc) || !length)
 			return false;
@@ -421,6 +421,7 @@ static void fuzz_xfer_list(struct reader *r)
 	memset(l, 0, sizeof(*l));
 	l->count = (uint16_t)(take(r, 2) % (TPT_XFER_DESC_MAX + 2));
 	l->result_slot = (uint16_t)take(r, 2);
+	l->operand_gf_exp = (uint8_t)take(r, 1);
 	/* Usually the sum of the lengths, so that the rest gets a chance. */
 	raw_total = take(r, 1) & 1;
 	l->total_length = raw_total ? take(r, 8) : 0;
@@ -441,6 +442,7 @@ static void fuzz_xfer_list(struct reader *r)
 		} else {
 			d->peer = (uint16_t)take(r, 2);
 			d->flags = (uint8_t)take(r, 1);
+			d->gf_exp = (uint8_t)take(r, 1);
 			d->length = (uint32_t)take(r, 4);
 			d->stag = take(r, 8);
 			d->offset = take(r, 8);
@@ -464,12 +466,14 @@ static void fuzz_xfer_list(struct reader *r)
 	memset(spec_wire, 0, len);
 	tpt_put_be(&spec_wire[0], l->count, 2);
 	tpt_put_be(&spec_wire[2], l->result_slot, 2);
+	spec_wire[4] = l->operand_gf_exp;
 	tpt_put_be(&spec_wire[8], l->total_length, 8);
 	for (i = 0; i < l->count; i++) {
 		uint8_t *d = &spec_wire[TPT_XFER_LIST_LEN(i)];
 
 		tpt_put_be(&d[0], l->desc[i].peer, 2);
 		d[2] = l->desc[i].flags;
+		d[3] = l->desc[i].gf_exp;
 		tpt_put_be(&d[4], l->desc[i].length, 4);
 		tpt_put_be(&d[8], l->desc[i].stag, 8);
 		tpt_put_be(&d[16], l->desc[i].offset, 8);

@@ -69,11 +69,15 @@ static void replace_outcome(struct tpt_cmd *tc, struct tpt_range *dest,
 }
 
 /* dest = its operand (an existing result, the medium, or nothing) XOR
- * every pass fetched: fetched holds dest's blocks that many times over.
- * Folded in one pass over memory (tpt_range_fold()). */
-static enum tpt_sense_reason fold_passes(struct parity_run *run)
+ * every pass fetched, each weighted by its GF EXPONENT: fetched holds
+ * dest's blocks that many times over.  Folded in one pass over memory
+ * (tpt_range_fold()). */
+static enum tpt_sense_reason fold_passes(struct tpt_cmd *tc,
+					 struct parity_run *run)
 {
 	unsigned int passes = run->fetched->nr_blocks / run->dest->nr_blocks;
+	uint64_t pass_bytes = (uint64_t)tc->cdb.transfer_length *
+			      tpt_lu_block_size(tc->tlu);
 	struct tpt_fold_src src[TPT_XOR_PASSES_MAX + 1];
 	unsigned int n = 0, pass;
 
@@ -81,13 +85,19 @@ static enum tpt_sense_reason fold_passes(struct parity_run *run)
 		return TPT_SENSE_INTERNAL_FAILURE;
 	/* In place, and over the medium, dest holds its operand already. */
 	if (run->operand && !run->in_place)
-		src[n++] = (struct tpt_fold_src){ .range = run->operand };
+		src[n++] = (struct tpt_fold_src){
+			.range = run->operand,
+			.gf_exp = tc->xl->operand_gf_exp,
+		};
 	for (pass = 0; pass < passes; pass++)
 		src[n++] = (struct tpt_fold_src){
 			.range = run->fetched,
 			.pos = tpt_range_pass_pos(run->dest, pass),
+			.gf_exp = tpt_xfer_list_pass_gf_exp(tc->xl, pass_bytes,
+							    pass),
 		};
-	if (tpt_range_fold(run->dest, src, n, run->in_place || run->medium))
+	if (tpt_range_fold(run->dest, src, n, run->in_place || run->medium,
+			   tc->xl->operand_gf_exp))
 		return TPT_SENSE_INTERNAL_FAILURE;
 	return TPT_SENSE_NONE;
 }
@@ -107,7 +117,7 @@ static void parity_finish(struct tpt_cmd *tc)
 	if (!r && run->in_place && run->operand->holders > 1)
 		r = TPT_SENSE_GROUP_IN_USE;
 	if (!r)
-		r = fold_passes(run);
+		r = fold_passes(tc, run);
 	tpt_range_free(run->fetched);
 	if (r) {
 		if (!run->in_place)

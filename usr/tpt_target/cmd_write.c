@@ -41,7 +41,7 @@ static void new_data_finish(struct tpt_cmd *tc)
 		r = tc->abort_reason;
 	if (!r && run->result &&
 	    tpt_range_fold(run->result, &(struct tpt_fold_src){
-				   .range = run->staged }, 1, true))
+				   .range = run->staged }, 1, true, 0))
 		r = TPT_SENSE_INTERNAL_FAILURE;
 	if (r) {
 		if (run->result)

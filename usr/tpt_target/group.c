@@ -497,9 +497,10 @@ uint64_t tpt_range_pass_pos(const struct tpt_range *dst, unsigned int pass)
  * again for every pass (and copied the first).
  */
 int tpt_range_fold(struct tpt_range *dst, const struct tpt_fold_src *src,
-		   unsigned int n, bool acc)
+		   unsigned int n, bool acc, uint8_t acc_gf_exp)
 {
 	const void *ptr[TPT_XOR_PASSES_MAX + 1];
+	uint8_t gf_exp[TPT_XOR_PASSES_MAX + 1];
 	uint64_t bytes = (uint64_t)dst->nr_blocks *
 			 tpt_lu_block_size(dst->group->tlu);
 	uint64_t pos = 0;
@@ -507,6 +508,8 @@ int tpt_range_fold(struct tpt_range *dst, const struct tpt_fold_src *src,
 
 	if (!n || n > TPT_XOR_PASSES_MAX + 1)
 		return -EINVAL;
+	for (k = 0; k < n; k++)
+		gf_exp[k] = src[k].gf_exp;
 	dst->group->tlu->stats.bytes_xored += (acc ? n : n - 1) * bytes;
 	while (pos < bytes) {
 		unsigned int di = pos / dst->piece_bytes;
@@ -525,8 +528,9 @@ int tpt_range_fold(struct tpt_range *dst, const struct tpt_fold_src *src,
 				len = r->piece[si].len - soff;
 			ptr[k] = (const char *)tpt_piece_data(r, si) + soff;
 		}
-		err = acc ? tpt_xor_acc(d, ptr, n, len) :
-			    tpt_xor(d, ptr, n, len);
+		err = acc ? tpt_gf_scale(d, acc_gf_exp, len) : 0;
+		if (!err)
+			err = tpt_gf_fold(d, ptr, gf_exp, n, len, acc);
 		if (err)
 			return err;
 		pos += len;

@@ -338,14 +338,16 @@ void *tpt_piece_data(const struct tpt_range *r, unsigned int i);
 struct tpt_fold_src {
 	const struct tpt_range *range;
 	uint64_t pos;
+	uint8_t gf_exp;			/* weight 2^gf_exp; 0: plain XOR */
 };
 
 uint64_t tpt_range_pass_pos(const struct tpt_range *dst, unsigned int pass);
-/* dst = src[0] ^ ... ^ src[n-1] (one source: a copy), or with @acc
- * dst ^= all of them, over ranges of the same LBAs; n at most
+/* dst = src[0] ^ ... ^ src[n-1] (one source: a copy), each weighted by
+ * its gf_exp (tpt_gf_fold()), or with @acc dst = 2^acc_gf_exp dst ^ all
+ * of them, over ranges of the same LBAs; n at most
  * TPT_XOR_PASSES_MAX + 1.  0 or -EINVAL. */
 int tpt_range_fold(struct tpt_range *dst, const struct tpt_fold_src *src,
-		   unsigned int n, bool acc);
+		   unsigned int n, bool acc, uint8_t acc_gf_exp);
 /* Publish slot headers so peers may read the range. */
 void tpt_range_publish(struct tpt_range *r);
 

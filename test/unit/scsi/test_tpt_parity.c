@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define LEN 4096
 
@@ -113,8 +114,162 @@ static void xor_rejects_bad_arguments(void)
 	free(d);
 }
 
+/* GF(2^8) multiply by shift and reduce (11Dh), independent of ISA-L. */
+static uint8_t ref_mul(uint8_t a, uint8_t b)
+{
+	uint8_t p = 0;
+
+	for (; b; b >>= 1) {
+		if (b & 1)
+			p ^= a;
+		a = (uint8_t)((a & 0x80) ? (a << 1) ^ 0x1d : a << 1);
+	}
+	return p;
+}
+
+static uint8_t ref_pow2(unsigned int e)
+{
+	uint8_t x = 1;
+
+	while (e--)
+		x = ref_mul(x, 2);
+	return x;
+}
+
+static uint8_t ref_log2(uint8_t x)
+{
+	unsigned int e;
+
+	for (e = 0; e < 255; e++)
+		if (ref_pow2(e) == x)
+			return (uint8_t)e;
+	return 255;		/* zero has none */
+}
+
+static uint8_t ref_inv(uint8_t x)
+{
+	return ref_pow2((255 - ref_log2(x)) % 255);
+}
+
+static void gf_fold_matches_bytewise_reference(void)
+{
+	static const uint8_t exps[4] = { 0, 1, 77, 254 };
+	unsigned char *src[4], *dst = block(0), expect[LEN], before[LEN];
+	unsigned int i, j;
+
+	CHECK_EQ(tpt_gf_pow2(0), 1);
+	CHECK_EQ(tpt_gf_pow2(8), 0x1d);
+	CHECK_EQ(tpt_gf_pow2(255), 1);
+	for (i = 0; i < 255; i++)
+		CHECK_EQ(tpt_gf_pow2(i), ref_pow2(i));
+	for (i = 0; i < 4; i++)
+		src[i] = block(i + 20);
+	for (j = 0; j < LEN; j++) {
+		expect[j] = 0;
+		for (i = 0; i < 4; i++)
+			expect[j] ^= ref_mul(ref_pow2(exps[i]), src[i][j]);
+	}
+	CHECK_EQ(tpt_gf_fold(dst, (const void *const *)src, exps, 4, LEN,
+			     false), 0);
+	CHECK_MEM(dst, expect, LEN);
+	/* Accumulating folds the weighted sum into what dst held. */
+	memcpy(before, dst, LEN);
+	CHECK_EQ(tpt_gf_fold(dst, (const void *const *)src, exps, 4, LEN,
+			     true), 0);
+	for (j = 0; j < LEN; j++)
+		expect[j] ^= before[j];
+	CHECK_MEM(dst, expect, LEN);
+	/* Scaling in place, as a weighted operand is. */
+	memcpy(before, dst, LEN);
+	CHECK_EQ(tpt_gf_scale(dst, 200, LEN), 0);
+	for (j = 0; j < LEN; j++)
+		CHECK_EQ(dst[j], ref_mul(ref_pow2(200), before[j]));
+	CHECK_EQ(tpt_gf_scale(dst, 0, LEN), 0);
+	CHECK_EQ(tpt_gf_scale(dst, 255, LEN), -EINVAL);
+	CHECK_EQ(tpt_gf_scale(dst + 1, 1, 64), -EINVAL);
+	CHECK_EQ(tpt_gf_scale(dst, 1, LEN - 1), -EINVAL);
+	for (i = 0; i < 4; i++)
+		free(src[i]);
+	free(dst);
+}
+
+/*
+ * P = D0 ^ D1 ^ ..., Q = 2^0 D0 ^ 2^1 D1 ^ ... (RAID-6): any two lost
+ * data blocks come back as one weighted fold each over the survivors, P
+ * and Q.  From P ^ Psurv = Dx ^ Dy and Q ^ Qsurv = 2^x Dx ^ 2^y Dy:
+ * Dx = c 2^y P ^ c Q ^ sum over survivors i of c (2^y ^ 2^i) Di, with
+ * c = 1 / (2^x ^ 2^y).  This is the arithmetic a controller plans and
+ * the targets' weighted passes carry out.
+ */
+static void raid6_weights_recover_two_lost_blocks(void)
+{
+	enum { NDATA = 5 };
+	unsigned char *data[NDATA], *p = block(0), *q = block(0);
+	unsigned char *rebuilt = block(0);
+	const void *src[NDATA + 2];
+	uint8_t exps[NDATA + 2], zero[NDATA] = { 0 };
+	unsigned int x, y, i, n;
+
+	for (i = 0; i < NDATA; i++) {
+		data[i] = block(40 + i);
+		exps[i] = (uint8_t)i;
+	}
+	CHECK_EQ(tpt_gf_fold(p, (const void *const *)data, zero, NDATA, LEN,
+			     false), 0);
+	CHECK_EQ(tpt_gf_fold(q, (const void *const *)data, exps, NDATA, LEN,
+			     false), 0);
+	for (x = 0; x < NDATA; x++) {
+		for (y = 0; y < NDATA; y++) {
+			uint8_t c, gy = ref_pow2(y);
+
+			if (x == y)
+				continue;
+			c = ref_inv(ref_pow2(x) ^ gy);
+			n = 0;
+			src[n] = p;
+			exps[n++] = ref_log2(ref_mul(c, gy));
+			src[n] = q;
+			exps[n++] = ref_log2(c);
+			for (i = 0; i < NDATA; i++) {
+				if (i == x || i == y)
+					continue;
+				src[n] = data[i];
+				exps[n++] = ref_log2(ref_mul(c, gy ^
+							     ref_pow2(i)));
+			}
+			CHECK_EQ(tpt_gf_fold(rebuilt, src, exps, n, LEN,
+					     false), 0);
+			CHECK_MEM(rebuilt, data[x], LEN);
+		}
+	}
+	for (i = 0; i < NDATA; i++)
+		free(data[i]);
+	free(p);
+	free(q);
+	free(rebuilt);
+}
+
+static void gf_fold_rejects_bad_arguments(void)
+{
+	unsigned char *a = block(1), *b = block(2), *d = block(3);
+	const void *src[2] = { a, b }, *self[2] = { a, d };
+	const uint8_t exps[2] = { 3, 0 }, reserved[2] = { 0, 255 };
+
+	CHECK_EQ(tpt_gf_fold(d, src, reserved, 2, LEN, false), -EINVAL);
+	CHECK_EQ(tpt_gf_fold(d, src, exps, 0, LEN, false), -EINVAL);
+	CHECK_EQ(tpt_gf_fold(d, src, exps, 2, LEN - 1, false), -EINVAL);
+	CHECK_EQ(tpt_gf_fold(d + 1, src, exps, 2, 64, false), -EINVAL);
+	CHECK_EQ(tpt_gf_fold(d, self, exps, 2, LEN, true), -EINVAL);
+	free(a);
+	free(b);
+	free(d);
+}
+
 int main(void)
 {
+	RUN(gf_fold_matches_bytewise_reference);
+	RUN(raid6_weights_recover_two_lost_blocks);
+	RUN(gf_fold_rejects_bad_arguments);
 	RUN(xor_matches_bytewise_reference);
 	RUN(raid5_parity_recovers_any_lost_block);
 	RUN(xor_acc_folds_in_place);

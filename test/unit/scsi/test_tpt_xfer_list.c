@@ -1,7 +1,7 @@
 /*
  * Unit tests for the transfer list of scsi/tpt_cdb (docs/protocol.md 5.1,
  * 5.2, and the lists of READ MEDIUM, SEND RESULT and TPT HOST READ/WRITE
- * in 4.17-4.19, and a PREP READ's skips):
+ * in 4.17-4.19, a PREP READ's skips, and weighted passes):
  * lists written out byte by byte from the tables, decoded and encoded
  * back, every rule of the validation table broken once, in the order the
  * table gives, with its field pointer.
@@ -136,10 +136,10 @@ static void test_xfer_list_result_slot(void)
 	build_xfer_bytes(buf);
 	buf[2] = 0x04;
 	xfer_rejected(16, TPT_SENSE_INVALID_PARAM_FIELD, 2, NO_BIT);
-	/* Bytes 4-7 stay reserved. */
+	/* Bytes 5-7 stay reserved (4 is OPERAND GF EXPONENT). */
 	n = build_xfer_bytes(buf);
-	buf[4] = 0x01;
-	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 4, 0);
+	buf[7] = 0x01;
+	xfer_rejected(n, TPT_SENSE_INVALID_PARAM_FIELD, 7, 0);
 
 	build_xfer_bytes(buf);
 	CHECK_EQ(tpt_xfer_list_decode(buf, 64 + 4096, l, NULL),
@@ -156,8 +156,9 @@ static void test_xfer_list_fields(void)
 		int byte, bit;
 	} cases[] = {
 		{ 5, 0x02, 5, 1 },		/* header reserved */
+		{ 4, 0xff, 4, NO_BIT },		/* OPERAND GF EXPONENT FFh */
 		{ 15, 0x01, 8, NO_BIT },	/* TOTAL LENGTH != sum */
-		{ 19, 0x80, 19, 7 },		/* descriptor reserved */
+		{ 19, 0xff, 19, NO_BIT },	/* GF EXPONENT FFh */
 		{ 18, 0x05, 18, 2 },		/* FLAGS reserved bit */
 		{ 22, 0x00, 20, NO_BIT },	/* LENGTH 0 */
 		{ 48, 0x01, 48, NO_BIT },	/* inline with an STag */
@@ -650,6 +651,96 @@ static void test_passes_list(void)
 	check_rejected(&cdb, 4096, 8, NO_BIT);
 }
 
+/*
+ * GF EXPONENT (byte 3): decoded and encoded back as it is; a READ PARITY
+ * pass is weighted as a whole, and no other command has weights.
+ */
+static void test_weighted_passes_list(void)
+{
+	struct tpt_cdb cdb = { .opcode = TPT_OP_READ_PARITY_COMP_BLOCK,
+			       .lba = 64, .transfer_length = 2, .group = 9 };
+	struct tpt_xfer_list *l = &xfer;
+	uint8_t enc[TPT_XFER_LIST_LEN(4)];
+	size_t n;
+	unsigned int i;
+
+	n = build_xfer_bytes(buf);
+	buf[16 + 3] = 0xfe;
+	CHECK_EQ(tpt_xfer_list_decode(buf, n, l, NULL), TPT_SENSE_NONE);
+	CHECK_EQ(l->desc[0].gf_exp, 0xfe);
+	CHECK_EQ(l->desc[1].gf_exp, 0);
+	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), 64);
+	CHECK_MEM(enc, buf, 64);
+	l->desc[0].gf_exp = 0xff;
+	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), -EINVAL);
+
+	/* Three passes of two blocks: 0 plain, 1 in two pieces weighted
+	 * 2^7, 2 weighted 2^200. */
+	memset(l, 0, sizeof(*l));
+	l->result_slot = TPT_SLOT_NONE;
+	l->count = 4;
+	for (i = 0; i < l->count; i++)
+		l->desc[i] = (struct tpt_xfer_desc){ .peer = (uint16_t)i,
+						     .length = 4096 };
+	l->desc[0].length = l->desc[3].length = 2 * 4096;
+	l->desc[1].gf_exp = l->desc[2].gf_exp = 7;
+	l->desc[3].gf_exp = 200;
+	l->total_length = 3 * 2 * 4096;
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 4096, NULL), TPT_SENSE_NONE);
+	CHECK_EQ(tpt_xfer_list_pass_gf_exp(l, 2 * 4096, 0), 0);
+	CHECK_EQ(tpt_xfer_list_pass_gf_exp(l, 2 * 4096, 1), 7);
+	CHECK_EQ(tpt_xfer_list_pass_gf_exp(l, 2 * 4096, 2), 200);
+	/* One pass's pieces disagree: the second piece is named. */
+	l->desc[2].gf_exp = 8;
+	check_rejected(&cdb, 4096, 16 + 2 * 24 + 3, NO_BIT);
+	l->desc[2].gf_exp = 0;
+	check_rejected(&cdb, 4096, 16 + 2 * 24 + 3, NO_BIT);
+	l->desc[2].gf_exp = 7;
+	/* A single pass may be weighted (a RAID-6 Q's read-modify-write). */
+	l->count = 1;
+	l->total_length = 2 * 4096;
+	l->desc[0].gf_exp = 9;
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 4096, NULL), TPT_SENSE_NONE);
+	/* Nothing else XORs passes. */
+	cdb.opcode = TPT_OP_PREP_WRITE;
+	check_rejected(&cdb, 4096, 16 + 3, NO_BIT);
+	cdb.opcode = TPT_OP_SEND_RESULT;
+	check_rejected(&cdb, 4096, 16 + 3, NO_BIT);
+	l->desc[0].gf_exp = 0;
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 4096, NULL), TPT_SENSE_NONE);
+
+	/* OPERAND GF EXPONENT (header byte 4) weights a local operand:
+	 * PART's XOR MEDIUM and XOR GROUP, COMP TMP's result. */
+	n = build_xfer_bytes(buf);
+	buf[4] = 0x21;
+	CHECK_EQ(tpt_xfer_list_decode(buf, n, l, NULL), TPT_SENSE_NONE);
+	CHECK_EQ(l->operand_gf_exp, 0x21);
+	CHECK_EQ(tpt_xfer_list_encode(l, enc, sizeof(enc)), 64);
+	CHECK_MEM(enc, buf, 64);
+	memset(l, 0, sizeof(*l));
+	l->result_slot = TPT_SLOT_NONE;
+	l->count = 1;
+	l->desc[0] = (struct tpt_xfer_desc){ .peer = 1, .length = 2 * 4096 };
+	l->total_length = 2 * 4096;
+	l->operand_gf_exp = 3;
+	cdb.opcode = TPT_OP_READ_PARITY_PART_TMP;
+	cdb.parity_mode = TPT_PARITY_XOR_MEDIUM;
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 4096, NULL), TPT_SENSE_NONE);
+	cdb.parity_mode = TPT_PARITY_XOR_GROUP;
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 4096, NULL), TPT_SENSE_NONE);
+	cdb.opcode = TPT_OP_READ_PARITY_COMP_TMP;
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 4096, NULL), TPT_SENSE_NONE);
+	/* No operand to weight: COPY, COMP BLOCK, anything else. */
+	cdb.opcode = TPT_OP_READ_PARITY_PART_BLOCK;
+	cdb.parity_mode = TPT_PARITY_COPY;
+	check_rejected(&cdb, 4096, 4, NO_BIT);
+	cdb.parity_mode = 0;
+	cdb.opcode = TPT_OP_READ_PARITY_COMP_BLOCK;
+	check_rejected(&cdb, 4096, 4, NO_BIT);
+	cdb.opcode = TPT_OP_PREP_WRITE;
+	check_rejected(&cdb, 4096, 4, NO_BIT);
+}
+
 static void test_host_list(void)
 {
 	static const uint8_t host_list[16 + 24] = {
@@ -761,5 +852,6 @@ int main(void)
 	RUN(test_host_list);
 	RUN(test_skip_list);
 	RUN(test_passes_list);
+	RUN(test_weighted_passes_list);
 	UNIT_EXIT();
 }
