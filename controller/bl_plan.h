@@ -24,8 +24,8 @@
 enum bl_op {
 	BL_READ,		/* member blocks -> dst */
 	BL_WRITE,		/* src -> member blocks */
-	BL_COPY,		/* dst = src */
-	BL_XOR,			/* dst ^= src */
+	BL_COPY,		/* dst = 2^gf_exp src */
+	BL_XOR,			/* dst ^= 2^gf_exp src */
 };
 
 enum bl_buf { BL_BUF_HOST, BL_BUF_TEMP };
@@ -43,6 +43,9 @@ struct bl_cmd {
 	uint32_t bytes;
 	struct bl_ref dst;		/* READ, COPY, XOR */
 	struct bl_ref src;		/* WRITE, COPY, XOR */
+	/* COPY, XOR: the weight of src in GF(2^8) (scsi/tpt_parity.h), 0:
+	 * none; a weighted dst must be a temporary (aligned). */
+	uint8_t gf_exp;
 };
 
 

@@ -204,76 +204,6 @@ static int plan_rebuild_chain(struct tpt_plan_builder *b, uint32_t skip,
 
 /* ---- TPT READ (paper III-C, III-D 5; protocol.md 7.1, 7.5) ---- */
 
-/* A piece of a stripe unit a READ takes from a member that has it. */
-struct read_piece {
-	unsigned int member;
-	uint64_t member_lba;
-	uint32_t blocks;
-	uint64_t host_offset;		/* bytes */
-};
-
-/*
- * One PREP READ per run of a member's pieces that are contiguous on the
- * member (the units of consecutive stripes, where it holds data in each),
- * with a host descriptor per piece: the transfer list covers the range in
- * order (protocol.md 5.1), so the target reads the run in one pass and
- * puts each piece where the host wants it.  For an extended host the run
- * also steps over the unit the member holds parity in, between two of its
- * data units, with a skip descriptor (PASSIVE PEER ID FFFDh): the target
- * reads that unit with the rest and moves none of it.  A 1 MiB READ over
- * 32 KiB units is then a command per member, not 32 (nor two or three per
- * member where its parity breaks the run): the controller's cost of a
- * READ is its commands.  An unmodified host's PREP READs go as plain
- * READs into its buffer, where a skipped unit would need room of its own.
- */
-static int plan_prep_reads(struct tpt_plan_builder *b,
-			   struct read_piece *piece, unsigned int nr,
-			   uint32_t block_size)
-{
-	uint32_t unit = b->c->geo->unit_blocks;
-	unsigned int refs_max = tpt_plan_refs_max(b->c), i, j;
-	bool skip_parity = !b->c->host_held;
-
-	for (i = 0; i < nr; i++) {
-		struct tpt_plan_cmd *cmd;
-		uint32_t run = piece[i].blocks;
-
-		/* Taken by an earlier run of its member. */
-		if (!piece[i].blocks)
-			continue;
-		cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_PREP_READ,
-				       piece[i].member, piece[i].member_lba, run);
-		if (!cmd || tpt_plan_add_host_ref(b, piece[i].host_offset,
-						  run * block_size))
-			return -ENOMEM;
-		for (j = i + 1; j < nr; j++) {
-			struct read_piece *p = &piece[j];
-			uint64_t end = piece[i].member_lba + run;
-			uint32_t gap;
-
-			if (p->member != piece[i].member)
-				continue;
-			/* The member's next data unit in the request: right
-			 * after the run, or after its parity unit. */
-			gap = p->member_lba == end ? 0 : unit;
-			if ((gap && (!skip_parity || end % unit ||
-				     p->member_lba != end + unit)) ||
-			    cmd->nr_refs + 1 + !!gap > refs_max ||
-			    run + gap + p->blocks > TPT_VENDOR_LENGTH_MAX)
-				break;
-			if (gap && tpt_plan_add_skip_ref(b, gap * block_size))
-				return -ENOMEM;
-			if (tpt_plan_add_host_ref(b, p->host_offset,
-						  p->blocks * block_size))
-				return -ENOMEM;
-			run += gap + p->blocks;
-			cmd->blocks = run;
-			p->blocks = 0;		/* planned, in this run */
-		}
-	}
-	return 0;
-}
-
 static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 		       uint32_t group, struct tpt_plan *out)
 {
@@ -281,7 +211,7 @@ static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 	uint64_t pos, end = lba + blocks;
 	struct tpt_plan_builder b;
 	struct tpt_plan_cmd *cmd;
-	struct read_piece *piece;
+	struct tpt_read_piece *piece;
 	unsigned int calc = 0, nr = 0;
 	uint32_t n;
 	int err, F, last;
@@ -314,7 +244,7 @@ static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 		if (n > end - pos)
 			n = (uint32_t)(end - pos);
 		if ((int)ch.member != F) {
-			piece[nr++] = (struct read_piece){
+			piece[nr++] = (struct tpt_read_piece){
 				.member = ch.member, .member_lba = ch.member_lba,
 				.blocks = n,
 				.host_offset = (pos - lba) * c->block_size,
@@ -341,7 +271,7 @@ static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 					    n * c->block_size);
 	}
 	if (!err)
-		err = plan_prep_reads(&b, piece, nr, c->block_size);
+		err = tpt_plan_add_prep_reads(&b, piece, nr);
 	free(piece);
 	if (!err && out->nr_groups > 1)
 		err = tpt_plan_add_end_steps(&b);
@@ -353,34 +283,6 @@ static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 
 /* ---- TPT WRITE (paper III-C, protocol.md 7.2-7.4) ---- */
 
-/* One data member's share of a partial stripe. */
-struct stripe_piece {
-	unsigned int member;
-	uint32_t first, end;		/* blocks within the unit */
-	uint64_t host_offset;		/* bytes, of block @first */
-};
-
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The piece of @member covering [x, x + len) of the unit, or NULL. */
-static const struct stripe_piece *piece_over(const struct stripe_piece *piece,
-					     unsigned int nr, unsigned int member,
-					     uint32_t x, uint32_t len)
-{
-	unsigned int j;
-
-	for (j = 0; j < nr; j++)
-		if (piece[j].member == member && piece[j].first <= x &&
-		    piece[j].end >= x + len)
-			return &piece[j];
-	return NULL;
-}
-
 /*
  * Read-modify-write of the interval [x, x + len) of a stripe's units
  * (paper III-C, Fig. 4; protocol.md 7.2): each data member writing there
@@ -391,7 +293,7 @@ static const struct stripe_piece *piece_over(const struct stripe_piece *piece,
  */
 static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
 			     unsigned int parity,
-			     const struct stripe_piece *piece, unsigned int nr,
+			     const struct tpt_stripe_piece *piece, unsigned int nr,
 			     uint32_t x, uint32_t len)
 {
 	struct tpt_chain_source delta[RAID_MAX_MEMBERS];
@@ -400,7 +302,7 @@ static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
 	int err;
 
 	for (j = 0; j < nr; j++) {
-		const struct stripe_piece *pc = &piece[j];
+		const struct tpt_stripe_piece *pc = &piece[j];
 
 		if (pc->first > x || pc->end < x + len)
 			continue;
@@ -437,21 +339,21 @@ static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
  */
 static int plan_rcw_interval(struct tpt_plan_builder *b, uint64_t stripe,
 			     unsigned int parity, unsigned int F,
-			     const struct stripe_piece *piece, unsigned int nr,
+			     const struct tpt_stripe_piece *piece, unsigned int nr,
 			     uint32_t x, uint32_t len)
 {
 	const struct raid_geometry *g = b->c->geo;
 	uint32_t bs = b->c->block_size;
 	uint64_t base = stripe * g->unit_blocks;
 	struct tpt_chain_source part[RAID_MAX_MEMBERS];
-	const struct stripe_piece *pc;
+	const struct tpt_stripe_piece *pc;
 	struct tpt_plan_cmd *cmd;
 	unsigned int d, k = 1, m;
 	int err;
 
 	b->p->nr_groups = 2;
 	/* @F's new data, from the host, is the first pass. */
-	pc = piece_over(piece, nr, F, x, len);
+	pc = tpt_stripe_piece_over(piece, nr, F, x, len);
 	part[0] = (struct tpt_chain_source){
 		.member = -1,
 		.host_offset = pc->host_offset + (uint64_t)(x - pc->first) * bs,
@@ -460,7 +362,7 @@ static int plan_rcw_interval(struct tpt_plan_builder *b, uint64_t stripe,
 		m = b->c->level->data_member(g, stripe, d);
 		if (m == F)
 			continue;
-		pc = piece_over(piece, nr, m, x, len);
+		pc = tpt_stripe_piece_over(piece, nr, m, x, len);
 		part[k] = (struct tpt_chain_source){ .member = (int)m };
 		err = tpt_plan_want_slot(b, m, &part[k].ordinal);
 		if (err)
@@ -484,19 +386,11 @@ static int plan_rcw_interval(struct tpt_plan_builder *b, uint64_t stripe,
 
 /*
  * A write of array blocks [@first, @end) of @stripe, less than the whole
- * stripe or with member @F missing (-1: none).
- *
- * The pieces may sit at different offsets of the unit (a write covering
- * the tail of one unit and the head of the next), so one parity block
- * range can take deltas from some members and not others.  A SLOT
- * descriptor takes a slot's whole payload and the reader checks the
- * piece's LBA and length (protocol.md 5.1), so a result can only be read
- * over exactly the range it was produced for.  The unit's offsets are
- * therefore cut at every piece boundary into elementary intervals, each
- * planned on its own: read-modify-write, or reconstruct-write where the
- * missing member is written.  Pieces that do not overlap need no cut.
- * With the parity member missing there is no parity to keep: the new data
- * is only staged, with READ NEW BLOCK.
+ * stripe or with member @F missing (-1: none), cut into elementary
+ * intervals (tpt_stripe_cut()), each planned on its own:
+ * read-modify-write, or reconstruct-write where the missing member is
+ * written.  With the parity member missing there is no parity to keep:
+ * the new data is only staged, with READ NEW BLOCK.
  */
 static int plan_stripe_write(struct tpt_plan_builder *b, uint64_t req_lba,
 			     uint64_t stripe, uint64_t first, uint64_t end,
@@ -505,32 +399,19 @@ static int plan_stripe_write(struct tpt_plan_builder *b, uint64_t req_lba,
 	const struct raid_geometry *g = b->c->geo;
 	const struct raid_level_ops *l = b->c->level;
 	uint32_t bs = b->c->block_size, unit = g->unit_blocks;
-	uint32_t bound[2 * RAID_MAX_MEMBERS], lo = unit, hi = 0, n;
-	struct stripe_piece piece[RAID_MAX_MEMBERS];
+	uint32_t bound[2 * RAID_MAX_MEMBERS], lo = unit, hi = 0;
+	struct tpt_stripe_piece piece[RAID_MAX_MEMBERS];
 	unsigned int parity = l->parity_member(g, stripe, 0);
-	unsigned int nr_pieces = 0, nr_bounds = 0, i, j;
-	uint64_t base = stripe * unit, pos;
+	unsigned int nr_pieces, nr_bounds, i, j;
+	uint64_t base = stripe * unit;
 	struct tpt_plan_cmd *cmd;
 	int err = 0;
 
-	for (pos = first; pos < end; pos += n) {
-		struct raid_chunk ch;
-		struct stripe_piece *pc = &piece[nr_pieces++];
-
-		l->map(g, pos, &ch);
-		pc->member = ch.member;
-		pc->first = (uint32_t)(ch.member_lba - base);
-		n = unit - pc->first;
-		if (n > end - pos)
-			n = (uint32_t)(end - pos);
-		pc->end = pc->first + n;
-		pc->host_offset = (pos - req_lba) * bs;
-		bound[nr_bounds++] = pc->first;
-		bound[nr_bounds++] = pc->end;
-	}
+	tpt_stripe_cut(b->c, req_lba, stripe, first, end, piece, &nr_pieces,
+		       bound, &nr_bounds);
 	if (F == (int)parity) {
 		for (j = 0; j < nr_pieces; j++) {
-			const struct stripe_piece *pc = &piece[j];
+			const struct tpt_stripe_piece *pc = &piece[j];
 
 			if (!tpt_plan_add_cmd(b, 0, TPT_PLAN_READ_NEW_BLOCK,
 					      pc->member, base + pc->first,
@@ -541,17 +422,11 @@ static int plan_stripe_write(struct tpt_plan_builder *b, uint64_t req_lba,
 		}
 		return 0;
 	}
-	qsort(bound, nr_bounds, sizeof(bound[0]), cmp_u32);
-	for (i = 1, j = 1; i < nr_bounds; i++)
-		if (bound[i] != bound[j - 1])
-			bound[j++] = bound[i];
-	nr_bounds = j;
-
 	for (i = 0; i + 1 < nr_bounds && !err; i++) {
 		uint32_t x = bound[i], len = bound[i + 1] - bound[i];
 
 		if (F >= 0 &&
-		    piece_over(piece, nr_pieces, (unsigned int)F, x, len)) {
+		    tpt_stripe_piece_over(piece, nr_pieces, (unsigned int)F, x, len)) {
 			err = plan_rcw_interval(b, stripe, parity,
 						(unsigned int)F, piece,
 						nr_pieces, x, len);

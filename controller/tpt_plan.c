@@ -404,6 +404,23 @@ int tpt_plan_add_chain(struct tpt_plan_builder *b, unsigned int step,
 		       uint8_t group, uint8_t first_mode, bool stage,
 		       const struct tpt_chain_source *src, unsigned int nr)
 {
+	return tpt_plan_add_weighted_chain(b, step, target, lba, n, group,
+					   first_mode, 0, stage, src, nr);
+}
+
+/* The last ref added gets @gf_exp. */
+static void weigh_last_ref(struct tpt_plan_builder *b, uint8_t gf_exp)
+{
+	b->p->refs[b->p->nr_refs - 1].gf_exp = gf_exp;
+}
+
+int tpt_plan_add_weighted_chain(struct tpt_plan_builder *b, unsigned int step,
+				unsigned int target, uint64_t lba, uint32_t n,
+				uint8_t group, uint8_t first_mode,
+				uint8_t operand_gf_exp, bool stage,
+				const struct tpt_chain_source *src,
+				unsigned int nr)
+{
 	uint32_t bs = b->c->block_size, unit = b->c->geo->unit_blocks;
 	uint32_t pieces = (n + unit - 1) / unit, len, i;
 	uint64_t bytes = (uint64_t)n * bs;
@@ -427,11 +444,15 @@ int tpt_plan_add_chain(struct tpt_plan_builder *b, unsigned int step,
 			return -ENOMEM;
 		cmd->parity_mode = k ? TPT_PARITY_XOR_GROUP : first_mode;
 		cmd->group_offset = group;
+		/* Later links fold into the result as it is. */
+		if (!k && first_mode != TPT_PARITY_COPY)
+			cmd->operand_gf_exp = operand_gf_exp;
 		for (j = k; j < end; j++) {
 			if (src[j].member < 0) {
 				if (tpt_plan_add_host_ref(b, src[j].host_offset,
 							  (uint32_t)bytes))
 					return -ENOMEM;
+				weigh_last_ref(b, src[j].gf_exp);
 				continue;
 			}
 			for (i = 0; i < pieces; i++) {
@@ -440,12 +461,116 @@ int tpt_plan_add_chain(struct tpt_plan_builder *b, unsigned int step,
 							  (uint16_t)(src[j].ordinal + i),
 							  len * bs))
 					return -ENOMEM;
+				weigh_last_ref(b, src[j].gf_exp);
 			}
 		}
 	}
 	return (int)step - 1;
 }
 
+
+int tpt_plan_add_prep_reads(struct tpt_plan_builder *b,
+			    struct tpt_read_piece *piece, unsigned int nr)
+{
+	const struct raid_geometry *g = b->c->geo;
+	uint32_t unit = g->unit_blocks, bs = b->c->block_size;
+	uint32_t parity_units = b->c->level->nr_parity(g);
+	unsigned int refs_max = tpt_plan_refs_max(b->c), i, j;
+	bool skip_parity = !b->c->host_held;
+
+	for (i = 0; i < nr; i++) {
+		struct tpt_plan_cmd *cmd;
+		uint32_t run = piece[i].blocks;
+
+		/* Taken by an earlier run of its member. */
+		if (!piece[i].blocks)
+			continue;
+		cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_PREP_READ,
+				       piece[i].member, piece[i].member_lba, run);
+		if (!cmd || tpt_plan_add_host_ref(b, piece[i].host_offset,
+						  run * bs))
+			return -ENOMEM;
+		for (j = i + 1; j < nr; j++) {
+			struct tpt_read_piece *p = &piece[j];
+			uint64_t end = piece[i].member_lba + run, gap;
+
+			if (p->member != piece[i].member)
+				continue;
+			/* The member's next data unit in the request: right
+			 * after the run, or after its parity units. */
+			if (p->member_lba < end)
+				break;
+			gap = p->member_lba - end;
+			if ((gap && (!skip_parity || end % unit ||
+				     gap % unit || gap / unit > parity_units)) ||
+			    cmd->nr_refs + 1 + !!gap > refs_max ||
+			    run + gap + p->blocks > TPT_VENDOR_LENGTH_MAX)
+				break;
+			if (gap && tpt_plan_add_skip_ref(b, (uint32_t)gap * bs))
+				return -ENOMEM;
+			if (tpt_plan_add_host_ref(b, p->host_offset,
+						  p->blocks * bs))
+				return -ENOMEM;
+			run += (uint32_t)gap + p->blocks;
+			cmd->blocks = run;
+			p->blocks = 0;		/* planned, in this run */
+		}
+	}
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void tpt_stripe_cut(const struct tpt_plan_ctx *c, uint64_t req_lba,
+		    uint64_t stripe, uint64_t first, uint64_t end,
+		    struct tpt_stripe_piece *piece, unsigned int *nr_pieces,
+		    uint32_t *bound, unsigned int *nr_bounds)
+{
+	const struct raid_geometry *g = c->geo;
+	uint32_t unit = g->unit_blocks, n;
+	uint64_t base = stripe * unit, pos;
+	unsigned int nb = 0, i, j;
+
+	*nr_pieces = 0;
+	for (pos = first; pos < end; pos += n) {
+		struct raid_chunk ch;
+		struct tpt_stripe_piece *pc = &piece[(*nr_pieces)++];
+
+		c->level->map(g, pos, &ch);
+		pc->member = ch.member;
+		pc->first = (uint32_t)(ch.member_lba - base);
+		n = unit - pc->first;
+		if (n > end - pos)
+			n = (uint32_t)(end - pos);
+		pc->end = pc->first + n;
+		pc->host_offset = (pos - req_lba) * c->block_size;
+		bound[nb++] = pc->first;
+		bound[nb++] = pc->end;
+	}
+	qsort(bound, nb, sizeof(bound[0]), cmp_u32);
+	for (i = 1, j = 1; i < nb; i++)
+		if (bound[i] != bound[j - 1])
+			bound[j++] = bound[i];
+	*nr_bounds = nb ? j : 0;
+}
+
+const struct tpt_stripe_piece *
+tpt_stripe_piece_over(const struct tpt_stripe_piece *piece, unsigned int nr,
+		      unsigned int member, uint32_t x, uint32_t len)
+{
+	unsigned int j;
+
+	for (j = 0; j < nr; j++)
+		if (piece[j].member == member && piece[j].first <= x &&
+		    piece[j].end >= x + len)
+			return &piece[j];
+	return NULL;
+}
 
 /* WRITE NEW DATA of the staged runs of member @m, group @g, in @step; a
  * run longer than a CDB can say is cut at unit boundaries, which no staged

@@ -45,9 +45,12 @@ enum tpt_plan_op {			/* protocol.md opcodes */
  * from the plan's group number on.  The second keeps a reconstruction
  * apart from the request's ordinary flow on the same target: a PREP READ
  * and a READ MEDIUM of one block cannot share a group (protocol.md 8.1),
- * and what a reconstruction leaves behind is released on its own.
+ * and what a reconstruction leaves behind is released on its own.  The
+ * third keeps RAID-6's second reconstruction of a stripe apart from the
+ * first: a target's READ PARITY outcome replaces its own export of the
+ * same blocks in the same group, which the other may still read.
  */
-#define TPT_PLAN_MAX_GROUPS 2
+#define TPT_PLAN_MAX_GROUPS 3
 
 /* SKIP: bytes of a PREP READ's range that go nowhere (protocol.md 5.1,
  * PASSIVE PEER ID FFFDh). */
@@ -63,6 +66,9 @@ struct tpt_plan_ref {
 	unsigned int member;		/* SLOT: whose slot */
 	uint16_t slot;
 	uint32_t length;		/* bytes */
+	/* A READ PARITY pass's weight 2^gf_exp (protocol.md 3.1); 0: plain
+	 * XOR.  Every ref of one pass has the same. */
+	uint8_t gf_exp;
 };
 
 struct tpt_plan_cmd {
@@ -73,6 +79,7 @@ struct tpt_plan_cmd {
 	bool final;			/* PREP READ / PREP WRITE */
 	uint8_t parity_mode;		/* TPT_PARITY_* of scsi/tpt_cdb.h */
 	uint16_t result_slot;		/* TPT_SLOT_NONE or first slot */
+	uint8_t operand_gf_exp;		/* READ PARITY: the operand's weight */
 	uint8_t group_offset;		/* its group: plan->group + this */
 	unsigned int nr_refs, first_ref;	/* into plan->refs */
 };
@@ -191,6 +198,7 @@ struct tpt_chain_source {
 	int member;
 	uint16_t ordinal;
 	uint64_t host_offset;
+	uint8_t gf_exp;			/* its pass weighted 2^gf_exp (3.1) */
 };
 
 /*
@@ -207,6 +215,71 @@ int tpt_plan_add_chain(struct tpt_plan_builder *b, unsigned int step,
 		       unsigned int target, uint64_t lba, uint32_t n,
 		       uint8_t group, uint8_t first_mode, bool stage,
 		       const struct tpt_chain_source *src, unsigned int nr);
+/* The same with weights (protocol.md 3.1): each source's pass weighted
+ * by its gf_exp, and the first link's operand (with XOR MEDIUM, @target's
+ * own blocks) by 2^@operand_gf_exp. */
+int tpt_plan_add_weighted_chain(struct tpt_plan_builder *b, unsigned int step,
+				unsigned int target, uint64_t lba, uint32_t n,
+				uint8_t group, uint8_t first_mode,
+				uint8_t operand_gf_exp, bool stage,
+				const struct tpt_chain_source *src,
+				unsigned int nr);
+/* A piece of a stripe unit a READ takes from a member that has it. */
+struct tpt_read_piece {
+	unsigned int member;
+	uint64_t member_lba;
+	uint32_t blocks;
+	uint64_t host_offset;		/* bytes */
+};
+
+/*
+ * One PREP READ per run of a member's pieces that are contiguous on the
+ * member (the units of consecutive stripes, where it holds data in each),
+ * with a host descriptor per piece: the transfer list covers the range in
+ * order (protocol.md 5.1), so the target reads the run in one pass and
+ * puts each piece where the host wants it.  For an extended host the run
+ * also steps over the units the member holds parity in (one in RAID-5,
+ * two in RAID-6), between two of its data units, with a skip descriptor
+ * (PASSIVE PEER ID FFFDh): the target reads them with the rest and moves
+ * none of it.  A 1 MiB READ over 32 KiB units is then a command per
+ * member, not 32 (nor two or three per member where its parity breaks
+ * the run): the controller's cost of a READ is its commands.  An
+ * unmodified host's PREP READs go as plain READs into its buffer, where a
+ * skipped unit would need room of its own.  All in step 0; @piece is
+ * used up.
+ */
+int tpt_plan_add_prep_reads(struct tpt_plan_builder *b,
+			    struct tpt_read_piece *piece, unsigned int nr);
+
+/* One data member's share of a partial stripe write. */
+struct tpt_stripe_piece {
+	unsigned int member;
+	uint32_t first, end;		/* blocks within the unit */
+	uint64_t host_offset;		/* bytes, of block @first */
+};
+
+/*
+ * A write of array blocks [@first, @end) of @stripe (a request at
+ * @req_lba) as the data members' pieces, in @piece (room for
+ * RAID_MAX_MEMBERS), and the unit's offsets cut at every piece boundary,
+ * in @bound (room for 2 * RAID_MAX_MEMBERS), sorted, without repeats.
+ * The pieces may sit at different offsets of the unit (a write covering
+ * the tail of one unit and the head of the next), so one parity block
+ * range can take data from some members and not others; and a SLOT
+ * descriptor takes a slot's whole payload, the reader checking the
+ * piece's LBA and length (protocol.md 5.1), so a result can only be read
+ * over exactly the range it was produced for.  Each elementary interval
+ * [bound[i], bound[i + 1]) is therefore planned on its own.
+ */
+void tpt_stripe_cut(const struct tpt_plan_ctx *c, uint64_t req_lba,
+		    uint64_t stripe, uint64_t first, uint64_t end,
+		    struct tpt_stripe_piece *piece, unsigned int *nr_pieces,
+		    uint32_t *bound, unsigned int *nr_bounds);
+/* The piece of @member covering [x, x + len) of the unit, or NULL. */
+const struct tpt_stripe_piece *
+tpt_stripe_piece_over(const struct tpt_stripe_piece *piece, unsigned int nr,
+		      unsigned int member, uint32_t x, uint32_t len);
+
 /*
  * The steps that end a plan (protocol.md 4.11, 8.3, 9.2): WRITE NEW DATA
  * of every run of staged data, in a step after the last one used, and TPT

@@ -110,11 +110,11 @@ int tpt_gf_scale(void *buf, uint8_t gf_exp, size_t len)
 {
 	unsigned char tbl[32];
 
+	if (!gf_exp)
+		return 0;
 	if (gf_exp == 255 || len > INT_MAX || len % TPT_PARITY_ALIGN ||
 	    !aligned(buf))
 		return -EINVAL;
-	if (!gf_exp)
-		return 0;
 	/* gf_vect_mul loads each vector before it stores it: in place is
 	 * safe (test_tpt_parity checks it). */
 	gf_vect_mul_init(tpt_gf_pow2(gf_exp), tbl);

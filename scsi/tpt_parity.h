@@ -51,8 +51,8 @@ int tpt_xor_acc(void *dst, const void *const *src, unsigned int nsrc,
 int tpt_gf_fold(void *dst, const void *const *src, const uint8_t *gf_exp,
 		unsigned int nsrc, size_t len, bool acc);
 
-/* buf *= 2^@gf_exp in place (0-254; 0 leaves it as it is).  Returns 0,
- * or -EINVAL for exponent 255, a bad length or alignment. */
+/* buf *= 2^@gf_exp in place (0-254; 0 leaves any buffer as it is).
+ * Returns 0, or -EINVAL for exponent 255, a bad length or alignment. */
 int tpt_gf_scale(void *buf, uint8_t gf_exp, size_t len);
 
 /* 2^@e in that field (e taken modulo 255). */

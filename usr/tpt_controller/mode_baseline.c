@@ -145,8 +145,10 @@ static void bl_cmd_done(struct tpt_member *m, struct scsi_task *task,
 		bl_step(run);
 }
 
-/* dst ^= src; src of any alignment (host data comes as it comes). */
-static int bl_xor(uint8_t *dst, const uint8_t *src, uint32_t len)
+/* dst ^= 2^gf_exp src; src of any alignment (host data comes as it
+ * comes). */
+static int bl_xor(uint8_t *dst, const uint8_t *src, uint32_t len,
+		  uint8_t gf_exp)
 {
 	uint8_t *bounce = NULL;
 	int err;
@@ -158,7 +160,7 @@ static int bl_xor(uint8_t *dst, const uint8_t *src, uint32_t len)
 		memcpy(bounce, src, len);
 		src = bounce;
 	}
-	err = tpt_xor_acc(dst, (const void *[]){ src }, 1, len);
+	err = tpt_gf_fold(dst, (const void *[]){ src }, &gf_exp, 1, len, true);
 	free(bounce);
 	return err;
 }
@@ -170,9 +172,9 @@ static int bl_local(struct bl_run *run, const struct bl_cmd *cmd)
 
 	if (cmd->op == BL_COPY) {
 		memcpy(dst, src, cmd->bytes);
-		return 0;
+		return tpt_gf_scale(dst, cmd->gf_exp, cmd->bytes);
 	}
-	return bl_xor(dst, src, cmd->bytes);
+	return bl_xor(dst, src, cmd->bytes, cmd->gf_exp);
 }
 
 static int bl_send(struct bl_run *run, const struct bl_cmd *cmd)

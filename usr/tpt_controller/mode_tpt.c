@@ -919,9 +919,11 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 
 	memset(xl, 0, offsetof(struct tpt_xfer_list, desc));
 	xl->result_slot = pc->result_slot;
+	xl->operand_gf_exp = pc->operand_gf_exp;
 	for (i = 0, n = 0; i < pc->nr_refs; i++, n++) {
 		const struct tpt_plan_ref *ref = &p->refs[pc->first_ref + i];
 		struct tpt_xfer_desc *d = &xl->desc[n];
+		unsigned int first = n;
 
 		if (n == TPT_XFER_DESC_MAX)
 			return -E2BIG;
@@ -957,6 +959,10 @@ static int tp_xfer_list(struct tp_run *run, const struct tpt_plan *p,
 			d->stag = t->slot[ref->slot].stag;
 			d->offset = t->slot[ref->slot].offset;
 		}
+		/* A host ref may have become several descriptors: one
+		 * pass, one weight. */
+		for (; first <= n; first++)
+			xl->desc[first].gf_exp = ref->gf_exp;
 	}
 	xl->count = (uint16_t)n;
 	/* The descriptors' sum - the range, or a READ PARITY command's
@@ -1372,9 +1378,9 @@ static int tp_start(struct tpt_span *s)
 		return 0;
 	}
 	run->span = s;
-	/* Two group numbers per span (TPT_PLAN_MAX_GROUPS), never 0. */
+	/* TPT_PLAN_MAX_GROUPS group numbers per span, never 0. */
 	group = tp->next_group;
-	if (!group || group + 1 == 0)
+	if (!group || group > UINT32_MAX - (TPT_PLAN_MAX_GROUPS - 1))
 		group = 1;
 	tp->next_group = group + TPT_PLAN_MAX_GROUPS;
 	for (p = 0; p < a->nr_members; p++) {
