@@ -337,9 +337,10 @@ static int parse_option(char *key, char *value, struct tpt_array_spec *out,
 			char *err, size_t errlen)
 {
 	if (!strcmp(key, "raid")) {
-		if (strcmp(value, "1") && strcmp(value, "5"))
-			return spec_error(err, errlen, "raid=%s: RAID levels 1 "
-					  "and 5 are supported", value);
+		if (strcmp(value, "1") && strcmp(value, "5") &&
+		    strcmp(value, "6"))
+			return spec_error(err, errlen, "raid=%s: RAID levels 1, "
+					  "5 and 6 are supported", value);
 		out->raid_level = (unsigned int)(value[0] - '0');
 		return 0;
 	}
@@ -430,7 +431,7 @@ static int check_whole(struct tpt_array_spec *out, char *err, size_t errlen)
 	unsigned int i, j;
 
 	if (!out->raid_level)
-		return spec_error(err, errlen, "raid=1 or raid=5 is required");
+		return spec_error(err, errlen, "raid=1, raid=5 or raid=6 is required");
 	level = raid_level_find(out->raid_level);
 	if (level && out->nr_members < level->min_members)
 		return spec_error(err, errlen, "RAID-%u needs at least %u "

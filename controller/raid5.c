@@ -407,8 +407,8 @@ static int plan_stripe_write(struct tpt_plan_builder *b, uint64_t req_lba,
 	struct tpt_plan_cmd *cmd;
 	int err = 0;
 
-	tpt_stripe_cut(b->c, req_lba, stripe, first, end, piece, &nr_pieces,
-		       bound, &nr_bounds);
+	tpt_stripe_cut(g, l, bs, req_lba, stripe, first, end, piece,
+		       &nr_pieces, bound, &nr_bounds);
 	if (F == (int)parity) {
 		for (j = 0; j < nr_pieces; j++) {
 			const struct tpt_stripe_piece *pc = &piece[j];

@@ -10,6 +10,7 @@
 static const struct raid_level_ops *const raid_levels[] = {
 	&raid1_level,
 	&raid5_level,
+	&raid6_level,
 };
 
 const struct raid_level_ops *raid_level_find(unsigned int level)

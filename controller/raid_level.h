@@ -136,6 +136,13 @@ extern const struct raid_level_ops raid5_level;
  */
 extern const struct raid_level_ops raid1_level;
 
+/*
+ * RAID-6: P and Q (md's left-symmetric layout, Q weighted as md's and
+ * ISA-L's), computed by the targets with weighted passes (raid6.c).  It
+ * survives the loss of any two members.
+ */
+extern const struct raid_level_ops raid6_level;
+
 /* The level for raid=@level, or NULL. */
 const struct raid_level_ops *raid_level_find(unsigned int level);
 

@@ -408,8 +408,7 @@ int tpt_plan_add_chain(struct tpt_plan_builder *b, unsigned int step,
 					   first_mode, 0, stage, src, nr);
 }
 
-/* The last ref added gets @gf_exp. */
-static void weigh_last_ref(struct tpt_plan_builder *b, uint8_t gf_exp)
+void tpt_plan_weigh_last_ref(struct tpt_plan_builder *b, uint8_t gf_exp)
 {
 	b->p->refs[b->p->nr_refs - 1].gf_exp = gf_exp;
 }
@@ -452,7 +451,7 @@ int tpt_plan_add_weighted_chain(struct tpt_plan_builder *b, unsigned int step,
 				if (tpt_plan_add_host_ref(b, src[j].host_offset,
 							  (uint32_t)bytes))
 					return -ENOMEM;
-				weigh_last_ref(b, src[j].gf_exp);
+				tpt_plan_weigh_last_ref(b, src[j].gf_exp);
 				continue;
 			}
 			for (i = 0; i < pieces; i++) {
@@ -461,7 +460,7 @@ int tpt_plan_add_weighted_chain(struct tpt_plan_builder *b, unsigned int step,
 							  (uint16_t)(src[j].ordinal + i),
 							  len * bs))
 					return -ENOMEM;
-				weigh_last_ref(b, src[j].gf_exp);
+				tpt_plan_weigh_last_ref(b, src[j].gf_exp);
 			}
 		}
 	}
@@ -526,12 +525,13 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-void tpt_stripe_cut(const struct tpt_plan_ctx *c, uint64_t req_lba,
-		    uint64_t stripe, uint64_t first, uint64_t end,
-		    struct tpt_stripe_piece *piece, unsigned int *nr_pieces,
-		    uint32_t *bound, unsigned int *nr_bounds)
+void tpt_stripe_cut(const struct raid_geometry *g,
+		    const struct raid_level_ops *l, uint32_t block_size,
+		    uint64_t req_lba, uint64_t stripe, uint64_t first,
+		    uint64_t end, struct tpt_stripe_piece *piece,
+		    unsigned int *nr_pieces, uint32_t *bound,
+		    unsigned int *nr_bounds)
 {
-	const struct raid_geometry *g = c->geo;
 	uint32_t unit = g->unit_blocks, n;
 	uint64_t base = stripe * unit, pos;
 	unsigned int nb = 0, i, j;
@@ -541,14 +541,14 @@ void tpt_stripe_cut(const struct tpt_plan_ctx *c, uint64_t req_lba,
 		struct raid_chunk ch;
 		struct tpt_stripe_piece *pc = &piece[(*nr_pieces)++];
 
-		c->level->map(g, pos, &ch);
+		l->map(g, pos, &ch);
 		pc->member = ch.member;
 		pc->first = (uint32_t)(ch.member_lba - base);
 		n = unit - pc->first;
 		if (n > end - pos)
 			n = (uint32_t)(end - pos);
 		pc->end = pc->first + n;
-		pc->host_offset = (pos - req_lba) * c->block_size;
+		pc->host_offset = (pos - req_lba) * block_size;
 		bound[nb++] = pc->first;
 		bound[nb++] = pc->end;
 	}

@@ -179,6 +179,8 @@ int tpt_plan_add_parity_ref(struct tpt_plan_builder *b, uint64_t host_offset,
 			    uint32_t length, uint32_t nr_sources);
 /* @length bytes of a PREP READ's range that are not moved. */
 int tpt_plan_add_skip_ref(struct tpt_plan_builder *b, uint32_t length);
+/* The ref added last is its pass's share, weighted 2^@gf_exp (3.1). */
+void tpt_plan_weigh_last_ref(struct tpt_plan_builder *b, uint8_t gf_exp);
 /* A SLOT descriptor for the result slot @ordinal of @member. */
 int tpt_plan_add_slot_ref(struct tpt_plan_builder *b, unsigned int member,
 			  uint16_t ordinal, uint32_t length);
@@ -269,9 +271,12 @@ struct tpt_stripe_piece {
  * descriptor takes a slot's whole payload, the reader checking the
  * piece's LBA and length (protocol.md 5.1), so a result can only be read
  * over exactly the range it was produced for.  Each elementary interval
- * [bound[i], bound[i + 1]) is therefore planned on its own.
+ * [bound[i], bound[i + 1]) is therefore planned on its own; Baseline
+ * plans cut the same way where a level's parity is computed per block.
  */
-void tpt_stripe_cut(const struct tpt_plan_ctx *c, uint64_t req_lba,
+void tpt_stripe_cut(const struct raid_geometry *g,
+		    const struct raid_level_ops *l, uint32_t block_size,
+		    uint64_t req_lba,
 		    uint64_t stripe, uint64_t first, uint64_t end,
 		    struct tpt_stripe_piece *piece, unsigned int *nr_pieces,
 		    uint32_t *bound, unsigned int *nr_bounds);

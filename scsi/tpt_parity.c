@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -67,6 +68,27 @@ uint8_t tpt_gf_pow2(unsigned int e)
 	for (e %= 255; e; e--)
 		x = (uint8_t)gf_mul(x, 2);
 	return x;
+}
+
+static uint8_t gf_log_table[256];
+static pthread_once_t gf_log_once = PTHREAD_ONCE_INIT;
+
+static void gf_log_init(void)
+{
+	uint8_t x = 1;
+	unsigned int e;
+
+	gf_log_table[0] = 255;
+	for (e = 0; e < 255; e++) {
+		gf_log_table[x] = (uint8_t)e;
+		x = (uint8_t)gf_mul(x, 2);
+	}
+}
+
+uint8_t tpt_gf_log2(uint8_t x)
+{
+	pthread_once(&gf_log_once, gf_log_init);
+	return gf_log_table[x];
 }
 
 int tpt_gf_fold(void *dst, const void *const *src, const uint8_t *gf_exp,

@@ -58,4 +58,8 @@ int tpt_gf_scale(void *buf, uint8_t gf_exp, size_t len);
 /* 2^@e in that field (e taken modulo 255). */
 uint8_t tpt_gf_pow2(unsigned int e);
 
+/* The exponent e (0-254) with 2^e = @x, for @x non-zero; 255 for zero,
+ * which has none. */
+uint8_t tpt_gf_log2(uint8_t x);
+
 #endif

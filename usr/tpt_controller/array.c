@@ -1289,7 +1289,7 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 	if (!a->spec_text || !a->level) {
 		ret = a->level ? -ENOMEM : -EINVAL;
 		if (!a->level)
-			eprintf("tptraid: no RAID level %u (levels 1 and 5)\n",
+			eprintf("tptraid: no RAID level %u (levels 1, 5 and 6)\n",
 				spec->raid_level);
 		free(re);
 		array_free(a, false);

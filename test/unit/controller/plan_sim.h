@@ -528,6 +528,48 @@ static void xor_into(unsigned char *dst, const unsigned char *src,
 		dst[i] ^= src[i];
 }
 
+/* GF(2^8), 11Dh, by shift and reduce: the simulator's own arithmetic. */
+static uint8_t gf_times(uint8_t a, uint8_t b)
+{
+	uint8_t p = 0;
+
+	for (; b; b >>= 1) {
+		if (b & 1)
+			p ^= a;
+		a = (uint8_t)((a & 0x80) ? (a << 1) ^ 0x1d : a << 1);
+	}
+	return p;
+}
+
+static uint8_t gf_exp2(unsigned int e)
+{
+	uint8_t x = 1;
+
+	while (e--)
+		x = gf_times(x, 2);
+	return x;
+}
+
+/* dst ^= 2^gf_exp src, bytewise. */
+static void weighted_xor_into(unsigned char *dst, const unsigned char *src,
+			      uint64_t len, uint8_t gf_exp)
+{
+	uint8_t c = gf_exp2(gf_exp);
+	uint64_t i;
+
+	for (i = 0; i < len; i++)
+		dst[i] ^= gf_times(c, src[i]);
+}
+
+static void weigh(unsigned char *buf, uint64_t len, uint8_t gf_exp)
+{
+	uint8_t c = gf_exp2(gf_exp);
+	uint64_t i;
+
+	for (i = 0; gf_exp && i < len; i++)
+		buf[i] = gf_times(c, buf[i]);
+}
+
 static unsigned char *sim_medium(struct sim *s, unsigned int member,
 				 uint64_t lba)
 {
@@ -597,9 +639,18 @@ static bool sim_check_cmd(struct sim *s, const struct tpt_plan_cmd *cmd)
 		sim_fail(s, cmd, "RESULT SLOT in a command that pushes");
 	else if (cmd->first_ref + cmd->nr_refs > s->plan->nr_refs)
 		sim_fail(s, cmd, "descriptors beyond the plan's");
+	if (cmd->operand_gf_exp == 255 ||
+	    (cmd->operand_gf_exp &&
+	     !((part && cmd->parity_mode != TPT_PARITY_COPY) ||
+	       op == TPT_PLAN_COMP_TMP)))
+		sim_fail(s, cmd, "an OPERAND GF EXPONENT where it is refused");
 	for (j = 0; !s->failed && j < cmd->nr_refs; j++) {
 		const struct tpt_plan_ref *ref = &s->plan->refs[cmd->first_ref + j];
 
+		if (ref->gf_exp == 255 ||
+		    (ref->gf_exp && !part && op != TPT_PLAN_COMP_TMP &&
+		     op != TPT_PLAN_COMP_BLOCK))
+			sim_fail(s, cmd, "a GF EXPONENT where it is refused");
 		/* A skip: PREP READ only, between moved pieces (5.1). */
 		if (ref->kind == TPT_REF_SKIP) {
 			if (op != TPT_PLAN_PREP_READ || !j ||
@@ -837,6 +888,27 @@ static void sim_xdwrite(struct sim *s, const struct tpt_plan_cmd *cmd)
 		  cmd->lba + cmd->blocks);
 }
 
+/* Each pass's GF EXPONENT, every descriptor of a pass the same (5.1). */
+static bool sim_pass_weights(struct sim *s, const struct tpt_plan_cmd *cmd,
+			     uint8_t *pass_exp)
+{
+	uint64_t range = (uint64_t)cmd->blocks * s->bs, pos = 0;
+	unsigned int j;
+
+	for (j = 0; j < cmd->nr_refs; j++) {
+		const struct tpt_plan_ref *ref = &s->plan->refs[cmd->first_ref + j];
+
+		if (pos % range == 0)
+			pass_exp[pos / range] = ref->gf_exp;
+		else if (pass_exp[pos / range] != ref->gf_exp) {
+			sim_fail(s, cmd, "a pass weighted unevenly");
+			return false;
+		}
+		pos += ref->length;
+	}
+	return true;
+}
+
 /* The four READ PARITY commands (4.7-4.10, 8.2), with the target's
  * rule for accumulating in place: only into a result that is not staged
  * data, named by the same slot (or none, for a private one). */
@@ -854,6 +926,7 @@ static void sim_read_parity(struct sim *s, const struct tpt_plan_cmd *cmd)
 	uint64_t bytes = (uint64_t)cmd->blocks * s->bs;
 	struct sim_grp *G = sim_grp_of(s, cmd);
 	struct sim_range *operand = NULL, *dest, *old;
+	uint8_t pass_exp[TPT_XOR_PASSES_MAX];
 	unsigned char *fetched;
 	unsigned int flag, i, passes;
 
@@ -886,7 +959,8 @@ static void sim_read_parity(struct sim *s, const struct tpt_plan_cmd *cmd)
 		return;
 	}
 	fetched = xcalloc((uint64_t)passes * cmd->blocks, s->bs);
-	if (!sim_fetch_passes(s, cmd, fetched, passes)) {
+	if (!sim_fetch_passes(s, cmd, fetched, passes) ||
+	    !sim_pass_weights(s, cmd, pass_exp)) {
 		free(fetched);
 		return;
 	}
@@ -921,8 +995,11 @@ static void sim_read_parity(struct sim *s, const struct tpt_plan_cmd *cmd)
 		}
 		dest->flags = outcome;
 	}
+	/* The operand, in place or copied, is weighted first (3.1). */
+	weigh(dest->data, bytes, cmd->operand_gf_exp);
 	for (i = 0; i < passes; i++)
-		xor_into(dest->data, fetched + i * bytes, bytes);
+		weighted_xor_into(dest->data, fetched + i * bytes, bytes,
+				  pass_exp[i]);
 	free(fetched);
 	dest->step = s->step;
 	sim_publish(s, t, dest);
@@ -1117,6 +1194,17 @@ static void sim_check_host_used(struct sim *s, unsigned int times)
 				 "as the level writes it");
 }
 
+/* Every host byte went somewhere: a RAID-6 whose members are missing
+ * sends a written unit's data to each parity that folds it in. */
+static void sim_check_host_moved(struct sim *s)
+{
+	uint64_t i;
+
+	for (i = 0; i < s->host_len && !s->failed; i++)
+		if (!s->host_use[i])
+			sim_fail(s, NULL, "a host byte is not moved");
+}
+
 static void sim_check_host_used_once(struct sim *s)
 {
 	sim_check_host_used(s, 1);
@@ -1226,8 +1314,17 @@ static unsigned char *unit_in_array(struct world *w, uint64_t stripe,
 			 w->a.geo.unit_blocks * w->s.bs;
 }
 
-/* A world of @level whose every parity unit (a mirror's copies too) is
- * the XOR of its stripe's data units. */
+/* The weight of data unit @d in parity unit @i, as an exponent of 2:
+ * every parity unit is the XOR of its stripe's data units (a mirror's
+ * copies too) but RAID-6's Q, which weights data unit d 2^d. */
+static uint8_t world_weight(const struct raid_level_ops *l, unsigned int i,
+			    unsigned int d)
+{
+	return l->level == 6 && i == 1 ? (uint8_t)d : 0;
+}
+
+/* A world of @level whose every parity unit is its weighted sum of the
+ * stripe's data units (world_weight()). */
 static void world_init_level(struct world *w,
 			     const struct raid_level_ops *l,
 			     unsigned int members, uint32_t unit,
@@ -1249,9 +1346,10 @@ static void world_init_level(struct world *w,
 			memcpy(unit_on_member(w, l->data_member(&w->a.geo, s, d), s),
 			       unit_in_array(w, s, d), unit_bytes);
 			for (i = 0; i < l->nr_parity(&w->a.geo); i++)
-				xor_into(unit_on_member(w, l->parity_member(
+				weighted_xor_into(unit_on_member(w, l->parity_member(
 						&w->a.geo, s, i), s),
-					 unit_in_array(w, s, d), unit_bytes);
+					 unit_in_array(w, s, d), unit_bytes,
+					 world_weight(l, i, d));
 		}
 	}
 }
@@ -1272,7 +1370,7 @@ static void world_destroy(struct world *w)
 
 /*
  * Every data unit holds what the array should and every parity unit is
- * the XOR of its stripe's data.  A member that is gone (s.dead) holds
+ * its weighted sum of its stripe's data (world_weight()).  A member that is gone (s.dead) holds
  * nothing that counts: its data units must follow from the others, and
  * its parity units are not kept.
  */
@@ -1286,10 +1384,8 @@ static bool world_consistent(struct world *w)
 	unsigned int d, i, m;
 
 	for (s = 0; s < g->member_blocks / g->unit_blocks && ok; s++) {
-		memset(acc, 0, unit_bytes);
 		for (d = 0; d < world_data_units(w); d++) {
 			m = l->data_member(g, s, d);
-			xor_into(acc, unit_in_array(w, s, d), unit_bytes);
 			if (w->s.dead & (1u << m))
 				continue;
 			if (memcmp(unit_on_member(w, m, s),
@@ -1300,6 +1396,11 @@ static bool world_consistent(struct world *w)
 			}
 		}
 		for (i = 0; i < l->nr_parity(g) && ok; i++) {
+			memset(acc, 0, unit_bytes);
+			for (d = 0; d < world_data_units(w); d++)
+				weighted_xor_into(acc, unit_in_array(w, s, d),
+						  unit_bytes,
+						  world_weight(l, i, d));
 			m = l->parity_member(g, s, i);
 			if (!(w->s.dead & (1u << m)) &&
 			    memcmp(unit_on_member(w, m, s), acc, unit_bytes)) {
@@ -1341,7 +1442,11 @@ static void world_run_write(struct world *w, struct tpt_plan *p, uint64_t lba,
 	sim_begin(&w->s, p, host, len);
 	if (!abort) {
 		sim_steps(&w->s, 0, p->nr_steps);
-		sim_check_host_used(&w->s, world_copies_written(w));
+		if (w->a.ctx.level->nr_parity(&w->a.geo) > 1 &&
+		    !w->a.ctx.level->copies && w->a.ctx.missing)
+			sim_check_host_moved(&w->s);
+		else
+			sim_check_host_used(&w->s, world_copies_written(w));
 		memcpy(w->data + lba * w->s.bs, host, len);
 	} else {
 		/* Anywhere short of WRITE NEW DATA or WRITE, which change
@@ -1383,7 +1488,7 @@ static void world_write(struct world *w, uint64_t lba, uint32_t blocks,
 	int err;
 
 	rnd_fill(host, (uint64_t)blocks * w->s.bs);
-	w->group += 2;
+	w->group += TPT_PLAN_MAX_GROUPS;
 	err = w->a.ctx.level->tpt_write(&w->a.ctx, lba, blocks, w->group,
 					  &p);
 	CHECK_EQ(err, 0);
@@ -1400,7 +1505,7 @@ static void world_read(struct world *w, uint64_t lba, uint32_t blocks)
 	int err;
 
 	memset(host, 0xa5, len);
-	w->group += 2;
+	w->group += TPT_PLAN_MAX_GROUPS;
 	err = w->a.ctx.level->tpt_read(&w->a.ctx, lba, blocks, w->group, &p);
 	CHECK_EQ(err, 0);
 	if (!err) {

@@ -75,7 +75,8 @@ static void bad_specs_name_their_fault(void)
 		const char *mention;
 	} cases[] = {
 		{ "", "no array options" },
-		{ "raid=6;" M(0) ";" M(1) ";" M(2), "raid=6" },
+		{ "raid=7;" M(0) ";" M(1) ";" M(2), "raid=7" },
+		{ "raid=6;" M(0) ";" M(1) ";" M(2), "RAID-6 needs at least 4" },
 		{ "raid=5;unit=3k;dm=10.0.0.1:1;" M(0) ";" M(1) ";" M(2), "unit=3k" },
 		{ "raid=5;unit=2m;dm=10.0.0.1:1;" M(0) ";" M(1) ";" M(2), "unit=2m" },
 		/* (2^54 + 64)k and (2^54 + 1)k: 64k and 1k modulo 2^64. */

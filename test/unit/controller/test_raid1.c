@@ -261,7 +261,7 @@ static void two_lost_of_three(void)
 		/* Back, but holding nothing yet: written, never read. */
 		w.s.dead &= ~(1u << m);
 		for (s = 0; s < stripes; s += 4) {
-			w.group += 2;
+			w.group += TPT_PLAN_MAX_GROUPS;
 			CHECK_EQ(raid1_level.tpt_rebuild(&w.a.ctx, s, 4, m,
 							 w.group, &p), 0);
 			sim_begin(&w.s, &p, NULL, 0);

@@ -150,7 +150,7 @@ static void array_blocks_and_lookup(void)
 	};
 
 	CHECK(l == &raid5_level);
-	CHECK(raid_level_find(6) == NULL);
+	CHECK(raid_level_find(7) == NULL);
 	CHECK(raid_level_find(0) == NULL);
 	if (!l)
 		return;

@@ -41,7 +41,7 @@ static void world_rebuild(struct world *w, unsigned int member, uint32_t run)
 	w->a.ctx.missing = member == RAID_PARITY_MEMBER ? 0 : 1u << member;
 	for (s = 0; s < stripes && !w->s.failed; s += n) {
 		n = (uint32_t)(stripes - s < run ? stripes - s : run);
-		w->group += 2;
+		w->group += TPT_PLAN_MAX_GROUPS;
 		err = w->a.ctx.level->tpt_rebuild(&w->a.ctx, s, n, member,
 						  w->group, &p);
 		CHECK_EQ(err, 0);

@@ -160,8 +160,11 @@ static void gf_fold_matches_bytewise_reference(void)
 	CHECK_EQ(tpt_gf_pow2(0), 1);
 	CHECK_EQ(tpt_gf_pow2(8), 0x1d);
 	CHECK_EQ(tpt_gf_pow2(255), 1);
-	for (i = 0; i < 255; i++)
+	for (i = 0; i < 255; i++) {
 		CHECK_EQ(tpt_gf_pow2(i), ref_pow2(i));
+		CHECK_EQ(tpt_gf_log2(ref_pow2(i)), i);
+	}
+	CHECK_EQ(tpt_gf_log2(0), 255);
 	for (i = 0; i < 4; i++)
 		src[i] = block(i + 20);
 	for (j = 0; j < LEN; j++) {
