@@ -856,6 +856,39 @@ def test_operator_check_counts_what_it_does_not_repair(tgtd_factory, mode, tmp_p
         c.controller.log()
 
 
+def test_box_lost_during_a_check_ends_it(tgtd_factory, mode, report):
+    """A member killed while a slow check has batches in flight: the check
+    ends there, says so, and keeps its figures; the rebuild onto the spare
+    runs as usual and the array is whole again.  The controller stopped
+    during a check exits 0, and the next start has no check (none is
+    kept)."""
+    c = start(tgtd_factory, mode, n=4, spares=1)
+    set_param(c, "rebuild_rate=1")
+    set_param(c, "check=yes")
+    time.sleep(2)
+    kill(c.targets[2])
+    wait_state(c, {"rebuilding", "optimal"}, timeout=FAIL_TIMEOUT + 15)
+    state, checked, total, _, how = check_figures(c)
+    assert state == "last" and checked < total and how.startswith("stopped"), show(c)
+    set_param(c, "rebuild_rate=0")
+    wait_state(c, {"optimal"}, timeout=60)
+    report(f"{mode}: a box killed {checked} of {total} stripes into a check: "
+           f"'{how}', rebuilt onto the spare")
+    scrub(c)
+    assert check_all(c)[1:] == (total, total, 0, "completed"), show(c)
+    set_param(c, "rebuild_rate=1")
+    set_param(c, "check=yes")
+    time.sleep(0.1)
+    c.controller.stop()
+    assert c.controller.proc.returncode == 0, c.controller.log()[-3000:]
+    assert "check stopped: the array stopped" in c.controller.log()
+    c.controller.start(port=c.controller.port)
+    c.controller.new_target(1, c.iqn)
+    c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid")
+    wait_state(c, {"optimal"}, timeout=30)
+    assert check_figures(c) is None, show(c)
+
+
 def test_foreign_member_is_refused(tgtd_factory, mode, tmp_path):
     """A box that carries another array's superblock is refused with one
     clear line, and the array goes on without it."""

@@ -752,7 +752,8 @@ void recovery_stop(struct tpt_array *a)
 {
 	/* Only a member's loss or the array's stop end a check here. */
 	if (a->recovery.active && a->recovery.check)
-		check_end(a, "stopped: a box was lost");
+		check_end(a, a->stopping ? "stopped: the array stopped" :
+			  "stopped: a box was lost");
 	if (a->recovery.paused)
 		del_work(&a->recovery.timer);
 	a->recovery.paused = false;
