@@ -59,12 +59,30 @@
  * buffers for them stay small. */
 #define RECOVERY_INFLIGHT_BYTES (32u << 20)
 
+/* What recovering a stripe reads: its data units' worth of blocks; a
+ * check reads every member's unit (and holds the outcome, fewer). */
+static uint64_t stripe_read_bytes(const struct tpt_array *a)
+{
+	return a->recovery.check ?
+	       (uint64_t)a->nr_members * a->spec.unit_bytes :
+	       raid_stripe_data_blocks(a->level, &a->geo) * a->block_size;
+}
+
+/* Stripes one batch takes: a check of a wide array with large units
+ * takes fewer, so that its batches too stay within the bytes in flight. */
+static uint64_t batch_stripes(const struct tpt_array *a)
+{
+	uint64_t n = RECOVERY_INFLIGHT_BYTES / stripe_read_bytes(a);
+
+	if (!a->recovery.check || n >= RECOVERY_BATCH_STRIPES)
+		return RECOVERY_BATCH_STRIPES;
+	return n ? n : 1;
+}
+
 static unsigned int batches_max(const struct tpt_array *a)
 {
-	/* A stripe is rebuilt from its data units' worth of blocks. */
-	uint64_t batch = (uint64_t)RECOVERY_BATCH_STRIPES * a->block_size *
-			 raid_stripe_data_blocks(a->level, &a->geo);
-	uint64_t n = RECOVERY_INFLIGHT_BYTES / batch;
+	uint64_t n = RECOVERY_INFLIGHT_BYTES /
+		     (batch_stripes(a) * stripe_read_bytes(a));
 
 	if (n < 1)
 		return 1;
@@ -448,7 +466,7 @@ static bool recovery_next_batch(struct tpt_array *a)
 	 * is planned as a whole, and where another position is recovering
 	 * too, a stripe it lacks must not hold back the ones around it. */
 	missing = array_missing_at(a, first);
-	for (n = 1; n < RECOVERY_BATCH_STRIPES && first + n < region_end &&
+	for (n = 1; n < batch_stripes(a) && first + n < region_end &&
 	     first + n < a->nr_stripes && recovery_wants(a, first + n) &&
 	     array_missing_at(a, first + n) == missing; n++)
 		;
