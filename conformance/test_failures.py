@@ -96,6 +96,39 @@ def resync_all(c):
     set_param(c, "resync=yes")
 
 
+def check_figures(c):
+    """The check line of --op show: None before any check, else
+    (running or last, stripes checked, of stripes, mismatched stripes,
+    how it ended)."""
+    m = re.search(r"TPT-RAID check: (running|last) stripes (\d+) of (\d+) "
+                  r"mismatched_stripes (\d+) ?(.*)", show(c))
+    if not m:
+        assert "TPT-RAID check: none" in show(c), show(c)
+        return None
+    return m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(5)
+
+
+def check_all(c, timeout=120):
+    """check=yes, then its figures once it has ended."""
+    set_param(c, "check=yes")
+    deadline = time.monotonic() + timeout
+    while (fig := check_figures(c))[0] == "running":
+        assert time.monotonic() < deadline, show(c)
+        time.sleep(0.2)
+    return fig
+
+
+def units_of(c, member, stripes):
+    """The bytes of `member`'s stripe units of `stripes`, from its backing
+    file."""
+    with open(c.backings[member], "rb") as f:
+        out = []
+        for s in stripes:
+            f.seek(s * c.unit)
+            out.append(f.read(c.unit))
+        return out
+
+
 # -- load ----------------------------------------------------------------------
 
 class Load:
@@ -139,10 +172,10 @@ def verify_all(c, model_dir):
     assert "mismatches=0" in r.stdout and "errors=0" in r.stdout, r.stdout + r.stderr
 
 
-def clean_load(c, model_dir, seconds, during, report, what):
+def clean_load(c, model_dir, seconds, during, report, what, extra=()):
     """Run the load for `seconds`, call during() a moment in, and require
     that the host saw neither an error nor a wrong byte."""
-    load = Load(c, model_dir, seconds)
+    load = Load(c, model_dir, seconds, extra=extra)
     time.sleep(2)
     during()
     res, err = load.result()
@@ -737,6 +770,123 @@ def test_operator_resync_repairs_what_scrub_found(tgtd_factory, mode, tmp_path, 
         resync_all(c)
     assert "resync=yes: the array is degraded; a resync needs every position in sync" in \
         c.controller.log()
+
+
+def test_operator_check_counts_what_it_does_not_repair(tgtd_factory, mode, tmp_path, report):
+    """Parity units spoiled behind the array's back: check=yes, under a
+    host's load, counts exactly their stripes and changes none of them
+    (tpt-scrub still finds them); resync=yes then repairs them and a
+    second check finds none.  A check is refused while one runs (so is a
+    resync) and while a box is gone, and check=stop ends one where it is."""
+    c = start(tgtd_factory, mode, n=4)
+    assert check_figures(c) is None
+    # The load keeps to the first 24 MiB, stripes 0-127 of 240: a full
+    # stripe written over a spoiled one would repair it.
+    span = ("--span", "24m")
+    res, err = Load(c, tmp_path, 3, extra=span).result()
+    assert res["errors"] == 0 and res["mismatches"] == 0, err
+    # Left-symmetric: stripe s's parity is on member N-1 - s mod N.
+    spoiled = {3: (200, 204, 208), 0: (203, 207)}
+    for m, stripes in spoiled.items():
+        spoil_units(c, m, stripes)
+    before = {m: units_of(c, m, st) for m, st in spoiled.items()}
+    scrub(c, mismatches=5)
+    # About 4 s for the 240 stripes' 15.7 MB: the load runs throughout.
+    set_param(c, "rebuild_rate=4")
+    fig = []
+
+    def check_under_load():
+        set_param(c, "check=yes")
+        assert check_figures(c)[0] == "running", show(c)
+        assert array_state(c) == "optimal", show(c)
+        assert "TPT-RAID recovery: check " in show(c), show(c)
+        with pytest.raises(TgtadmError):
+            set_param(c, "check=yes")
+        with pytest.raises(TgtadmError):
+            resync_all(c)
+        deadline = time.monotonic() + 60
+        while (f := check_figures(c))[0] == "running":
+            assert time.monotonic() < deadline, show(c)
+            time.sleep(0.2)
+        fig.append(f)
+
+    clean_load(c, tmp_path, 6, check_under_load, report, "check=yes under load",
+               extra=span)
+    _, checked, total, mismatched, how = fig[0]
+    assert (checked, mismatched, how) == (total, 5, "completed"), fig
+    log = c.controller.log()
+    assert "check=yes: a check runs already" in log
+    assert "resync=yes: a check runs; check=stop ends it" in log
+    assert len(re.findall(r"check: stripe \d+ \(array blocks \d+-\d+\): its parity "
+                          r"disagrees with its data", log)) == 5, log[-3000:]
+    # Nothing repaired: the spoiled units are as spoiled, the scrub agrees.
+    assert {m: units_of(c, m, st) for m, st in spoiled.items()} == before
+    scrub(c, mismatches=5)
+    # check=stop, on a slow check, ends it where it is.
+    set_param(c, "rebuild_rate=1")
+    set_param(c, "check=yes")
+    time.sleep(1)
+    set_param(c, "check=stop")
+    state, checked, total, _, how = check_figures(c)
+    assert state == "last" and checked < total and how == "stopped by the operator", show(c)
+    with pytest.raises(TgtadmError):
+        set_param(c, "check=stop")
+    set_param(c, "rebuild_rate=0")
+    resync_all(c)
+    wait_state(c, {"optimal"}, timeout=60)
+    before = counters(c)
+    assert check_all(c)[1:] == (total, total, 0, "completed"), show(c)
+    # What crossed the controller: in tpt mode one unit per stripe, each
+    # stripe's sum, a quarter of the members' bytes; in baseline all four.
+    carried = counters(c)["target_in"] - before["target_in"]
+    assert carried == total * UNIT * (1 if mode == "tpt" else 4), carried
+    assert counters(c)["target_out"] == before["target_out"]
+    secs = re.search(r"check completed: \d+ of \d+ stripes checked in ([\d.]+) s",
+                     c.controller.log()).group(1)
+    report(f"{mode}: check=yes counted 5 spoiled stripes of {total} under load in {secs} s "
+           f"and repaired none; after resync=yes a check finds 0, carrying "
+           f"{carried} bytes to the controller")
+    scrub(c)
+    verify_all(c, tmp_path)
+    kill(c.targets[1])
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    with pytest.raises(TgtadmError):
+        set_param(c, "check=yes")
+    assert "check=yes: the array is degraded; a check needs every position in sync" in \
+        c.controller.log()
+
+
+def test_box_lost_during_a_check_ends_it(tgtd_factory, mode, report):
+    """A member killed while a slow check has batches in flight: the check
+    ends there, says so, and keeps its figures; the rebuild onto the spare
+    runs as usual and the array is whole again.  The controller stopped
+    during a check exits 0, and the next start has no check (none is
+    kept)."""
+    c = start(tgtd_factory, mode, n=4, spares=1)
+    set_param(c, "rebuild_rate=1")
+    set_param(c, "check=yes")
+    time.sleep(2)
+    kill(c.targets[2])
+    wait_state(c, {"rebuilding", "optimal"}, timeout=FAIL_TIMEOUT + 15)
+    state, checked, total, _, how = check_figures(c)
+    assert state == "last" and checked < total and how.startswith("stopped"), show(c)
+    set_param(c, "rebuild_rate=0")
+    wait_state(c, {"optimal"}, timeout=60)
+    report(f"{mode}: a box killed {checked} of {total} stripes into a check: "
+           f"'{how}', rebuilt onto the spare")
+    scrub(c)
+    assert check_all(c)[1:] == (total, total, 0, "completed"), show(c)
+    set_param(c, "rebuild_rate=1")
+    set_param(c, "check=yes")
+    time.sleep(0.1)
+    c.controller.stop()
+    assert c.controller.proc.returncode == 0, c.controller.log()[-3000:]
+    assert "check stopped: the array stopped" in c.controller.log()
+    c.controller.start(port=c.controller.port)
+    c.controller.new_target(1, c.iqn)
+    c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid")
+    wait_state(c, {"optimal"}, timeout=30)
+    assert check_figures(c) is None, show(c)
 
 
 def test_foreign_member_is_refused(tgtd_factory, mode, tmp_path):

@@ -20,9 +20,9 @@ from tptlib import cluster, net
 from tptlib.tgtd import TgtadmError
 # The mode fixture (tpt and baseline) and the RAID-5 tests' helpers.
 from test_failures import (FAIL_TIMEOUT, MEMBER_BYTES, Load, array_state,  # noqa: F401
-                           clean_load, close_link, counters, kill, members, mode,
-                           resync_all, restart_target, scrub, set_param, show, spoil_units,
-                           start, verify_all, wait_state)
+                           check_all, check_figures, clean_load, close_link, counters, kill,
+                           members, mode, resync_all, restart_target, scrub, set_param, show,
+                           spoil_units, start, units_of, verify_all, wait_state)
 from test_host_direct import array_stats, direct_verify
 
 
@@ -186,6 +186,54 @@ def test_operator_resync_makes_spoiled_copies_equal(tgtd_factory, mode, tmp_path
     report(f"{mode}: mirror copies spoiled in 3 stripes: scrub found 3, resync=yes fixed them")
     scrub(c)
     verify_all(c, tmp_path)
+
+
+def test_operator_check_counts_copies_that_differ(tgtd_factory, mode, tmp_path, report):
+    """Copies spoiled behind the array's back in 3 stripes, one of them on
+    two members: check=yes under a host's load counts those 3 stripes and
+    changes no copy; resync=yes levels them and a second check finds none.
+    Refused while a box is gone."""
+    c = start(tgtd_factory, mode, n=3, raid=1)
+    span = ("--span", "4m")
+    res, err = Load(c, tmp_path, 3, extra=span).result()
+    assert res["errors"] == 0 and res["mismatches"] == 0, err
+    # Past the load's 4 MiB (64 units): a write there would level them.
+    spoiled = {1: (100, 130), 2: (130, 131)}
+    for m, stripes in spoiled.items():
+        spoil_units(c, m, stripes)
+    before = {m: units_of(c, m, st) for m, st in spoiled.items()}
+    scrub(c, mismatches=3)
+    set_param(c, "rebuild_rate=4")
+    fig = []
+
+    def check_under_load():
+        set_param(c, "check=yes")
+        deadline = time.monotonic() + 60
+        while (f := check_figures(c))[0] == "running":
+            assert time.monotonic() < deadline, show(c)
+            time.sleep(0.2)
+        fig.append(f)
+
+    clean_load(c, tmp_path, 6, check_under_load, report, "mirror check=yes under load",
+               extra=span)
+    _, checked, total, mismatched, how = fig[0]
+    assert (checked, mismatched, how) == (total, 3, "completed"), fig
+    assert len(re.findall(r"check: stripe \d+ \(array blocks \d+-\d+\): its copies differ",
+                          c.controller.log())) == 3
+    assert {m: units_of(c, m, st) for m, st in spoiled.items()} == before
+    scrub(c, mismatches=3)
+    set_param(c, "rebuild_rate=0")
+    resync_all(c)
+    wait_state(c, {"optimal"}, timeout=60)
+    assert check_all(c)[1:] == (total, total, 0, "completed"), show(c)
+    report(f"{mode}: mirror copies spoiled in 3 stripes: check=yes counted 3 of {total}, "
+           f"repaired none; after resync=yes a check finds 0")
+    scrub(c)
+    verify_all(c, tmp_path)
+    kill(c.targets[2])
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    with pytest.raises(TgtadmError):
+        set_param(c, "check=yes")
 
 
 def test_direct_host_on_a_mirror(tgtd_factory, report):

@@ -275,6 +275,64 @@ static int r1_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	return tpt_plan_end(&b, err);
 }
 
+/*
+ * The check of stripes [@first, @first + @nr): the first copy exports its
+ * run with READ MEDIUM, every other member XORs it into its own run (PART
+ * TMP in XOR MEDIUM mode) and sends the outcome to the controller, zero
+ * where the copies agree (raid_check_bytes(): copy i+1's run is
+ * syndrome i).  N-1 units per stripe reach the controller: an XOR of
+ * two differences could cancel (copies 1 and 2 spoiled alike), so they
+ * are not folded together first.
+ */
+static int r1_tpt_check(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
+			uint32_t group, struct tpt_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint32_t unit = g->unit_blocks, n = nr * unit;
+	uint64_t run_bytes = (uint64_t)n * c->block_size;
+	struct tpt_chain_source src = { 0 };
+	struct tpt_plan_builder b;
+	struct tpt_plan_cmd *cmd;
+	unsigned int m;
+	int err;
+
+	if (!nr || first > g->member_blocks / unit ||
+	    nr > g->member_blocks / unit - first ||
+	    (uint64_t)nr * unit > TPT_VENDOR_LENGTH_MAX)
+		return -EINVAL;
+	if (c->missing & (g->members < 32 ? (1u << g->members) - 1 :
+			  UINT32_MAX))
+		return -ENODATA;
+	err = tpt_plan_begin(&b, c, first * unit, n, group, out);
+	if (err)
+		return err;
+	err = tpt_plan_want_slots(&b, 0, (uint16_t)nr, &src.ordinal);
+	cmd = err ? NULL : tpt_plan_add_cmd(&b, 0, TPT_PLAN_READ_MEDIUM, 0,
+					    first * unit, n);
+	if (!err && !cmd)
+		err = -ENOMEM;
+	if (cmd)
+		cmd->result_slot = src.ordinal;
+	for (m = 1; m < g->members && !err; m++) {
+		int last = tpt_plan_add_chain(&b, 1, m, first * unit, n, 0,
+					      TPT_PARITY_XOR_MEDIUM, false,
+					      &src, 1);
+
+		err = last < 0 ? last : 0;
+		cmd = err ? NULL : tpt_plan_add_cmd(&b, (unsigned int)last + 1,
+						    TPT_PLAN_SEND_RESULT, m,
+						    first * unit, n);
+		if (!err && !cmd)
+			err = -ENOMEM;
+		if (!err)
+			err = tpt_plan_add_host_ref(&b, (m - 1) * run_bytes,
+						    (uint32_t)run_bytes);
+	}
+	if (!err)
+		err = tpt_plan_add_end_steps(&b);
+	return tpt_plan_end(&b, err);
+}
+
 /* ---- Baseline mode (controller/bl_plan.h) ---- */
 
 static int r1_bl_read(const struct bl_plan_ctx *c, uint64_t lba,
@@ -370,6 +428,46 @@ static int r1_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first,
 	return bl_plan_end(&b, err);
 }
 
+/* The controller reads the first copy's run into a buffer and every
+ * other copy's into its syndrome, and XORs the first into each. */
+static int r1_bl_check(const struct bl_plan_ctx *c, uint64_t first,
+		       uint32_t nr, struct bl_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint32_t unit = g->unit_blocks;
+	uint64_t run = (uint64_t)nr * unit * c->block_size;
+	struct bl_cmd rd = { .op = BL_READ }, x = { .op = BL_XOR };
+	struct bl_plan_builder b;
+	unsigned int m;
+	int err, t;
+
+	if (!nr || first > g->member_blocks / unit ||
+	    nr > g->member_blocks / unit - first || run > UINT32_MAX)
+		return -EINVAL;
+	if (c->missing & (g->members < 32 ? (1u << g->members) - 1 :
+			  UINT32_MAX))
+		return -ENODATA;
+	err = bl_plan_begin(&b, c, first * unit, nr * unit, out);
+	if (err)
+		return err;
+	rd.lba = first * unit;
+	rd.bytes = x.bytes = (uint32_t)run;
+	t = bl_plan_add_temp(&b, rd.bytes);
+	err = t < 0 ? t : 0;
+	if (!err) {
+		rd.dst = x.src = bl_temp((unsigned int)t, 0);
+		err = bl_plan_add(&b, 0, &rd);
+	}
+	for (m = 1; m < g->members && !err; m++) {
+		rd.member = m;
+		rd.dst = x.dst = bl_host((m - 1) * run);
+		err = bl_plan_add(&b, 0, &rd);
+		if (!err)
+			err = bl_plan_add(&b, 1, &x);
+	}
+	return bl_plan_end(&b, err);
+}
+
 const struct raid_level_ops raid1_level = {
 	.name = "raid1",
 	.level = 1,
@@ -385,7 +483,9 @@ const struct raid_level_ops raid1_level = {
 	.tpt_read = r1_tpt_read,
 	.tpt_write = r1_tpt_write,
 	.tpt_rebuild = r1_tpt_rebuild,
+	.tpt_check = r1_tpt_check,
 	.bl_read = r1_bl_read,
 	.bl_write = r1_bl_write,
 	.bl_rebuild = r1_bl_rebuild,
+	.bl_check = r1_bl_check,
 };

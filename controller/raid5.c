@@ -848,13 +848,15 @@ static int r5_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
  * binary tree of gather_edges(): every source exports its blocks with
  * READ MEDIUM, in round r the source of tree index t (a multiple of 2^r)
  * folds in the export of t + 2^(r-1) with COMP TMP in place, and @target
- * copies the root's sum with one PART BLOCK, staged.  The flat chain
- * brings all N-1 exports over @target's link; here no box takes in more
- * than ceil(log2(N-1)) of them and @target one, for N-2 more commands and
- * as many more steps.  Returns the last step used, or an error.
+ * takes the root's sum with one PART command in @mode, staged with
+ * @stage.  The flat chain brings all N-1 exports over @target's link;
+ * here no box takes in more than ceil(log2(N-1)) of them and @target one,
+ * for N-2 more commands and as many more steps.  Returns the last step
+ * used, or an error.
  */
 static int plan_rebuild_tree(struct tpt_plan_builder *b, unsigned int target,
-			     uint64_t lba, uint32_t n)
+			     uint64_t lba, uint32_t n, uint8_t mode,
+			     bool stage)
 {
 	uint32_t bs = b->c->block_size, unit = b->c->geo->unit_blocks;
 	uint32_t pieces = (n + unit - 1) / unit, len, i;
@@ -886,8 +888,8 @@ static int plan_rebuild_tree(struct tpt_plan_builder *b, unsigned int target,
 				return err;
 		}
 	}
-	return tpt_plan_add_chain(b, steps + 1, target, lba, n, 0,
-				  TPT_PARITY_COPY, true, src, 1);
+	return tpt_plan_add_chain(b, steps + 1, target, lba, n, 0, mode, stage,
+				  src, 1);
 }
 
 /*
@@ -926,7 +928,8 @@ static int r5_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 		run = member == RAID_PARITY_MEMBER ? 1 : first + nr - s;
 		if (c->rebuild_gather == TPT_REBUILD_TREE)
 			last = plan_rebuild_tree(&b, target, s * unit,
-						 (uint32_t)(run * unit));
+						 (uint32_t)(run * unit),
+						 TPT_PARITY_COPY, true);
 		else
 			last = plan_rebuild_chain(&b, 0, target, s * unit,
 						  (uint32_t)(run * unit), 0, 0,
@@ -939,6 +942,59 @@ static int r5_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	return tpt_plan_end(&b, err);
 }
 
+/*
+ * The check of stripes [@first, @first + @nr): a stripe is consistent
+ * when the XOR of all its N units, parity included, is zero, whichever
+ * member sums them.  So one member sums the whole run as a rebuild of its
+ * units would (the same tree or chain), but in XOR MEDIUM mode - its own
+ * units are the operand - and staging nothing; then SEND RESULT brings
+ * the sums, one unit per stripe, to the controller, which looks for
+ * anything but zeroes.  The member rotates with the batch (runs of @nr
+ * stripes), so that a long check spreads the summing over every box.
+ */
+static int r5_tpt_check(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
+			uint32_t group, struct tpt_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint64_t per_stripe = raid_stripe_data_blocks(c->level, g);
+	uint32_t unit = g->unit_blocks, n = nr * unit;
+	struct tpt_plan_builder b;
+	struct tpt_plan_cmd *cmd;
+	unsigned int target;
+	int err, last;
+
+	if (!nr || first > UINT64_MAX / per_stripe)
+		return -EINVAL;
+	if (c->missing & (g->members < 32 ? (1u << g->members) - 1 :
+			  UINT32_MAX))
+		return -ENODATA;
+	if ((uint64_t)nr * unit > TPT_VENDOR_LENGTH_MAX)
+		return -EINVAL;
+	err = tpt_plan_begin(&b, c, first * per_stripe,
+			     (uint32_t)((uint64_t)nr * per_stripe < UINT32_MAX ?
+					(uint64_t)nr * per_stripe : 0),
+			     group, out);
+	if (err)
+		return err;
+	target = (unsigned int)(first / nr % g->members);
+	if (c->rebuild_gather == TPT_REBUILD_TREE)
+		last = plan_rebuild_tree(&b, target, first * unit, n,
+					 TPT_PARITY_XOR_MEDIUM, false);
+	else
+		last = plan_rebuild_chain(&b, 0, target, first * unit, n, 0, 0,
+					  TPT_PARITY_XOR_MEDIUM, false);
+	err = last < 0 ? last : 0;
+	cmd = err ? NULL : tpt_plan_add_cmd(&b, (unsigned int)last + 1,
+					    TPT_PLAN_SEND_RESULT, target,
+					    first * unit, n);
+	if (!err && !cmd)
+		err = -ENOMEM;
+	if (!err)
+		err = tpt_plan_add_host_ref(&b, 0, n * c->block_size);
+	if (!err)
+		err = tpt_plan_add_end_steps(&b);
+	return tpt_plan_end(&b, err);
+}
 
 const struct raid_level_ops raid5_level = {
 	.name = "raid5",
@@ -954,7 +1010,9 @@ const struct raid_level_ops raid5_level = {
 	.tpt_read = r5_tpt_read,
 	.tpt_write = r5_tpt_write,
 	.tpt_rebuild = r5_tpt_rebuild,
+	.tpt_check = r5_tpt_check,
 	.bl_read = r5_bl_read,
 	.bl_write = r5_bl_write,
 	.bl_rebuild = r5_bl_rebuild,
+	.bl_check = r5_bl_check,
 };

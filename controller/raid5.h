@@ -40,12 +40,15 @@ int r5_rebuild_check(const struct raid_geometry *g, uint64_t per_stripe,
 		     uint32_t missing, uint64_t first, uint32_t nr,
 		     unsigned int member);
 
-/* raid_level_ops.bl_read, bl_write and bl_rebuild of raid5_level. */
+/* raid_level_ops.bl_read, bl_write, bl_rebuild and bl_check of
+ * raid5_level. */
 int r5_bl_read(const struct bl_plan_ctx *c, uint64_t lba, uint32_t blocks,
 	       struct bl_plan *out);
 int r5_bl_write(const struct bl_plan_ctx *c, uint64_t lba, uint32_t blocks,
 		struct bl_plan *out);
 int r5_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
 		  unsigned int member, struct bl_plan *out);
+int r5_bl_check(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
+		struct bl_plan *out);
 
 #endif

@@ -390,3 +390,53 @@ int r5_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first,
 	}
 	return bl_plan_end(&b, err);
 }
+
+/*
+ * Baseline check: the controller reads every member's run of the stripes,
+ * the first into the outcome, the others into a buffer each, and XORs
+ * them all into the outcome: a stripe's sum of all N units, zero where
+ * its parity agrees with its data (raid_check_bytes()).
+ */
+int r5_bl_check(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
+		struct bl_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint64_t per_stripe = raid_stripe_data_blocks(c->level, g);
+	uint64_t run = (uint64_t)nr * g->unit_blocks * c->block_size;
+	struct bl_plan_builder b;
+	unsigned int m;
+	int err, t;
+
+	if (run > UINT32_MAX)
+		return -EINVAL;
+	err = r5_rebuild_check(g, per_stripe, c->missing, first, nr,
+			       RAID_PARITY_MEMBER);
+	if (!err)
+		err = bl_plan_begin(&b, c, first * per_stripe,
+				    (uint32_t)((uint64_t)nr * per_stripe), out);
+	if (err)
+		return err;
+	for (m = 0; m < g->members && !err; m++) {
+		struct bl_cmd rd = {
+			.op = BL_READ, .member = m,
+			.lba = first * g->unit_blocks, .bytes = (uint32_t)run,
+			.dst = bl_host(0),
+		};
+		struct bl_cmd x = {
+			.op = BL_XOR, .bytes = (uint32_t)run, .dst = bl_host(0),
+		};
+
+		if (m) {
+			t = bl_plan_add_temp(&b, (uint32_t)run);
+			if (t < 0) {
+				err = t;
+				break;
+			}
+			rd.dst = x.src = bl_temp((unsigned int)t, 0);
+			err = bl_plan_add(&b, 1, &x);
+		}
+		if (!err)
+			err = bl_plan_add(&b, 0, &rd);
+	}
+	return bl_plan_end(&b, err);
+}

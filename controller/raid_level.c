@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <string.h>
 
 static const struct raid_level_ops *const raid_levels[] = {
 	&raid1_level,
@@ -40,4 +41,30 @@ uint64_t raid_stripe_data_blocks(const struct raid_level_ops *level,
 				 const struct raid_geometry *g)
 {
 	return (uint64_t)(g->members - level->nr_parity(g)) * g->unit_blocks;
+}
+
+uint64_t raid_check_bytes(const struct raid_level_ops *level,
+			  const struct raid_geometry *g, uint32_t block_size,
+			  uint32_t nr)
+{
+	return (uint64_t)level->nr_parity(g) * nr * g->unit_blocks *
+	       block_size;
+}
+
+bool raid_check_mismatch(const struct raid_level_ops *level,
+			 const struct raid_geometry *g, uint32_t block_size,
+			 const uint8_t *buf, uint32_t nr, uint32_t s)
+{
+	uint64_t unit = (uint64_t)g->unit_blocks * block_size;
+	unsigned int i;
+
+	for (i = 0; i < level->nr_parity(g); i++) {
+		const uint8_t *syn = buf + ((uint64_t)i * nr + s) * unit;
+
+		/* Zero throughout: its first byte, and each the same as the
+		 * one before. */
+		if (syn[0] || memcmp(syn, syn + 1, unit - 1))
+			return true;
+	}
+	return false;
 }

@@ -107,6 +107,19 @@ struct raid_level_ops {
 	int (*tpt_rebuild)(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 			   unsigned int member, uint32_t group,
 			   struct tpt_plan *out);
+	/*
+	 * An online check of stripes [@first, @first + @nr) (md's
+	 * "check"): writes nothing to any member, and leaves in the host
+	 * buffer the stripes' syndromes in the layout of raid_check_bytes(),
+	 * each zero where its redundancy unit agrees with the data.  The
+	 * targets compute them; the controller only takes in the outcome
+	 * (SEND RESULT to its own registered buffer, protocol.md 4.18), as
+	 * no TPT command can say "these two agree" by itself.  -ENODATA when
+	 * any member is missing: a check compares every unit.  Errors as
+	 * above.
+	 */
+	int (*tpt_check)(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
+			 uint32_t group, struct tpt_plan *out);
 
 	/*
 	 * ---- Baseline mode (required): controller/bl_plan.h ----
@@ -120,6 +133,9 @@ struct raid_level_ops {
 	int (*bl_rebuild)(const struct bl_plan_ctx *c, uint64_t first,
 			  uint32_t nr, unsigned int member,
 			  struct bl_plan *out);
+	/* The check as tpt_check(), the controller reading every unit. */
+	int (*bl_check)(const struct bl_plan_ctx *c, uint64_t first,
+			uint32_t nr, struct bl_plan *out);
 };
 
 /*
@@ -157,5 +173,23 @@ int raid_geometry_check(const struct raid_level_ops *level,
 /* Blocks of data in one stripe: (N - nr_parity()) units. */
 uint64_t raid_stripe_data_blocks(const struct raid_level_ops *level,
 				 const struct raid_geometry *g);
+
+/*
+ * An online check's outcome (tpt_check, bl_check) for @nr stripes: a
+ * syndrome of one stripe unit per redundancy unit of each stripe, the
+ * unit XOR what it should be - RAID-5: the parity XOR the data units,
+ * RAID-1: copy i+1 XOR the first copy - all zero where the stripe is
+ * consistent.  Syndrome i of stripe first + s is unit (i * @nr + s) of
+ * the buffer: each redundancy unit's run of stripes back to back, as a
+ * target sends a run of its results.  Its size in bytes:
+ */
+uint64_t raid_check_bytes(const struct raid_level_ops *level,
+			  const struct raid_geometry *g, uint32_t block_size,
+			  uint32_t nr);
+/* Whether stripe first + @s of the check outcome @buf of @nr stripes
+ * disagrees with its redundancy: a syndrome of it is not zero. */
+bool raid_check_mismatch(const struct raid_level_ops *level,
+			 const struct raid_geometry *g, uint32_t block_size,
+			 const uint8_t *buf, uint32_t nr, uint32_t s);
 
 #endif

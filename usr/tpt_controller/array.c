@@ -259,7 +259,7 @@ uint32_t array_span_missing(const struct tpt_span *s)
  * Fix what @s plans without, cutting it where that changes within it (a
  * position recovered in part of the span, or missed in part): the rest becomes
  * the request's next span.  A rebuild span names its target position,
- * which is missing by definition.
+ * which is missing by definition; recovery's spans are not cut.
  */
 static void span_settle_missing(struct tpt_array *a, struct tpt_span *s)
 {
@@ -267,7 +267,7 @@ static void span_settle_missing(struct tpt_array *a, struct tpt_span *s)
 	uint64_t st;
 
 	s->missing = array_missing_at(a, s->first_stripe);
-	if (s->kind == TPT_SPAN_REBUILD) {
+	if (tpt_span_background(s)) {
 		/* Planned as a whole: without every position it lacks
 		 * anywhere (recovery.c cuts its batches where that
 		 * changes, but it may have changed since). */
@@ -609,7 +609,7 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 	if (delta)
 		tpt_array_count(a, delta);
 	/* A recovery that was stopped does not want its batch any more. */
-	if (s->kind == TPT_SPAN_REBUILD && !a->recovery.active)
+	if (tpt_span_background(s) && !a->recovery.active)
 		retry = false;
 	if (result && retry && span_may_retry(a, s)) {
 		pthread_mutex_lock(&a->counters_lock);
@@ -631,7 +631,7 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		array_run_waiting(a);
 		return;
 	}
-	if (s->kind == TPT_SPAN_REBUILD) {
+	if (tpt_span_background(s)) {
 		s->done(s, result);
 		array_run_waiting(a);
 		return;
@@ -846,7 +846,9 @@ enum tpt_array_state tpt_array_state(const struct tpt_array *a)
 		return TPT_ARRAY_FAILED;
 	if (recovering)
 		return catch_up ? TPT_ARRAY_RESYNCING : TPT_ARRAY_REBUILDING;
-	if (a->recovery.active && a->recovery.position == RAID_PARITY_MEMBER)
+	/* A check changes nothing: the array is as it was. */
+	if (a->recovery.active && a->recovery.position == RAID_PARITY_MEMBER &&
+	    !a->recovery.check)
 		return TPT_ARRAY_RESYNCING;
 	return lost ? TPT_ARRAY_DEGRADED : TPT_ARRAY_OPTIMAL;
 }
@@ -1076,7 +1078,7 @@ static void array_drain(struct tpt_array *a)
 
 	for (i = 0; i < sizeof(idle) / sizeof(idle[0]); i++)
 		list_for_each_entry_safe(s, tmp, idle[i], link) {
-			if (s->kind != TPT_SPAN_REBUILD)
+			if (!tpt_span_background(s))
 				continue;
 			list_del(&s->link);
 			s->done(s, -ECANCELED);

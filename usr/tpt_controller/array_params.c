@@ -2,7 +2,7 @@
  * tgtadm --op update --params on a tptraid LU (docs/controller.md,
  * "Changing a running array"): settings kept in the state file
  * (rebuild_rate, fail_timeout), a spare added live, and the operator's
- * actions (force_recovery, resync).
+ * actions (force_recovery, resync, check).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -66,6 +66,13 @@ static int array_resync_all(struct tpt_array *a)
 			"every position in sync\n", tpt_array_state_name(st));
 		return TGTADM_INVALID_REQUEST;
 	}
+	/* As md refuses "repair" during a "check": the operator decides
+	 * after the count, or stops it first. */
+	if (a->recovery.active && a->recovery.check) {
+		eprintf("tptraid: resync=yes: a check runs; check=stop ends "
+			"it\n");
+		return TGTADM_INVALID_REQUEST;
+	}
 	all = malloc(len);
 	if (!all)
 		return TGTADM_NOMEM;
@@ -79,6 +86,33 @@ static int array_resync_all(struct tpt_array *a)
 	eprintf("tptraid: resync=yes: every region's parity is computed "
 		"again from its data (%" PRIu64 " regions)\n", a->nr_regions);
 	recovery_resync_grew(a);
+	return TGTADM_SUCCESS;
+}
+
+/*
+ * check=yes: every stripe's redundancy compared with its data, online,
+ * the mismatched stripes counted and nothing repaired (md's "check"), so
+ * that the operator can decide on resync=yes; check=stop ends it.
+ */
+static int array_check(struct tpt_array *a, const char *value)
+{
+	char why[160];
+
+	if (!strcmp(value, "stop")) {
+		if (recovery_check_stop(a))
+			return TGTADM_SUCCESS;
+		eprintf("tptraid: check=stop: no check runs\n");
+		return TGTADM_INVALID_REQUEST;
+	}
+	if (strcmp(value, "yes")) {
+		eprintf("tptraid: check=%s: the values are yes and stop\n",
+			value);
+		return TGTADM_INVALID_REQUEST;
+	}
+	if (recovery_check_start(a, why, sizeof(why))) {
+		eprintf("tptraid: check=yes: %s\n", why);
+		return TGTADM_INVALID_REQUEST;
+	}
 	return TGTADM_SUCCESS;
 }
 
@@ -106,6 +140,8 @@ int tpt_array_param(struct tpt_array *a, const char *key, const char *value)
 		}
 		return array_resync_all(a);
 	}
+	if (!strcmp(key, "check"))
+		return array_check(a, value);
 	/* Kept in the state file: a restarted controller keeps them. */
 	if (!strcmp(key, "rebuild_rate")) {
 		if (tpt_spec_rebuild_rate(value, &a->rebuild_rate, err,

@@ -34,6 +34,25 @@ static const char *member_state(const struct tpt_array *a,
 	return "up";
 }
 
+/* The running check's figures so far, else the last check's as it
+ * ended; mismatches count stripes. */
+static void show_check(const struct tpt_array *a, struct concat_buf *b)
+{
+	const struct tpt_recovery *rc = &a->recovery;
+	const struct tpt_check *k = rc->check ? &rc->checking :
+				    &rc->last_check;
+
+	if (!rc->check && !k->end[0]) {
+		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID check: none\n");
+		return;
+	}
+	concat_printf(b, TPT_SHOW_INDENT "TPT-RAID check: %s stripes %" PRIu64
+		      " of %" PRIu64 " mismatched_stripes %" PRIu64 "%s%s\n",
+		      rc->check ? "running" : "last", k->checked, k->total,
+		      k->mismatches, rc->check ? "" : " ",
+		      rc->check ? "" : k->end);
+}
+
 void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)
 {
 	struct tpt_array *a = tptraid_array_of(lu);
@@ -63,6 +82,9 @@ void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)
 			      (int)rc->position, rc->stopped);
 	else if (!rc->active)
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: none\n");
+	else if (rc->check)
+		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: check "
+			      "%s\n", progress);
 	else if (rc->position == RAID_PARITY_MEMBER)
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: resync "
 			      "parity %s\n", progress);
@@ -72,6 +94,7 @@ void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)
 			      rc->catch_up ? "resync" : "rebuild",
 			      rc->position, a->pos[rc->position].member,
 			      progress);
+	show_check(a, b);
 	for (i = 0; i < a->nr_boxes; i++) {
 		const struct tpt_member *m = &a->member[i];
 

@@ -306,6 +306,12 @@ static int bl_start(struct tpt_span *s)
 	case TPT_SPAN_READ:
 		err = a->level->bl_read(&c, s->lba, s->blocks, &run->plan);
 		break;
+	case TPT_SPAN_CHECK:
+		err = a->level->bl_check(&c, s->first_stripe,
+					 (uint32_t)(s->last_stripe -
+						    s->first_stripe + 1),
+					 &run->plan);
+		break;
 	default:
 		err = a->level->bl_rebuild(&c, s->first_stripe,
 					   (uint32_t)(s->last_stripe -

@@ -17,7 +17,8 @@
  * the planner gives us as WRITE(16)s of each member's run of units, the
  * parity computed here from the data we hold (raid5.c explains why).
  * Only what needs a passive side of ours - a degraded read's PREP READ or
- * SEND RESULT - registers the host data with the datamover.
+ * SEND RESULT - registers the host data with the datamover; so does a
+ * check, whose sums the targets SEND RESULT into its buffer.
  *
  * Set-up (III-B), per box as it comes online.  First the claim, before
  * the array reads anything from the box: its endpoint (TPT REPORT
@@ -1325,6 +1326,11 @@ static int tp_plan(struct tpt_span *s, struct tp_run *run, uint32_t group)
 					     (uint32_t)(s->last_stripe -
 							s->first_stripe + 1),
 					     s->member, group, &run->plan);
+	case TPT_SPAN_CHECK:
+		return a->level->tpt_check(c, s->first_stripe,
+					   (uint32_t)(s->last_stripe -
+						      s->first_stripe + 1),
+					   group, &run->plan);
 	}
 	return -EINVAL;
 }
@@ -1366,7 +1372,12 @@ static int tp_start(struct tpt_span *s)
 {
 	struct tpt_array *a = s->array;
 	struct tp_array *tp = tp_of(a);
-	uint64_t bytes = (uint64_t)s->blocks * a->block_size;
+	/* A check's outcome is its own buffer, not the blocks it covers. */
+	uint64_t bytes = s->kind == TPT_SPAN_CHECK ?
+			 raid_check_bytes(a->level, &a->geo, a->block_size,
+					  (uint32_t)(s->last_stripe -
+						     s->first_stripe + 1)) :
+			 (uint64_t)s->blocks * a->block_size;
 	struct tp_run *run;
 	uint32_t group;
 	unsigned int p;

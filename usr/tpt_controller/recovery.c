@@ -26,6 +26,14 @@
  * (raid_level_ops.tpt_rebuild / bl_rebuild): in TPT mode the targets
  * compute the missing units, in Baseline mode the controller does.  The
  * rate is limited to rebuild_rate MB/s of rebuilt units, if set.
+ *
+ * The operator's check (check=yes, md's "check") is a job of the same
+ * kind that goes over every stripe and writes nothing: each batch is the
+ * level's tpt_check / bl_check, whose outcome - a syndrome per
+ * redundancy unit, zero where it agrees with the data - comes back to us
+ * in the span's buffer, and the stripes where it is not zero are counted.
+ * It runs only while the array is optimal with nothing else to do, and a
+ * lost box ends it (md's check stops when an array degrades).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,6 +45,7 @@
 #include "list.h"
 #include "tgtd.h"
 #include "log.h"
+#include "scsi/tpt_parity.h"
 #include "tpt_controller.h"
 
 /* Stripes one batch rebuilds: a slot per stripe on every source, out of
@@ -50,12 +59,30 @@
  * buffers for them stay small. */
 #define RECOVERY_INFLIGHT_BYTES (32u << 20)
 
+/* What recovering a stripe reads: its data units' worth of blocks; a
+ * check reads every member's unit (and holds the outcome, fewer). */
+static uint64_t stripe_read_bytes(const struct tpt_array *a)
+{
+	return a->recovery.check ?
+	       (uint64_t)a->nr_members * a->spec.unit_bytes :
+	       raid_stripe_data_blocks(a->level, &a->geo) * a->block_size;
+}
+
+/* Stripes one batch takes: a check of a wide array with large units
+ * takes fewer, so that its batches too stay within the bytes in flight. */
+static uint64_t batch_stripes(const struct tpt_array *a)
+{
+	uint64_t n = RECOVERY_INFLIGHT_BYTES / stripe_read_bytes(a);
+
+	if (!a->recovery.check || n >= RECOVERY_BATCH_STRIPES)
+		return RECOVERY_BATCH_STRIPES;
+	return n ? n : 1;
+}
+
 static unsigned int batches_max(const struct tpt_array *a)
 {
-	/* A stripe is rebuilt from its data units' worth of blocks. */
-	uint64_t batch = (uint64_t)RECOVERY_BATCH_STRIPES * a->block_size *
-			 raid_stripe_data_blocks(a->level, &a->geo);
-	uint64_t n = RECOVERY_INFLIGHT_BYTES / batch;
+	uint64_t n = RECOVERY_INFLIGHT_BYTES /
+		     (batch_stripes(a) * stripe_read_bytes(a));
 
 	if (n < 1)
 		return 1;
@@ -95,6 +122,93 @@ static uint64_t stripes_left(struct tpt_array *a)
 }
 
 static void recovery_step(struct tpt_array *a);
+static void recovery_start(struct tpt_array *a, unsigned int position,
+			   bool catch_up);
+
+/* ---- the online check (check=yes) ---- */
+
+/* Mismatched stripes a check names one by one in the log, at most. */
+#define CHECK_LOG_STRIPES 16
+
+/* The running check is over, as @how says: its figures are the last
+ * check's until the next one. */
+static void check_end(struct tpt_array *a, const char *how)
+{
+	struct tpt_recovery *rc = &a->recovery;
+	struct tpt_check *k = &rc->checking;
+
+	snprintf(k->end, sizeof(k->end), "%s", how);
+	rc->last_check = *k;
+	rc->check = false;
+	eprintf("tptraid: check %s: %" PRIu64 " of %" PRIu64 " stripes "
+		"checked in %.2f s, %" PRIu64 " mismatched (stripes whose %s); "
+		"nothing was repaired%s\n", how, k->checked, k->total,
+		elapsed(&rc->started), k->mismatches, a->level->copies ?
+		"copies differ" : "parity disagrees with their data",
+		k->mismatches ? ": resync=yes repairs them" : "");
+}
+
+/* The stripes of check batch @s whose syndromes are not all zero. */
+static void check_count(struct tpt_array *a, const struct tpt_span *s)
+{
+	struct tpt_check *k = &a->recovery.checking;
+	uint32_t nr = (uint32_t)(s->last_stripe - s->first_stripe + 1), i;
+	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
+
+	for (i = 0; i < nr; i++) {
+		uint64_t st = s->first_stripe + i;
+
+		if (!raid_check_mismatch(a->level, &a->geo, a->block_size,
+					 s->buf, nr, i))
+			continue;
+		if (k->mismatches++ < CHECK_LOG_STRIPES)
+			eprintf("tptraid: check: stripe %" PRIu64 " (array "
+				"blocks %" PRIu64 "-%" PRIu64 "): %s\n", st,
+				st * per_stripe, (st + 1) * per_stripe - 1,
+				a->level->copies ? "its copies differ" :
+				"its parity disagrees with its data");
+	}
+	k->checked += nr;
+}
+
+int recovery_check_start(struct tpt_array *a, char *why, size_t len)
+{
+	struct tpt_recovery *rc = &a->recovery;
+	enum tpt_array_state st = tpt_array_state(a);
+
+	if (rc->active && rc->check) {
+		snprintf(why, len, "a check runs already (check=stop ends it)");
+		return -EBUSY;
+	}
+	/* Batches of a job stopped a moment ago may still be ending. */
+	if (st != TPT_ARRAY_OPTIMAL || rc->active || rc->in_flight ||
+	    rc->paused || a->unsynced) {
+		snprintf(why, len, "the array is %s%s; a check needs every "
+			 "position in sync and no rebuild or resync running",
+			 tpt_array_state_name(st), st == TPT_ARRAY_OPTIMAL ?
+			 " with a recovery to run" : "");
+		return -EBUSY;
+	}
+	memset(&rc->checking, 0, sizeof(rc->checking));
+	rc->check = true;
+	recovery_start(a, RAID_PARITY_MEMBER, false);
+	return 0;
+}
+
+bool recovery_check_stop(struct tpt_array *a)
+{
+	struct tpt_recovery *rc = &a->recovery;
+
+	if (!rc->active || !rc->check)
+		return false;
+	check_end(a, "stopped by the operator");
+	recovery_stop(a);
+	if (!rc->in_flight)
+		recovery_kick(a);
+	return true;
+}
+
+/* ---- the end of a job ---- */
 
 static void recovery_finish(struct tpt_array *a)
 {
@@ -103,7 +217,9 @@ static void recovery_finish(struct tpt_array *a)
 	uint64_t bytes = rc->done_stripes * a->spec.unit_bytes;
 
 	rc->active = false;
-	if (rc->position == RAID_PARITY_MEMBER) {
+	if (rc->check) {
+		check_end(a, "completed");
+	} else if (rc->position == RAID_PARITY_MEMBER) {
 		array_unsynced_free(a);
 		eprintf("tptraid: parity of %" PRIu64 " stripes computed in "
 			"%.2f s\n", rc->done_stripes, secs);
@@ -213,14 +329,31 @@ static void recovery_span_done(struct tpt_span *s, int result)
 	uint32_t s_missing = s->missing;
 
 	rc->in_flight--;
+	if (rc->active && rc->check && !result)
+		check_count(a, s);
+	if (s->kind == TPT_SPAN_CHECK)
+		free(s->buf);
 	free(s);
+	if (rc->active && rc->check && result) {
+		char how[80];
+
+		/* A box lost or failing (the batch, planned again, found a
+		 * position out of sync), or what the members said. */
+		snprintf(how, sizeof(how), "stopped at stripe %" PRIu64 ": %s",
+			 s_first, result == -ENODATA ?
+			 "a position is not in sync" : strerror(-result));
+		check_end(a, how);
+		rc->active = false;
+	}
 	if (!rc->active) {
 		/* Stopped meanwhile: start what the array needs now. */
 		if (!rc->in_flight)
 			recovery_kick(a);
 		return;
 	}
-	if (result && lacks_others(a, s_missing, rc->position)) {
+	if (rc->check) {
+		rc->done_stripes += n;
+	} else if (result && lacks_others(a, s_missing, rc->position)) {
 		/* Another position lacks these stripes too (a box lost
 		 * while this one was recovering, and back): step over them.
 		 * Its recovery may need the stripes this one does now, and
@@ -262,10 +395,11 @@ static void recovery_resume(void *data)
 	recovery_step(a);
 }
 
-/* Whether the running recovery has @stripe to do. */
+/* Whether the running recovery has @stripe to do: a check has every
+ * one. */
 static bool recovery_wants(struct tpt_array *a, uint64_t stripe)
 {
-	return array_fine_has(a, job_map(a), stripe);
+	return a->recovery.check || array_fine_has(a, job_map(a), stripe);
 }
 
 /* The next stripe to recover from @from on: the next bit of the job's
@@ -275,6 +409,8 @@ static uint64_t recovery_next(struct tpt_array *a, uint64_t from)
 	const uint8_t *map = job_map(a);
 	uint64_t b;
 
+	if (a->recovery.check)
+		return from < a->nr_stripes ? from : a->nr_stripes;
 	for (b = from / a->fine_stripes; b * a->fine_stripes < a->nr_stripes;
 	     b++) {
 		if (!(b % 8) && !map[b / 8]) {
@@ -330,17 +466,32 @@ static bool recovery_next_batch(struct tpt_array *a)
 	 * is planned as a whole, and where another position is recovering
 	 * too, a stripe it lacks must not hold back the ones around it. */
 	missing = array_missing_at(a, first);
-	for (n = 1; n < RECOVERY_BATCH_STRIPES && first + n < region_end &&
+	for (n = 1; n < batch_stripes(a) && first + n < region_end &&
 	     first + n < a->nr_stripes && recovery_wants(a, first + n) &&
 	     array_missing_at(a, first + n) == missing; n++)
 		;
 	s = calloc(1, sizeof(*s));
+	if (s && rc->check) {
+		/* Its outcome: whole units, so aligned_alloc()'s size is a
+		 * multiple of the alignment. */
+		s->buf = aligned_alloc(TPT_PARITY_ALIGN,
+				       raid_check_bytes(a->level, &a->geo,
+							a->block_size,
+							(uint32_t)n));
+		if (!s->buf) {
+			free(s);
+			s = NULL;
+		}
+	}
 	if (!s) {
-		if (!rc->in_flight)
+		if (!rc->in_flight) {
 			rc->active = false;
+			if (rc->check)
+				check_end(a, "stopped: out of memory");
+		}
 		return false;
 	}
-	s->kind = TPT_SPAN_REBUILD;
+	s->kind = rc->check ? TPT_SPAN_CHECK : TPT_SPAN_REBUILD;
 	s->array = a;
 	s->member = rc->position;
 	s->first_stripe = first;
@@ -384,9 +535,13 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 	rc->next = 0;
 	rc->done_stripes = 0;
 	rc->skipped = 0;
-	rc->total_stripes = stripes_left(a);
+	rc->total_stripes = rc->check ? a->nr_stripes : stripes_left(a);
+	rc->checking.total = rc->total_stripes;
 	clock_gettime(CLOCK_MONOTONIC, &rc->started);
-	if (position == RAID_PARITY_MEMBER)
+	if (rc->check)
+		eprintf("tptraid: check=yes: checking %" PRIu64 " stripes "
+			"online; nothing is repaired\n", rc->total_stripes);
+	else if (position == RAID_PARITY_MEMBER)
 		eprintf("tptraid: computing the parity of %" PRIu64
 			" stripes\n", rc->total_stripes);
 	else if (!quiet)
@@ -613,6 +768,10 @@ void recovery_resync_grew(struct tpt_array *a)
 
 void recovery_stop(struct tpt_array *a)
 {
+	/* Only a member's loss or the array's stop end a check here. */
+	if (a->recovery.active && a->recovery.check)
+		check_end(a, a->stopping ? "stopped: the array stopped" :
+			  "stopped: a box was lost");
 	if (a->recovery.paused)
 		del_work(&a->recovery.timer);
 	a->recovery.paused = false;

@@ -320,6 +320,7 @@ enum tpt_span_kind {
 	TPT_SPAN_READ,
 	TPT_SPAN_WRITE,
 	TPT_SPAN_REBUILD,	/* rebuild @member's units (recovery.c) */
+	TPT_SPAN_CHECK,		/* check stripes, into @buf (recovery.c) */
 };
 
 /*
@@ -334,11 +335,13 @@ struct tpt_span {
 	struct tpt_array *array;
 	uint64_t lba;
 	uint32_t blocks;
-	uint8_t *buf;			/* its part of the request's buffer */
+	/* Its part of the request's buffer; CHECK: the outcome, of
+	 * raid_check_bytes(), which recovery.c owns. */
+	uint8_t *buf;
 	bool fua;
 	uint64_t first_stripe, last_stripe;
 	unsigned int member;		/* REBUILD: the position, or RAID_PARITY_MEMBER */
-	void (*done)(struct tpt_span *s, int result);	/* REBUILD */
+	void (*done)(struct tpt_span *s, int result);	/* REBUILD, CHECK */
 	void *priv;
 	/* Positions planned without, and those failing this span alone
 	 * (a local medium error): see array_span_missing(). */
@@ -357,6 +360,13 @@ struct tpt_span {
 	struct timespec first_try;
 	struct list_head link;		/* array's running or waiting list */
 };
+
+/* Whether @s is recovery.c's work, not a request's: its done() gets the
+ * result. */
+static inline bool tpt_span_background(const struct tpt_span *s)
+{
+	return s->kind == TPT_SPAN_REBUILD || s->kind == TPT_SPAN_CHECK;
+}
 
 /*
  * The mode ends a span: 0, or the error of its last attempt.  With
@@ -525,8 +535,23 @@ void array_intent_release(struct tpt_array *a, struct tpt_span *s);
  * step, the next ones keep the other links and disks busy. */
 #define TPT_RECOVERY_BATCHES 4
 
+/* An online check's figures (check=yes), running or the last one's. */
+struct tpt_check {
+	uint64_t checked, total;	/* stripes */
+	uint64_t mismatches;		/* stripes whose redundancy disagrees */
+	/* How it ended, "completed" or "stopped at stripe S: WHY"; ""
+	 * while it runs. */
+	char end[96];
+};
+
 struct tpt_recovery {
 	bool active;
+	/* The running job is a check: it goes over every stripe, writes
+	 * nothing, and counts mismatches (position RAID_PARITY_MEMBER). */
+	bool check;
+	struct tpt_check checking;	/* the running check's figures */
+	/* The last one's, until the next; its end is "" when none ran. */
+	struct tpt_check last_check;
 	unsigned int position;		/* or RAID_PARITY_MEMBER */
 	bool catch_up;			/* only the stripes its box missed */
 	uint64_t next;			/* next stripe to recover */
@@ -560,6 +585,14 @@ void recovery_force(struct tpt_array *a);
  * resync running goes over it from the start again, else one starts
  * when the array can. */
 void recovery_resync_grew(struct tpt_array *a);
+/* The operator's check=yes: go over every stripe online, host I/O going
+ * on, at rebuild_rate, counting the stripes whose parity (or copies)
+ * disagree with their data, repairing nothing (md's "check").  0, or
+ * -EBUSY when a position is not in sync or another job runs (@why says
+ * which). */
+int recovery_check_start(struct tpt_array *a, char *why, size_t len);
+/* check=stop: the running check ends where it is; false when none runs. */
+bool recovery_check_stop(struct tpt_array *a);
 /* "NN.N% ETA Ns R MB/s", or "" when nothing runs. */
 void recovery_progress(const struct tpt_array *a, char *buf, size_t len);
 
@@ -689,8 +722,8 @@ uint64_t tpt_array_bytes(const struct tpt_array *a);
 void tpt_array_get_counters(struct tpt_array *a, struct tpt_array_counters *out);
 void tpt_array_count(struct tpt_array *a, const struct tpt_array_counters *d);
 /* tgtadm --op update --params (array_params.c): spare=URL,
- * rebuild_rate=MB/s, fail_timeout=s, and the actions force_recovery=yes
- * and resync=yes.
+ * rebuild_rate=MB/s, fail_timeout=s, and the actions force_recovery=yes,
+ * resync=yes and check=yes|stop.
  * TGTADM_UNKNOWN_PARAM for keys that are not ours. */
 int tpt_array_param(struct tpt_array *a, const char *key, const char *value);
 

@@ -2,7 +2,8 @@
  * The Baseline planner (controller/bl_plan.c, the RAID-5 plans of
  * controller/raid5_baseline.c and RAID-1's of controller/raid1.c), checked by executing its plans on the simulated
  * members of plan_sim.h, against the same byte model as the TPT planner:
- * the paper's Table I and II counts, and random requests.
+ * the paper's Table I and II counts, random requests, and the online
+ * check.
  *
  * The executor runs a step's local operations in order, then its member
  * READs and WRITEs, and fails a plan whose I/O within one step depends on
@@ -10,7 +11,7 @@
  * together).
  */
 #include "controller/bl_plan.h"
-#include "test/unit/controller/plan_sim.h"
+#include "test/unit/controller/check_sim.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -468,6 +469,76 @@ static void two_missing_is_no_data(void)
 	world_destroy(&w);
 }
 
+/* The online check run on the simulated members in runs of up to @run:
+ * no medium changes, and the stripes found disagreeing are exactly those
+ * in @bad.  How many. */
+static unsigned int bl_world_check(struct world *w, uint32_t run,
+				   const bool *bad)
+{
+	const struct raid_level_ops *l = w->a.ctx.level;
+	struct bl_plan_ctx c = bl_ctx(w);
+	unsigned char **snap = media_snapshot(w);
+	unsigned int found = 0;
+	struct bl_plan p;
+	uint64_t s, len;
+	uint32_t n;
+	int err;
+
+	for (s = 0; s < world_stripes(w); s += n) {
+		unsigned char *buf;
+
+		n = (uint32_t)(world_stripes(w) - s < run ?
+			       world_stripes(w) - s : run);
+		len = raid_check_bytes(l, &w->a.geo, w->s.bs, n);
+		buf = xcalloc(1, len);
+		rnd_fill(buf, len);
+		err = l->bl_check(&c, s, n, &p);
+		CHECK_EQ(err, 0);
+		if (!err) {
+			CHECK(bl_run(w, &p, buf, len));
+			bl_plan_free(&p);
+			found += check_outcome(w, buf, s, n, bad);
+		}
+		free(buf);
+	}
+	CHECK(media_unchanged(w, snap));
+	return found;
+}
+
+/* As the TPT check's test (test_tpt_plan_model.c), the controller
+ * reading every unit itself. */
+static void check_counts_spoiled_stripes(void)
+{
+	static const struct {
+		const struct raid_level_ops *level;
+		unsigned int members;
+	} arrays[] = {
+		{ &raid1_level, 2 }, { &raid1_level, 3 },
+		{ &raid5_level, 3 }, { &raid5_level, 5 },
+	};
+	struct bl_plan_ctx c;
+	struct bl_plan p;
+	struct world w;
+	unsigned int i, spoiled;
+	bool bad[30];
+
+	for (i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) {
+		const struct raid_level_ops *l = arrays[i].level;
+
+		world_init_level(&w, l, arrays[i].members, 8, 30, 512, 16);
+		memset(bad, 0, sizeof(bad));
+		CHECK_EQ(bl_world_check(&w, 16, bad), 0);
+		spoiled = world_spoil_some(&w, bad);
+		CHECK(spoiled > 0);
+		CHECK_EQ(bl_world_check(&w, 16, bad), spoiled);
+		CHECK_EQ(bl_world_check(&w, 7, bad), spoiled);
+		w.a.ctx.missing = 1u;
+		c = bl_ctx(&w);
+		CHECK_EQ(l->bl_check(&c, 0, 4, &p), -ENODATA);
+		world_destroy(&w);
+	}
+}
+
 int main(void)
 {
 	RUN(table_counts);
@@ -477,5 +548,6 @@ int main(void)
 	RUN(resync_recomputes_parity);
 	RUN(two_missing_is_no_data);
 	RUN(mirror_requests);
+	RUN(check_counts_spoiled_stripes);
 	return unit_failures ? 1 : 0;
 }
