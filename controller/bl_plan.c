@@ -85,13 +85,13 @@ int bl_plan_finish(struct bl_plan_builder *b)
 	struct bl_plan *p = b->p;
 	int err;
 
+	p->nr_steps = b->last_step + 1;
 	err = plan_sort_steps((void **)&p->cmds, p->nr_cmds, sizeof(*p->cmds),
-			      b->cmd_step, b->last_step + 1, &p->steps);
+			      b->cmd_step, &p->nr_steps, &p->steps);
 	if (err) {
 		bl_plan_abandon(b);
 		return err;
 	}
-	p->nr_steps = b->last_step + 1;
 	free(b->cmd_step);
 	b->cmd_step = NULL;
 	return 0;

@@ -44,7 +44,8 @@ struct bl_cmd {
 	struct bl_ref dst;		/* READ, COPY, XOR */
 	struct bl_ref src;		/* WRITE, COPY, XOR */
 	/* COPY, XOR: the weight of src in GF(2^8) (scsi/tpt_parity.h), 0:
-	 * none; a weighted dst must be a temporary (aligned). */
+	 * none; a weighted dst must be aligned to TPT_PARITY_ALIGN (a
+	 * temporary, or a check's outcome buffer). */
 	uint8_t gf_exp;
 };
 

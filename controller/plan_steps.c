@@ -31,35 +31,46 @@ int plan_grow(void **array, unsigned int nr, unsigned int *cap, size_t size)
 }
 
 int plan_sort_steps(void **array, unsigned int nr, size_t size,
-		    const unsigned int *step_of, unsigned int nr_steps,
+		    const unsigned int *step_of, unsigned int *nr_steps,
 		    struct plan_step **steps)
 {
+	unsigned int n = *nr_steps, i, kept = 0;
+	unsigned int *renum;
 	struct plan_step *st;
-	unsigned int i;
 	char *sorted;
 
-	st = calloc(nr_steps ? nr_steps : 1, sizeof(*st));
+	st = calloc(n ? n : 1, sizeof(*st));
+	renum = calloc(n ? n : 1, sizeof(*renum));
 	sorted = malloc(nr ? (size_t)nr * size : 1);
-	if (!st || !sorted) {
+	if (!st || !renum || !sorted) {
 		free(st);
+		free(renum);
 		free(sorted);
 		return -ENOMEM;
 	}
 	for (i = 0; i < nr; i++)
 		st[step_of[i]].nr_cmds++;
-	for (i = 1; i < nr_steps; i++)
+	/* A step nothing landed in orders nothing: drop it. */
+	for (i = 0; i < n; i++) {
+		renum[i] = kept;
+		if (st[i].nr_cmds)
+			st[kept++].nr_cmds = st[i].nr_cmds;
+	}
+	for (i = 1; i < kept; i++)
 		st[i].first_cmd = st[i - 1].first_cmd + st[i - 1].nr_cmds;
 	/* nr_cmds doubles as the fill count while placing. */
-	for (i = 0; i < nr_steps; i++)
+	for (i = 0; i < kept; i++)
 		st[i].nr_cmds = 0;
 	for (i = 0; i < nr; i++) {
-		struct plan_step *s = &st[step_of[i]];
+		struct plan_step *s = &st[renum[step_of[i]]];
 
 		memcpy(sorted + (size_t)(s->first_cmd + s->nr_cmds++) * size,
 		       (char *)*array + (size_t)i * size, size);
 	}
+	free(renum);
 	free(*array);
 	*array = sorted;
 	*steps = st;
+	*nr_steps = kept;
 	return 0;
 }

@@ -723,6 +723,69 @@ static int r6_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	return tpt_plan_end(&b, err);
 }
 
+/*
+ * The check of stripes [@first, @first + @nr) (raid_level.h): per stripe
+ * P and Q each fold the data units into their own with PART TMP in XOR
+ * MEDIUM mode, Q's passes weighted as Q weights them, staging nothing,
+ * and SEND RESULT brings both syndromes to the controller: two units per
+ * stripe, zero where P and Q agree with the data.
+ */
+static int r6_tpt_check(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
+			uint32_t group, struct tpt_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint64_t per_stripe = raid_stripe_data_blocks(c->level, g), s;
+	uint32_t unit = g->unit_blocks, missing;
+	uint64_t unit_bytes = (uint64_t)unit * c->block_size;
+	uint8_t w[RAID_MAX_MEMBERS];
+	struct tpt_plan_builder b;
+	struct tpt_plan_cmd *cmd;
+	struct r6_exports ex;
+	unsigned int par, d, pm;
+	int err, last;
+
+	if (!nr || first > g->member_blocks / unit ||
+	    nr > g->member_blocks / unit - first)
+		return -EINVAL;
+	r6_missing(g, c->missing, &missing);
+	if (missing)
+		return -ENODATA;
+	err = tpt_plan_begin(&b, c, first * per_stripe,
+			     (uint32_t)((uint64_t)nr * per_stripe < UINT32_MAX ?
+					(uint64_t)nr * per_stripe : 0),
+			     group, out);
+	if (err)
+		return err;
+	for (s = first; s < first + nr && !err; s++) {
+		exports_init(&ex, s * unit, unit, 0, 0);
+		for (par = R6_P; par <= R6_Q && !err; par++) {
+			pm = r6_parity_member(g, s, par);
+			memset(w, 0, sizeof(w));
+			for (d = 0; d < g->members - 2; d++)
+				w[r6_data_member(g, s, d)] = r6_parity_coef(par, d);
+			w[pm] = 1;
+			last = plan_weighted_sum(&b, &ex, pm, w, NULL, NULL, 0,
+						 false);
+			if (last < 0) {
+				err = last;
+				break;
+			}
+			cmd = tpt_plan_add_cmd(&b, (unsigned int)last + 1,
+					       TPT_PLAN_SEND_RESULT, pm, s * unit,
+					       unit);
+			if (!cmd)
+				err = -ENOMEM;
+			else
+				err = tpt_plan_add_host_ref(&b,
+					((uint64_t)par * nr + (s - first)) *
+					unit_bytes, (uint32_t)unit_bytes);
+		}
+	}
+	if (!err)
+		err = tpt_plan_add_end_steps(&b);
+	return tpt_plan_end(&b, err);
+}
+
 const struct raid_level_ops raid6_level = {
 	.name = "raid6",
 	.level = 6,
@@ -737,7 +800,9 @@ const struct raid_level_ops raid6_level = {
 	.tpt_read = r6_tpt_read,
 	.tpt_write = r6_tpt_write,
 	.tpt_rebuild = r6_tpt_rebuild,
+	.tpt_check = r6_tpt_check,
 	.bl_read = r6_bl_read,
 	.bl_write = r6_bl_write,
 	.bl_rebuild = r6_bl_rebuild,
+	.bl_check = r6_bl_check,
 };

@@ -66,12 +66,15 @@ int r6_new_parity(const struct raid_geometry *g, uint64_t stripe,
 int r6_missing(const struct raid_geometry *g, uint32_t missing,
 	       uint32_t *out);
 
-/* raid_level_ops.bl_read, bl_write and bl_rebuild of raid6_level. */
+/* raid_level_ops.bl_read, bl_write, bl_rebuild and bl_check of
+ * raid6_level. */
 int r6_bl_read(const struct bl_plan_ctx *c, uint64_t lba, uint32_t blocks,
 	       struct bl_plan *out);
 int r6_bl_write(const struct bl_plan_ctx *c, uint64_t lba, uint32_t blocks,
 		struct bl_plan *out);
 int r6_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
 		  unsigned int member, struct bl_plan *out);
+int r6_bl_check(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
+		struct bl_plan *out);
 
 #endif

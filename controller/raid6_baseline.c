@@ -303,3 +303,59 @@ int r6_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
 	}
 	return bl_plan_end(&b, err);
 }
+
+/*
+ * The check (raid_level.h): per stripe each parity unit is read, the
+ * data units once, and each syndrome is the parity XOR its weighted sum
+ * of the data, computed into its place in the outcome buffer.
+ */
+int r6_bl_check(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
+		struct bl_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint64_t per_stripe = raid_stripe_data_blocks(c->level, g), s;
+	uint32_t unit = g->unit_blocks, missing;
+	uint32_t unit_bytes = unit * c->block_size;
+	struct bl_plan_builder b;
+	unsigned int par, d, m;
+	int err;
+
+	if (!nr || first > g->member_blocks / unit ||
+	    nr > g->member_blocks / unit - first ||
+	    (uint64_t)nr * unit_bytes * 2 > UINT32_MAX)
+		return -EINVAL;
+	r6_missing(g, c->missing, &missing);
+	if (missing)
+		return -ENODATA;
+	err = bl_plan_begin(&b, c, first * per_stripe,
+			    (uint32_t)((uint64_t)nr * per_stripe), out);
+	if (err)
+		return err;
+	for (s = first; s < first + nr && !err; s++) {
+		struct bl_reads rd;
+
+		reads_init(&rd, s * unit, unit_bytes);
+		for (par = R6_P; par <= R6_Q && !err; par++) {
+			struct bl_ref at = bl_host(((uint64_t)par * nr +
+						    (s - first)) * unit_bytes);
+			struct bl_cmd x = { .op = BL_COPY, .bytes = unit_bytes,
+					    .dst = at };
+
+			m = c->level->parity_member(g, s, par);
+			err = read_unit(&b, &rd, m);
+			x.src = bl_temp((unsigned int)rd.temp[m], 0);
+			if (!err)
+				err = bl_plan_add(&b, 1, &x);
+			x.op = BL_XOR;
+			for (d = 0; d < g->members - 2 && !err; d++) {
+				m = c->level->data_member(g, s, d);
+				err = read_unit(&b, &rd, m);
+				x.src = bl_temp((unsigned int)rd.temp[m], 0);
+				x.gf_exp = tpt_gf_log2(r6_parity_coef(par, d));
+				if (!err)
+					err = bl_plan_add(&b, 1, &x);
+			}
+		}
+	}
+	return bl_plan_end(&b, err);
+}

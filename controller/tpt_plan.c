@@ -207,13 +207,10 @@ static int plan_check(const struct tpt_plan_ctx *c, uint64_t lba,
 static int sort_into_steps(struct tpt_plan_builder *b)
 {
 	struct tpt_plan *p = b->p;
-	int err;
 
-	err = plan_sort_steps((void **)&p->cmds, p->nr_cmds, sizeof(*p->cmds),
-			      b->cmd_step, b->last_step + 1, &p->steps);
-	if (!err)
-		p->nr_steps = b->last_step + 1;
-	return err;
+	p->nr_steps = b->last_step + 1;
+	return plan_sort_steps((void **)&p->cmds, p->nr_cmds, sizeof(*p->cmds),
+			       b->cmd_step, &p->nr_steps, &p->steps);
 }
 
 /* FINAL on each member's last PREP READ and last PREP WRITE, which all

@@ -153,10 +153,12 @@ static void bl_exec_cmd(struct bl_exec *x, const struct bl_cmd *cmd)
 			break;
 		if (bytes_overlap(dst, cmd->bytes, src, cmd->bytes))
 			bl_fail(x, cmd, "source and destination overlap");
-		else if (cmd->op == BL_COPY)
+		else if (cmd->op == BL_COPY) {
 			memcpy(dst, src, cmd->bytes);
-		else
-			xor_into(dst, src, cmd->bytes);
+			weigh(dst, cmd->bytes, cmd->gf_exp);
+		} else {
+			weighted_xor_into(dst, src, cmd->bytes, cmd->gf_exp);
+		}
 		break;
 	default:
 		bl_fail(x, cmd, "unknown operation");
@@ -332,8 +334,11 @@ static void bl_world_rebuild(struct world *w, unsigned int member,
 	uint32_t n;
 	int err;
 
-	w->s.dead = 0;
-	w->a.ctx.missing = member == RAID_PARITY_MEMBER ? 0 : 1u << member;
+	/* Members still gone stay so (RAID-6, two lost). */
+	if (member != RAID_PARITY_MEMBER)
+		w->s.dead &= ~(1u << member);
+	w->a.ctx.missing = member == RAID_PARITY_MEMBER ? 0 :
+			   w->s.dead | 1u << member;
 	c = bl_ctx(w);
 	for (s = 0; s < stripes; s += n) {
 		n = (uint32_t)(stripes - s < run ? stripes - s : run);
@@ -344,25 +349,26 @@ static void bl_world_rebuild(struct world *w, unsigned int member,
 		bl_run(w, &p, NULL, 0);
 		bl_plan_free(&p);
 	}
-	w->a.ctx.missing = 0;
+	w->a.ctx.missing = w->s.dead;
 }
 
-/* Random requests against the byte model; with @dead a member is gone
- * for all of them, then rebuilt. */
-static void level_requests_on(const struct raid_level_ops *level,
-			      unsigned int members, uint32_t unit,
-			      uint32_t block_size, unsigned int rounds,
-			      int dead)
+/* Random requests against the byte model; the members in @dead are
+ * gone for all of them, then rebuilt one by one. */
+static void level_requests_dead(const struct raid_level_ops *level,
+				unsigned int members, uint32_t unit,
+				uint32_t block_size, unsigned int rounds,
+				uint32_t dead)
 {
 	struct world w;
-	unsigned int i;
+	unsigned int i, m;
 
 	world_init_level(&w, level, members, unit, 12, block_size, 16);
-	if (dead >= 0) {
-		w.s.dead = 1u << dead;
-		w.a.ctx.missing = 1u << dead;
-		rnd_fill(w.s.t[dead].disk, w.a.geo.member_blocks * block_size);
-	}
+	w.s.dead = dead;
+	w.a.ctx.missing = dead;
+	for (m = 0; m < members; m++)
+		if (dead & (1u << m))
+			rnd_fill(w.s.t[m].disk,
+				 w.a.geo.member_blocks * block_size);
 	for (i = 0; i < rounds && !unit_failures; i++) {
 		uint64_t lba = rnd_below(w.array_blocks);
 		uint32_t max = (uint32_t)(w.array_blocks - lba), blocks;
@@ -376,11 +382,52 @@ static void level_requests_on(const struct raid_level_ops *level,
 		else
 			bl_world_read(&w, lba, blocks);
 	}
-	if (dead >= 0 && !unit_failures) {
-		bl_world_rebuild(&w, (unsigned int)dead, 5);
+	for (m = 0; m < members && !unit_failures; m++)
+		if (dead & (1u << m))
+			bl_world_rebuild(&w, m, 5);
+	if (dead && !unit_failures)
 		CHECK(world_consistent(&w));
-	}
 	world_destroy(&w);
+}
+
+static void level_requests_on(const struct raid_level_ops *level,
+			      unsigned int members, uint32_t unit,
+			      uint32_t block_size, unsigned int rounds,
+			      int dead)
+{
+	level_requests_dead(level, members, unit, block_size, rounds,
+			    dead >= 0 ? 1u << dead : 0);
+}
+
+/* RAID-6 (controller/raid6_baseline.c): whole, each member gone, every
+ * pair gone and both rebuilt, and P and Q recomputed by a resync. */
+static void raid6_requests(void)
+{
+	unsigned int n, a, b;
+	struct world w;
+	uint64_t s;
+
+	for (n = 4; n <= 7; n++)
+		level_requests_on(&raid6_level, n, 8, 512, 300, -1);
+	level_requests_on(&raid6_level, 6, 8, 4096, 150, -1);
+	for (n = 4; n <= 6; n++)
+		for (a = 0; a < n; a++) {
+			level_requests_on(&raid6_level, n, 8, 512, 80, (int)a);
+			for (b = a + 1; b < n; b++)
+				level_requests_dead(&raid6_level, n, 8, 512, 50,
+						    1u << a | 1u << b);
+		}
+	for (n = 4; n <= 6; n++) {
+		world_init_level(&w, &raid6_level, n, 8, 12, 512, 16);
+		for (s = 0; s < 12; s += 2)
+			rnd_fill(unit_on_member(&w, raid6_level.parity_member(
+					&w.a.geo, s, (unsigned int)(s / 2 % 2)),
+					s), 8 * 512);
+		CHECK(!world_consistent(&w));
+		bl_world_rebuild(&w, RAID_PARITY_MEMBER, 5);
+		CHECK(world_consistent(&w));
+		world_destroy(&w);
+	}
 }
 
 static void random_requests_on(unsigned int members, uint32_t unit,
@@ -515,6 +562,7 @@ static void check_counts_spoiled_stripes(void)
 	} arrays[] = {
 		{ &raid1_level, 2 }, { &raid1_level, 3 },
 		{ &raid5_level, 3 }, { &raid5_level, 5 },
+		{ &raid6_level, 4 }, { &raid6_level, 6 },
 	};
 	struct bl_plan_ctx c;
 	struct bl_plan p;
@@ -549,5 +597,6 @@ int main(void)
 	RUN(two_missing_is_no_data);
 	RUN(mirror_requests);
 	RUN(check_counts_spoiled_stripes);
+	RUN(raid6_requests);
 	return unit_failures ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 /*
  * The TPT planner (controller/tpt_plan.c, the RAID-5 plans of
- * controller/raid5.c and RAID-1's of controller/raid1.c) against the byte model of plan_sim.h: random
+ * controller/raid5.c, RAID-1's of controller/raid1.c and RAID-6's of
+ * controller/raid6.c) against the byte model of plan_sim.h: random
  * requests on whole and degraded arrays, degraded plans, and the plans of
  * rebuild, resync and the online check, executed on the simulated
  * targets.  The shapes the
@@ -38,8 +39,12 @@ static void world_rebuild(struct world *w, unsigned int member, uint32_t run)
 	uint32_t n;
 	int err;
 
-	w->s.dead = 0;
-	w->a.ctx.missing = member == RAID_PARITY_MEMBER ? 0 : 1u << member;
+	/* Members still gone stay so: RAID-6 rebuilds one of two lost
+	 * members while the other is missing. */
+	if (member != RAID_PARITY_MEMBER)
+		w->s.dead &= ~(1u << member);
+	w->a.ctx.missing = member == RAID_PARITY_MEMBER ? 0 :
+			   w->s.dead | 1u << member;
 	for (s = 0; s < stripes && !w->s.failed; s += n) {
 		n = (uint32_t)(stripes - s < run ? stripes - s : run);
 		w->group += TPT_PLAN_MAX_GROUPS;
@@ -50,32 +55,33 @@ static void world_rebuild(struct world *w, unsigned int member, uint32_t run)
 			break;
 		world_run_plan(w, &p);
 	}
-	w->a.ctx.missing = 0;
+	w->a.ctx.missing = w->s.dead;
 }
 
 /*
- * Random requests against the byte model; with @dead a member (0..N-1)
- * is gone for all of them - its disk scrambled, no command may reach it -
- * and afterwards it is rebuilt, after which the whole array must be
- * consistent again.
+ * Random requests against the byte model; the members in @dead are gone
+ * for all of them - their disks scrambled, no command may reach them -
+ * and afterwards they are rebuilt one by one, after which the whole
+ * array must be consistent again.
  */
-static void level_requests_on(const struct raid_level_ops *level,
-			      unsigned int members, uint32_t unit,
-			      uint64_t stripes, uint32_t block_size,
-			      unsigned int n, int dead)
+static void level_requests_dead(const struct raid_level_ops *level,
+				unsigned int members, uint32_t unit,
+				uint64_t stripes, uint32_t block_size,
+				unsigned int n, uint32_t dead)
 {
 	uint64_t stripe_blocks, lba = 0, blocks = 0;
 	int before = unit_failures;
 	struct world w;
-	unsigned int i, kind;
+	unsigned int i, kind, m;
 
 	world_init_level(&w, level, members, unit, stripes, block_size, 256);
 	stripe_blocks = raid_stripe_data_blocks(level, &w.a.geo);
-	if (dead >= 0) {
-		w.s.dead = 1u << dead;
-		w.a.ctx.missing = 1u << dead;
-		rnd_fill(w.s.t[dead].disk, w.a.geo.member_blocks * block_size);
-	}
+	w.s.dead = dead;
+	w.a.ctx.missing = dead;
+	for (m = 0; m < members; m++)
+		if (dead & (1u << m))
+			rnd_fill(w.s.t[m].disk,
+				 w.a.geo.member_blocks * block_size);
 	for (i = 0; i < n && unit_failures == before; i++) {
 		switch (rnd_below(3)) {
 		case 0:
@@ -111,16 +117,26 @@ static void level_requests_on(const struct raid_level_ops *level,
 			world_write(&w, lba, (uint32_t)blocks, true);
 	}
 	if (unit_failures != before)
-		fprintf(stderr, "random: %s N=%u unit=%u dead=%d: request %u "
+		fprintf(stderr, "random: %s N=%u unit=%u dead=%#x: request %u "
 			"(lba %llu, %llu blocks) failed\n", level->name,
 			members, unit, dead,
 			i - 1, (unsigned long long)lba,
 			(unsigned long long)blocks);
-	if (dead >= 0 && unit_failures == before) {
-		world_rebuild(&w, (unsigned int)dead, 5);
+	for (m = 0; m < members && unit_failures == before; m++)
+		if (dead & (1u << m))
+			world_rebuild(&w, m, 5);
+	if (dead && unit_failures == before)
 		CHECK(world_consistent(&w));
-	}
 	world_destroy(&w);
+}
+
+static void level_requests_on(const struct raid_level_ops *level,
+			      unsigned int members, uint32_t unit,
+			      uint64_t stripes, uint32_t block_size,
+			      unsigned int n, int dead)
+{
+	level_requests_dead(level, members, unit, stripes, block_size, n,
+			    dead >= 0 ? 1u << dead : 0);
 }
 
 static void random_requests_on(unsigned int members, uint32_t unit,
@@ -416,7 +432,7 @@ static unsigned int world_check(struct world *w, uint32_t run, const bool *bad)
 		len = raid_check_bytes(l, &w->a.geo, w->s.bs, n);
 		buf = xcalloc(1, len);
 		memset(buf, 0xa5, len);
-		w->group += 2;
+		w->group += TPT_PLAN_MAX_GROUPS;
 		err = l->tpt_check(&w->a.ctx, s, n, w->group, &p);
 		CHECK_EQ(err, 0);
 		if (!err) {
@@ -450,6 +466,7 @@ static void check_counts_spoiled_stripes(void)
 		{ &raid1_level, 2 }, { &raid1_level, 3 }, { &raid1_level, 4 },
 		{ &raid5_level, 3 }, { &raid5_level, 4 }, { &raid5_level, 5 },
 		{ &raid5_level, MAX_MEMBERS },
+		{ &raid6_level, 4 }, { &raid6_level, 6 },
 	};
 	static const enum tpt_rebuild_gather how[] = { TPT_REBUILD_TREE,
 						       TPT_REBUILD_FLAT };
@@ -481,8 +498,57 @@ static void check_counts_spoiled_stripes(void)
 	}
 }
 
+/*
+ * RAID-6 (controller/raid6.c) on the same model: whole, with each member
+ * gone, with every pair gone (then both rebuilt, one while the other is
+ * still missing), and three gone refused; P and Q scribbled over come
+ * back from the data.
+ */
+static void raid6_requests(void)
+{
+	unsigned int n, a, b;
+	struct tpt_plan p;
+	struct world w;
+	uint64_t s;
+
+	for (n = 4; n <= 7; n++) {
+		level_requests_on(&raid6_level, n, 8, 24, 512, 300, -1);
+		level_requests_on(&raid6_level, n, 64, 6, 512, 150, -1);
+	}
+	for (n = 4; n <= 6; n++)
+		for (a = 0; a < n; a++) {
+			level_requests_on(&raid6_level, n, 8, 12, 512, 100,
+					  (int)a);
+			for (b = a + 1; b < n; b++)
+				level_requests_dead(&raid6_level, n, 8, 12,
+						    512, 60,
+						    1u << a | 1u << b);
+		}
+	level_requests_dead(&raid6_level, 8, 16, 12, 512, 100, 0x81);
+	for (n = 4; n <= 6; n++) {
+		world_init_level(&w, &raid6_level, n, 16, 10, 512, 64);
+		for (s = 0; s < 10; s += 2)
+			rnd_fill(unit_on_member(&w, raid6_level.parity_member(
+					&w.a.geo, s, (unsigned int)(s / 2 % 2)),
+					s), 16 * 512);
+		CHECK(!world_consistent(&w));
+		world_rebuild(&w, RAID_PARITY_MEMBER, 4);
+		CHECK(world_consistent(&w));
+		w.a.ctx.missing = 0x7;
+		CHECK_EQ(raid6_level.tpt_read(&w.a.ctx, 0, 64, 1, &p),
+			 -ENODATA);
+		CHECK_EQ(raid6_level.tpt_write(&w.a.ctx, 0, 8, 1, &p),
+			 -ENODATA);
+		CHECK_EQ(raid6_level.tpt_rebuild(&w.a.ctx, 0, 1, 0, 1, &p),
+			 -ENODATA);
+		CHECK(all_slots_free(&w.a));
+		world_destroy(&w);
+	}
+}
+
 int main(void)
 {
+	RUN(raid6_requests);
 	RUN(random_requests);
 	RUN(mirror_requests);
 	RUN(degraded_read_shape);
