@@ -1,11 +1,15 @@
-/* tpt-scrub: check the parity of every stripe of a RAID-5 array, or that
- * the copies of a RAID-1 array agree, by reading its members directly.
+/* tpt-scrub: check the parity of every stripe of a RAID-5 or RAID-6
+ * array, or that the copies of a RAID-1 array agree, by reading its
+ * members directly.
  *
- *   tpt-scrub [--raid 1|5] [--unit BYTES] [--progress] URL0 ... URLn-1
+ *   tpt-scrub [--raid 1|5|6] [--unit BYTES] [--progress] URL0 ... URLn-1
  *
  * In RAID-5 the blocks at one member LBA of all members XOR to zero
  * whichever member holds the parity, and in RAID-1 they are all equal, so
- * the check needs the member order only to name a bad stripe.  Run it on
+ * the check needs the member order only to name a bad stripe.  RAID-6's
+ * Q weights each data unit by its place in the stripe, so there the
+ * member order and --unit must be the array's: the layout says which
+ * member holds P, Q and each data unit (controller/raid6.c).  Run it on
  * a quiescent array: a write in flight leaves its stripe inconsistent
  * until WRITE NEW DATA completes on every member.  Members of a running
  * TPT array refuse plain reads to anyone but their controller unless
@@ -27,6 +31,7 @@
 #include "scsi/tpt_parity.h"
 #include "controller/array_spec.h"
 #include "controller/member_sb.h"
+#include "controller/raid_level.h"
 #include "tool_iscsi.h"
 
 #define MAX_MEMBERS 32
@@ -40,14 +45,17 @@ struct member {
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: tpt-scrub [--raid 1|5] [--unit BYTES] [--progress] URL0 ... URLn-1\n"
+		"usage: tpt-scrub [--raid 1|5|6] [--unit BYTES] [--progress] URL0 ... URLn-1\n"
 		"\n"
 		"Reads the members of a RAID-5 array (--raid 5, the default) and checks\n"
-		"that every stripe's blocks XOR to zero, or of a RAID-1 array (--raid 1)\n"
-		"and checks that every member holds the same blocks.  --unit (default\n"
-		"65536) only names stripes in reports.  Members of a running TPT array\n"
-		"must allow plain reads (tgtadm ... --params tpt_plain_io=read on their\n"
-		"LU).  Exit: 0 clean, 1 mismatch or error, 2 usage.\n");
+		"that every stripe's blocks XOR to zero, of a RAID-6 array (--raid 6)\n"
+		"and checks every stripe's P and Q against its data, or of a RAID-1\n"
+		"array (--raid 1) and checks that every member holds the same blocks.\n"
+		"--unit (default 65536) names stripes in reports; RAID-6 needs the\n"
+		"array's unit and its members in the array's order.  Members of a\n"
+		"running TPT array must allow plain reads (tgtadm ... --params\n"
+		"tpt_plain_io=read on their LU).  Exit: 0 clean, 1 mismatch or error,\n"
+		"2 usage.\n");
 }
 
 static int member_open(struct member *m, const char *url_text)
@@ -97,6 +105,57 @@ static int member_read(struct member *m, uint64_t lba, uint32_t bytes)
 	return ok ? 0 : -1;
 }
 
+/*
+ * RAID-6: into @sum, for the @nblk blocks read at member LBA @lba, P XOR
+ * the data and Q XOR the data weighted as Q weights them, ORed together
+ * (zero only where both agree); stripe by stripe, as each has its own
+ * P and Q members and data order.  0, or -1 when ISA-L refuses.
+ */
+static int raid6_syndromes(const struct raid_level_ops *level,
+			   uint32_t unit_blocks, unsigned int n,
+			   const struct member *m, uint64_t lba, uint32_t nblk,
+			   uint32_t bs, uint8_t *sum)
+{
+	static uint8_t q_syn[CHUNK] __attribute__((aligned(TPT_PARITY_ALIGN)));
+	const struct raid_geometry g = { .members = n,
+					 .unit_blocks = unit_blocks,
+					 .member_blocks = UINT64_MAX / n /
+							  unit_blocks *
+							  unit_blocks };
+	uint32_t at, len, i, d;
+
+	for (at = 0; at < nblk; at += len) {
+		uint64_t stripe = (lba + at) / unit_blocks;
+		const void *src[MAX_MEMBERS];
+		uint8_t exp[MAX_MEMBERS];
+		unsigned int p = level->parity_member(&g, stripe, 0);
+		unsigned int q = level->parity_member(&g, stripe, 1);
+
+		len = unit_blocks - (uint32_t)((lba + at) % unit_blocks);
+		if (len > nblk - at)
+			len = nblk - at;
+		src[0] = m[p].buf + (uint64_t)at * bs;
+		exp[0] = 0;
+		for (d = 0; d < n - 2; d++) {
+			src[d + 1] = m[level->data_member(&g, stripe, d)].buf +
+				     (uint64_t)at * bs;
+			exp[d + 1] = 0;
+		}
+		if (tpt_gf_fold(sum + (uint64_t)at * bs, src, exp, n - 1,
+				(uint64_t)len * bs, false))
+			return -1;
+		src[0] = m[q].buf + (uint64_t)at * bs;
+		for (d = 0; d < n - 2; d++)
+			exp[d + 1] = (uint8_t)d;
+		if (tpt_gf_fold(q_syn, src, exp, n - 1, (uint64_t)len * bs,
+				false))
+			return -1;
+		for (i = 0; i < len * bs; i++)
+			sum[(uint64_t)at * bs + i] |= q_syn[i];
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -112,6 +171,7 @@ int main(int argc, char **argv)
 	char err[256];
 	const void *srcs[MAX_MEMBERS];
 	uint8_t *sum;
+	const struct raid_level_ops *level = &raid5_level;
 	bool progress = false, copies = false;
 	int c, n, i, ret = 1;
 	uint32_t bs;
@@ -119,13 +179,15 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "r:u:ph", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
-			if (strcmp(optarg, "1") && strcmp(optarg, "5")) {
+			if (strcmp(optarg, "1") && strcmp(optarg, "5") &&
+			    strcmp(optarg, "6")) {
 				fprintf(stderr, "tpt-scrub: --raid=%s: RAID "
-					"levels 1 and 5 are supported\n",
+					"levels 1, 5 and 6 are supported\n",
 					optarg);
 				return 2;
 			}
-			copies = optarg[0] == '1';
+			level = raid_level_find((unsigned int)(optarg[0] - '0'));
+			copies = level->copies;
 			break;
 		case 'u':
 			/* As the array definition's unit=. */
@@ -146,9 +208,9 @@ int main(int argc, char **argv)
 		}
 	}
 	n = argc - optind;
-	if (n < 3 - copies || n > MAX_MEMBERS) {
-		fprintf(stderr, "tpt-scrub: %d member URLs: a RAID-%c array "
-			"has %d to %d\n", n, copies ? '1' : '5', 3 - copies,
+	if (n < (int)level->min_members || n > MAX_MEMBERS) {
+		fprintf(stderr, "tpt-scrub: %d member URLs: a RAID-%u array "
+			"has %u to %d\n", n, level->level, level->min_members,
 			MAX_MEMBERS);
 		usage(stderr);
 		return 2;
@@ -190,7 +252,10 @@ int main(int argc, char **argv)
 				goto out_sum;
 			srcs[i] = m[i].buf;
 		}
-		if (!copies && tpt_xor(sum, srcs, n, nblk * bs)) {
+		if (level == &raid6_level ?
+		    raid6_syndromes(level, unit / bs, (unsigned int)n, m, lba,
+				    nblk, bs, sum) :
+		    !copies && tpt_xor(sum, srcs, n, nblk * bs)) {
 			fprintf(stderr, "tpt-scrub: XOR failed\n");
 			goto out_sum;
 		}

@@ -1,0 +1,136 @@
+"""RAID-6 (controller/raid6.c): P and Q, any two boxes may be lost, in both
+modes.
+
+As test_failures.py does for RAID-5: real tgtd processes, tpt-iscsi-verify's
+load checked against a byte model, and boxes killed under it.  In TPT mode
+the targets compute Q and any two lost units themselves with weighted
+passes (docs/protocol.md 3.1, 7.8); the Baseline controller computes them.
+Afterwards every acknowledged write reads back and `tpt-scrub --raid 6`
+finds every stripe's P and Q right (test_failures.scrub).
+"""
+import re
+import subprocess
+import time
+
+import pytest
+
+from tptlib import paths
+from tptlib.tgtd import TgtadmError
+# The mode fixture (tpt and baseline) and the RAID-5 tests' helpers.
+from test_failures import (FAIL_TIMEOUT, Load, array_state, check_figures,  # noqa: F401
+                           clean_load, counters, kill, members, mode, resync_all,
+                           restart_target, scrub, set_param, show, spoil_units, start,
+                           units_of, verify_all, wait_state)
+
+
+def test_raid6_serves_with_two_boxes_killed_under_load(tgtd_factory, mode, tmp_path, report):
+    """Two of five boxes killed, one after the other, under the load: the
+    host sees nothing, every write reads back with both gone, and both
+    come back and catch up."""
+    c = start(tgtd_factory, mode, n=5, raid=6)
+
+    def lose_two():
+        kill(c.targets[0])
+        time.sleep(FAIL_TIMEOUT + 2)
+        kill(c.targets[3])
+
+    clean_load(c, tmp_path, 16, lose_two, report, "RAID-6 of 5, 2 members killed mid-load")
+    assert array_state(c) == "degraded", show(c)
+    assert counters(c)["member_failures"] == 2
+    verify_all(c, tmp_path)
+    restart_target(c, 0)
+    restart_target(c, 3)
+    wait_state(c, {"optimal"}, timeout=90)
+    verify_all(c, tmp_path)
+    scrub(c)
+
+
+def test_raid6_two_lost_boxes_rebuilt_onto_spares(tgtd_factory, mode, tmp_path, report):
+    """Both data-and-parity units of two lost boxes rebuilt onto two
+    spares, the second while the first is still missing."""
+    c = start(tgtd_factory, mode, n=4, spares=2, raid=6)
+
+    def lose_two():
+        kill(c.targets[1])
+        kill(c.targets[2])
+
+    clean_load(c, tmp_path, 12, lose_two, report,
+               "RAID-6 of 4, 2 members killed mid-load, 2 spares rebuilt in")
+    wait_state(c, {"optimal"}, timeout=120)
+    boxes = members(c)
+    assert sorted(boxes[i][2] for i in (4, 5)) == [1, 2], show(c)
+    log = c.controller.log()
+    assert re.search(r"position 1 rebuilt: \d+ stripes", log), log[-3000:]
+    assert re.search(r"position 2 rebuilt: \d+ stripes", log), log[-3000:]
+    verify_all(c, tmp_path)
+    scrub(c)
+
+
+def test_raid6_third_box_lost_fails_clearly(tgtd_factory, mode, tmp_path, report):
+    """Three boxes gone: the host gets CHECK CONDITION for what cannot be
+    rebuilt, never wrong data, and the array says failed."""
+    c = start(tgtd_factory, mode, n=5, raid=6)
+    res, _ = Load(c, tmp_path, 2).result()
+    assert res["errors"] == 0
+    for i in (0, 2, 4):
+        kill(c.targets[i])
+    wait_state(c, {"failed"}, timeout=FAIL_TIMEOUT + 10)
+    r = subprocess.run([str(paths.tool("tpt-iscsi-verify")), "--model", str(tmp_path),
+                        "--verify", c.url], capture_output=True, text=True, timeout=180)
+    report(f"{mode}: RAID-6, three members lost: {r.stdout.strip()}")
+    m = re.search(r"errors=(\d+) mismatches=(\d+)", r.stdout)
+    assert m and int(m.group(1)) > 0 and m.group(2) == "0", r.stdout + r.stderr
+
+
+def test_raid6_check_counts_and_resync_repairs_p_and_q(tgtd_factory, mode, tmp_path, report):
+    """A P unit, a Q unit and a data unit spoiled behind the array's back:
+    tpt-scrub --raid 6 and check=yes (under a host's load) each count the
+    three stripes and change nothing; resync=yes computes P and Q again
+    (the spoiled data unit's stripe then agrees with what the unit now
+    holds), after which the scrub and a second check find nothing."""
+    c = start(tgtd_factory, mode, n=5, raid=6)
+    # The load keeps to the first 24 MiB, stripes 0-127 of 240.
+    span = ("--span", "24m")
+    res, err = Load(c, tmp_path, 3, extra=span).result()
+    assert res["errors"] == 0 and res["mismatches"] == 0, err
+    # Stripe s: P on member 4 - s mod 5, Q on the member after it.
+    spoiled = {4: (200,), 2: (203,), 0: (206,)}     # P, Q, and a data unit
+    for m, stripes in spoiled.items():
+        spoil_units(c, m, stripes)
+    before = {m: units_of(c, m, st) for m, st in spoiled.items()}
+    scrub(c, mismatches=3)
+    set_param(c, "rebuild_rate=4")
+    fig = []
+
+    def check_under_load():
+        set_param(c, "check=yes")
+        deadline = time.monotonic() + 90
+        while (f := check_figures(c))[0] == "running":
+            assert time.monotonic() < deadline, show(c)
+            time.sleep(0.2)
+        fig.append(f)
+
+    clean_load(c, tmp_path, 6, check_under_load, report, "RAID-6 check=yes under load",
+               extra=span)
+    _, checked, total, mismatched, how = fig[0]
+    assert (checked, mismatched, how) == (total, 3, "completed"), fig
+    assert {m: units_of(c, m, st) for m, st in spoiled.items()} == before
+    set_param(c, "rebuild_rate=0")
+    resync_all(c)
+    wait_state(c, {"optimal"}, timeout=60)
+    deadline = time.monotonic() + 60
+    while "TPT-RAID recovery: resync" in show(c):
+        assert time.monotonic() < deadline, show(c)
+        time.sleep(0.2)
+    scrub(c)
+    set_param(c, "check=yes")
+    deadline = time.monotonic() + 60
+    while (f := check_figures(c))[0] == "running":
+        assert time.monotonic() < deadline, show(c)
+        time.sleep(0.2)
+    assert f[3] == 0, f
+    verify_all(c, tmp_path)
+    kill(c.targets[1])
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    with pytest.raises(TgtadmError):
+        set_param(c, "check=yes")
