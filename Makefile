@@ -307,6 +307,7 @@ bench: deps
 	TPT_BUILD=$(BUILD) scripts/bench/recovery
 	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/direct
 	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/direct --raid 1 --units 32k,128k
+	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/direct --raid 6 --units 32k,128k
 	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/tables
 	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/scale
 	TPT_BUILD=$(BUILD) TPT_BINDIR=$(BINDIR) scripts/bench/gather

@@ -80,6 +80,16 @@ def test_direct_bench_runs_on_a_mirror(out):
         assert (out / png).stat().st_size > 0
 
 
+def test_direct_bench_runs_on_raid6(out):
+    text = run(out, "direct", "--raid", "6", "--quick")
+    rows = re.findall(r"^ *32k \S+ \S+ +(direct|unmerged|proxied|baseline) ", text, re.M)
+    assert len(rows) == 4 * 7, text
+    assert "RAID-6 over 4 targets" in text, text
+    assert "PASS (" not in text and "MISS (" not in text and "goal: " not in text, text
+    assert "FAIL" not in text, text
+    assert (out / "direct-raid6.md").stat().st_size > 0
+
+
 def test_tables_bench_matches_the_paper(out):
     text = run(out, "tables", "--quick")
     assert "mismatches: 0" in text, text
@@ -127,13 +137,14 @@ def test_report_collects_every_section(out):
     assert "STALE" not in text, text
     md = (out / "results.md").read_text()
     data = json.loads((out / "results.json").read_text())
-    for name in ("datamover", "array", "recovery", "direct", "direct-raid1", "tables"):
+    for name in ("datamover", "array", "recovery", "direct", "direct-raid1", "direct-raid6",
+                 "tables"):
         assert name in data["sections"], data.keys()
     assert data["missing"] == ([] if NETNS else ["scale", "gather"])
     assert data["header"]["cores"] == os.cpu_count()
     # In the fixed order, each under its own heading.
-    titles = ["Datamover", "Array", "Host-direct I/O:", "Host-direct I/O on RAID-1", "Tables",
-              "Recovery"]
+    titles = ["Datamover", "Array", "Host-direct I/O:", "Host-direct I/O on RAID-1",
+              "Host-direct I/O on RAID-6", "Tables", "Recovery"]
     heads = [md.index(f"## {t}")
              for t in titles + (["Scalability", "Star, binary-tree and flat"] if NETNS else [])]
     assert heads == sorted(heads), md[:2000]

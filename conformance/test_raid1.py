@@ -261,7 +261,7 @@ def test_mirror_definitions_refused_clearly(tgtd_factory):
     t.new_target(1, "iqn.2026-11.org.tptraid:bad")
     member = "member=iscsi://127.0.0.1:3260/iqn.2026-11.org.tptraid:x/1"
     for spec, says in ((f"raid=1;mode=baseline;{member}", "RAID-1 needs at least 2 members"),
-                       (f"raid=6;mode=baseline;{member};{member}", "raid=6")):
+                       (f"raid=7;mode=baseline;{member};{member}", "raid=7")):
         with pytest.raises(TgtadmError):
             t.new_lun(1, 1, str(t.dir / "array.state"), bstype="tptraid", bsopts=spec)
         assert says in t.log(), t.log()[-2000:]

@@ -126,6 +126,9 @@ void bl_plan_count(const struct bl_plan *p, struct bl_plan_counts *out)
 			out->xored += cmd->bytes;
 			break;
 		case BL_COPY:
+			/* A weighted copy multiplies every byte (RAID-6). */
+			if (cmd->gf_exp)
+				out->xored += cmd->bytes;
 			break;
 		}
 	}

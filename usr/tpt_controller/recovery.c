@@ -710,11 +710,15 @@ static void force_torn(struct tpt_array *a, uint64_t first, uint64_t end,
  * data: the parity is taken as it is.  True when that was done. */
 static bool force_stale(struct tpt_array *a, uint64_t stripe, uint64_t n)
 {
-	unsigned int parity = a->level->parity_member(&a->geo, stripe, 0);
-	uint32_t others = array_missing_at(a, stripe) & ~(1u << parity);
+	unsigned int nr_parity = a->level->nr_parity(&a->geo), p;
+	uint32_t others = array_missing_at(a, stripe);
 
+	/* Every parity unit of the stripe (RAID-6: P and Q) is taken as it
+	 * is. */
+	for (p = 0; p < nr_parity; p++)
+		others &= ~(1u << a->level->parity_member(&a->geo, stripe, p));
 	/* None, or more than the parity can stand for. */
-	if (!others || (others & (others - 1)))
+	if (!others || (unsigned int)__builtin_popcount(others) > nr_parity)
 		return false;
 	if (n < FORCE_LOG_STRIPES)
 		force_log(a, stripe, others, "from its parity as it is");
