@@ -261,7 +261,8 @@ static int send_direct(struct tpt_init *ctx, struct init_cmd *cmd)
 	uint8_t cdb[16];
 	int ret;
 
-	list = malloc(offsetof(struct tpt_xfer_list, desc[n]));
+	/* Zeroed: every field this does not set (weights, reserved) is 0. */
+	list = calloc(1, offsetof(struct tpt_xfer_list, desc[n]));
 	cmd->list = malloc(list_len);
 	if (!list || !cmd->list) {
 		free(list);
