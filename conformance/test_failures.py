@@ -118,6 +118,15 @@ def check_all(c, timeout=120):
     return fig
 
 
+def wait_check(c, timeout=60):
+    """Until the check that runs has ended: its figures (check_figures)."""
+    deadline = time.monotonic() + timeout
+    while (f := check_figures(c))[0] == "running":
+        assert time.monotonic() < deadline, show(c)
+        time.sleep(0.2)
+    return f
+
+
 def units_of(c, member, stripes):
     """The bytes of `member`'s stripe units of `stripes`, from its backing
     file."""
@@ -804,11 +813,7 @@ def test_operator_check_counts_what_it_does_not_repair(tgtd_factory, mode, tmp_p
             set_param(c, "check=yes")
         with pytest.raises(TgtadmError):
             resync_all(c)
-        deadline = time.monotonic() + 60
-        while (f := check_figures(c))[0] == "running":
-            assert time.monotonic() < deadline, show(c)
-            time.sleep(0.2)
-        fig.append(f)
+        fig.append(wait_check(c))
 
     clean_load(c, tmp_path, 6, check_under_load, report, "check=yes under load",
                extra=span)

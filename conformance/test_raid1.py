@@ -20,9 +20,10 @@ from tptlib import cluster, net
 from tptlib.tgtd import TgtadmError
 # The mode fixture (tpt and baseline) and the RAID-5 tests' helpers.
 from test_failures import (FAIL_TIMEOUT, MEMBER_BYTES, Load, array_state,  # noqa: F401
-                           check_all, check_figures, clean_load, close_link, counters, kill,
+                           check_all, clean_load, close_link, counters, kill,
                            members, mode, resync_all, restart_target, scrub, set_param, show,
-                           spoil_units, start, units_of, verify_all, wait_state)
+                           spoil_units, start, units_of, verify_all, wait_check,
+                           wait_state)
 from test_host_direct import array_stats, direct_verify
 
 
@@ -208,11 +209,7 @@ def test_operator_check_counts_copies_that_differ(tgtd_factory, mode, tmp_path, 
 
     def check_under_load():
         set_param(c, "check=yes")
-        deadline = time.monotonic() + 60
-        while (f := check_figures(c))[0] == "running":
-            assert time.monotonic() < deadline, show(c)
-            time.sleep(0.2)
-        fig.append(f)
+        fig.append(wait_check(c))
 
     clean_load(c, tmp_path, 6, check_under_load, report, "mirror check=yes under load",
                extra=span)

@@ -17,10 +17,10 @@ import pytest
 from tptlib import paths
 from tptlib.tgtd import TgtadmError
 # The mode fixture (tpt and baseline) and the RAID-5 tests' helpers.
-from test_failures import (FAIL_TIMEOUT, Load, array_state, check_figures,  # noqa: F401
+from test_failures import (FAIL_TIMEOUT, Load, array_state,  # noqa: F401
                            clean_load, counters, kill, members, mode, resync_all,
                            restart_target, scrub, set_param, show, spoil_units, start,
-                           units_of, verify_all, wait_state)
+                           units_of, verify_all, wait_check, wait_state)
 
 
 def test_raid6_serves_with_two_boxes_killed_under_load(tgtd_factory, mode, tmp_path, report):
@@ -104,11 +104,7 @@ def test_raid6_check_counts_and_resync_repairs_p_and_q(tgtd_factory, mode, tmp_p
 
     def check_under_load():
         set_param(c, "check=yes")
-        deadline = time.monotonic() + 90
-        while (f := check_figures(c))[0] == "running":
-            assert time.monotonic() < deadline, show(c)
-            time.sleep(0.2)
-        fig.append(f)
+        fig.append(wait_check(c, timeout=90))
 
     clean_load(c, tmp_path, 6, check_under_load, report, "RAID-6 check=yes under load",
                extra=span)
@@ -124,10 +120,7 @@ def test_raid6_check_counts_and_resync_repairs_p_and_q(tgtd_factory, mode, tmp_p
         time.sleep(0.2)
     scrub(c)
     set_param(c, "check=yes")
-    deadline = time.monotonic() + 60
-    while (f := check_figures(c))[0] == "running":
-        assert time.monotonic() < deadline, show(c)
-        time.sleep(0.2)
+    f = wait_check(c)
     assert f[3] == 0, f
     verify_all(c, tmp_path)
     kill(c.targets[1])

@@ -285,11 +285,10 @@ static int r5_tpt_read(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
 
 /*
  * Read-modify-write of the interval [x, x + len) of a stripe's units
- * (paper III-C, Fig. 4; protocol.md 7.2): each data member writing there
- * XDWRITEs its new data and exports the delta new XOR old; the parity
- * member folds the deltas into its old parity: one PART BLOCK with XOR
- * MEDIUM and a pass per delta (tpt_plan_add_chain()), which stages the
- * new parity.
+ * (paper III-C, Fig. 4; protocol.md 7.2): the XDWRITEs' deltas
+ * (tpt_plan_add_xdwrites()) folded into the old parity by the parity
+ * member: one PART BLOCK with XOR MEDIUM and a pass per delta
+ * (tpt_plan_add_chain()), which stages the new parity.
  */
 static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
 			     unsigned int parity,
@@ -297,32 +296,13 @@ static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t base,
 			     uint32_t x, uint32_t len)
 {
 	struct tpt_chain_source delta[RAID_MAX_MEMBERS];
-	struct tpt_plan_cmd *cmd;
-	unsigned int j, k = 0;
-	int err;
+	int k = tpt_plan_add_xdwrites(b, base, piece, nr, x, len, delta), err;
 
-	for (j = 0; j < nr; j++) {
-		const struct tpt_stripe_piece *pc = &piece[j];
-
-		if (pc->first > x || pc->end < x + len)
-			continue;
-		delta[k] = (struct tpt_chain_source){ .member = (int)pc->member };
-		err = tpt_plan_want_slot(b, pc->member, &delta[k].ordinal);
-		if (err)
-			return err;
-		cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_XDWRITE, pc->member,
-				       base + x, len);
-		if (!cmd)
-			return -ENOMEM;
-		cmd->result_slot = delta[k].ordinal;
-		if (tpt_plan_add_host_ref(b, pc->host_offset +
-					  (uint64_t)(x - pc->first) * b->c->block_size,
-					  len * b->c->block_size))
-			return -ENOMEM;
-		k++;
-	}
+	if (k < 0)
+		return k;
 	err = tpt_plan_add_chain(b, 1, parity, base + x, len, 0,
-				 TPT_PARITY_XOR_MEDIUM, true, delta, k);
+				 TPT_PARITY_XOR_MEDIUM, true, delta,
+				 (unsigned int)k);
 	return err < 0 ? err : 0;
 }
 
@@ -916,10 +896,7 @@ static int r5_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	err = r5_rebuild_check(g, per_stripe, c->missing, first, nr, member);
 	if (err)
 		return err;
-	err = tpt_plan_begin(&b, c, first * per_stripe,
-			     (uint32_t)((uint64_t)nr * per_stripe < UINT32_MAX ?
-					(uint64_t)nr * per_stripe : 0),
-			     group, out);
+	err = tpt_plan_begin_stripes(&b, c, first, nr, group, out);
 	if (err)
 		return err;
 	for (s = first; s < first + nr && !err; s += run) {
@@ -956,24 +933,20 @@ static int r5_tpt_check(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 			uint32_t group, struct tpt_plan *out)
 {
 	const struct raid_geometry *g = c->geo;
-	uint64_t per_stripe = raid_stripe_data_blocks(c->level, g);
 	uint32_t unit = g->unit_blocks, n = nr * unit;
 	struct tpt_plan_builder b;
 	struct tpt_plan_cmd *cmd;
 	unsigned int target;
 	int err, last;
 
-	if (!nr || first > UINT64_MAX / per_stripe)
+	if (!nr)
 		return -EINVAL;
 	if (c->missing & (g->members < 32 ? (1u << g->members) - 1 :
 			  UINT32_MAX))
 		return -ENODATA;
 	if ((uint64_t)nr * unit > TPT_VENDOR_LENGTH_MAX)
 		return -EINVAL;
-	err = tpt_plan_begin(&b, c, first * per_stripe,
-			     (uint32_t)((uint64_t)nr * per_stripe < UINT32_MAX ?
-					(uint64_t)nr * per_stripe : 0),
-			     group, out);
+	err = tpt_plan_begin_stripes(&b, c, first, nr, group, out);
 	if (err)
 		return err;
 	target = (unsigned int)(first / nr % g->members);

@@ -217,6 +217,14 @@ int r6_new_parity(const struct raid_geometry *g, uint64_t stripe,
 	return 0;
 }
 
+int r6_stripes_check(const struct raid_geometry *g, uint64_t first,
+		     uint32_t nr)
+{
+	uint64_t stripes = g->member_blocks / g->unit_blocks;
+
+	return !nr || first > stripes || nr > stripes - first ? -EINVAL : 0;
+}
+
 int r6_missing(const struct raid_geometry *g, uint32_t missing,
 	       uint32_t *out)
 {
@@ -418,38 +426,20 @@ static int plan_rmw_interval(struct tpt_plan_builder *b, uint64_t stripe,
 	const struct raid_geometry *g = b->c->geo;
 	uint64_t base = stripe * g->unit_blocks;
 	struct tpt_chain_source delta[RAID_MAX_MEMBERS];
-	struct tpt_plan_cmd *cmd;
-	unsigned int j, k = 0, par;
-	int err;
+	int k = tpt_plan_add_xdwrites(b, base, piece, nr, x, len, delta), err;
+	unsigned int j, par;
 
-	for (j = 0; j < nr; j++) {
-		const struct tpt_stripe_piece *pc = &piece[j];
-
-		if (pc->first > x || pc->end < x + len)
-			continue;
-		delta[k] = (struct tpt_chain_source){ .member = (int)pc->member };
-		err = tpt_plan_want_slot(b, pc->member, &delta[k].ordinal);
-		if (err)
-			return err;
-		cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_XDWRITE, pc->member,
-				       base + x, len);
-		if (!cmd)
-			return -ENOMEM;
-		cmd->result_slot = delta[k].ordinal;
-		if (tpt_plan_add_host_ref(b, pc->host_offset +
-					  (uint64_t)(x - pc->first) * b->c->block_size,
-					  len * b->c->block_size))
-			return -ENOMEM;
-		k++;
-	}
+	if (k < 0)
+		return k;
 	for (par = R6_P; par <= R6_Q; par++) {
-		for (j = 0; j < k; j++)
+		for (j = 0; j < (unsigned int)k; j++)
 			delta[j].gf_exp = par == R6_P ? 0 :
 				(uint8_t)r6_data_index(g, stripe,
 						       (unsigned int)delta[j].member);
 		err = tpt_plan_add_chain(b, 1, r6_parity_member(g, stripe, par),
 					 base + x, len, 0,
-					 TPT_PARITY_XOR_MEDIUM, true, delta, k);
+					 TPT_PARITY_XOR_MEDIUM, true, delta,
+					 (unsigned int)k);
 		if (err < 0)
 			return err;
 	}
@@ -674,7 +664,7 @@ static int r6_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 			  struct tpt_plan *out)
 {
 	const struct raid_geometry *g = c->geo;
-	uint64_t per_stripe = raid_stripe_data_blocks(c->level, g), s;
+	uint64_t s;
 	uint32_t unit = g->unit_blocks, missing;
 	uint8_t w[RAID_MAX_MEMBERS];
 	struct tpt_plan_builder b;
@@ -682,18 +672,15 @@ static int r6_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	unsigned int par, d;
 	int err, last;
 
-	if (!nr || first > g->member_blocks / unit ||
-	    nr > g->member_blocks / unit - first ||
-	    (member != RAID_PARITY_MEMBER && member >= g->members))
-		return -EINVAL;
-	err = r6_missing(g, c->missing, &missing);
+	err = r6_stripes_check(g, first, nr);
+	if (!err && member != RAID_PARITY_MEMBER && member >= g->members)
+		err = -EINVAL;
+	if (!err)
+		err = r6_missing(g, c->missing, &missing);
 	if (!err && member == RAID_PARITY_MEMBER && missing)
 		err = -ENODATA;
 	if (!err)
-		err = tpt_plan_begin(&b, c, first * per_stripe,
-				     (uint32_t)((uint64_t)nr * per_stripe < UINT32_MAX ?
-						(uint64_t)nr * per_stripe : 0),
-				     group, out);
+		err = tpt_plan_begin_stripes(&b, c, first, nr, group, out);
 	if (err)
 		return err;
 	for (s = first; s < first + nr && !err; s++) {
@@ -734,7 +721,7 @@ static int r6_tpt_check(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 			uint32_t group, struct tpt_plan *out)
 {
 	const struct raid_geometry *g = c->geo;
-	uint64_t per_stripe = raid_stripe_data_blocks(c->level, g), s;
+	uint64_t s;
 	uint32_t unit = g->unit_blocks, missing;
 	uint64_t unit_bytes = (uint64_t)unit * c->block_size;
 	uint8_t w[RAID_MAX_MEMBERS];
@@ -744,16 +731,13 @@ static int r6_tpt_check(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	unsigned int par, d, pm;
 	int err, last;
 
-	if (!nr || first > g->member_blocks / unit ||
-	    nr > g->member_blocks / unit - first)
-		return -EINVAL;
+	err = r6_stripes_check(g, first, nr);
+	if (err)
+		return err;
 	r6_missing(g, c->missing, &missing);
 	if (missing)
 		return -ENODATA;
-	err = tpt_plan_begin(&b, c, first * per_stripe,
-			     (uint32_t)((uint64_t)nr * per_stripe < UINT32_MAX ?
-					(uint64_t)nr * per_stripe : 0),
-			     group, out);
+	err = tpt_plan_begin_stripes(&b, c, first, nr, group, out);
 	if (err)
 		return err;
 	for (s = first; s < first + nr && !err; s++) {

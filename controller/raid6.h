@@ -61,6 +61,10 @@ int r6_new_parity(const struct raid_geometry *g, uint64_t stripe,
 		  unsigned int par, uint32_t written, uint32_t unusable,
 		  struct r6_weights *out);
 
+/* -EINVAL unless [@first, @first + @nr) is a run of stripes @g has. */
+int r6_stripes_check(const struct raid_geometry *g, uint64_t first,
+		     uint32_t nr);
+
 /* The positions in @missing that count (bits beyond the members do not);
  * -ENODATA when more than two are gone. */
 int r6_missing(const struct raid_geometry *g, uint32_t missing,

@@ -260,11 +260,11 @@ int r6_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
 	unsigned int par, d;
 	int err;
 
-	if (!nr || first > g->member_blocks / unit ||
-	    nr > g->member_blocks / unit - first ||
-	    (member != RAID_PARITY_MEMBER && member >= g->members))
-		return -EINVAL;
-	err = r6_missing(g, c->missing, &missing);
+	err = r6_stripes_check(g, first, nr);
+	if (!err && member != RAID_PARITY_MEMBER && member >= g->members)
+		err = -EINVAL;
+	if (!err)
+		err = r6_missing(g, c->missing, &missing);
 	if (!err && member == RAID_PARITY_MEMBER && missing)
 		err = -ENODATA;
 	if (!err)
@@ -320,8 +320,7 @@ int r6_bl_check(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
 	unsigned int par, d, m;
 	int err;
 
-	if (!nr || first > g->member_blocks / unit ||
-	    nr > g->member_blocks / unit - first ||
+	if (r6_stripes_check(g, first, nr) ||
 	    (uint64_t)nr * unit_bytes * 2 > UINT32_MAX)
 		return -EINVAL;
 	r6_missing(g, c->missing, &missing);

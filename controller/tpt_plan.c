@@ -322,6 +322,21 @@ int tpt_plan_begin(struct tpt_plan_builder *b, struct tpt_plan_ctx *c,
 	return 0;
 }
 
+int tpt_plan_begin_stripes(struct tpt_plan_builder *b, struct tpt_plan_ctx *c,
+			   uint64_t first, uint32_t nr, uint32_t group,
+			   struct tpt_plan *out)
+{
+	uint64_t per_stripe = raid_stripe_data_blocks(c->level, c->geo);
+	uint64_t blocks = (uint64_t)nr * per_stripe;
+
+	if (!nr || first > UINT64_MAX / per_stripe)
+		return -EINVAL;
+	/* A run longer than a request can be (0 blocks) is refused there. */
+	return tpt_plan_begin(b, c, first * per_stripe,
+			      (uint32_t)(blocks < UINT32_MAX ? blocks : 0),
+			      group, out);
+}
+
 int tpt_plan_finish(struct tpt_plan_builder *b)
 {
 	int err = sort_into_steps(b);
@@ -554,6 +569,39 @@ void tpt_stripe_cut(const struct raid_geometry *g,
 		if (bound[i] != bound[j - 1])
 			bound[j++] = bound[i];
 	*nr_bounds = nb ? j : 0;
+}
+
+int tpt_plan_add_xdwrites(struct tpt_plan_builder *b, uint64_t base,
+			  const struct tpt_stripe_piece *piece, unsigned int nr,
+			  uint32_t x, uint32_t len,
+			  struct tpt_chain_source *delta)
+{
+	uint32_t bs = b->c->block_size;
+	struct tpt_plan_cmd *cmd;
+	unsigned int j, k = 0;
+	int err;
+
+	for (j = 0; j < nr; j++) {
+		const struct tpt_stripe_piece *pc = &piece[j];
+
+		if (pc->first > x || pc->end < x + len)
+			continue;
+		delta[k] = (struct tpt_chain_source){ .member = (int)pc->member };
+		err = tpt_plan_want_slot(b, pc->member, &delta[k].ordinal);
+		if (err)
+			return err;
+		cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_XDWRITE, pc->member,
+				       base + x, len);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->result_slot = delta[k].ordinal;
+		if (tpt_plan_add_host_ref(b, pc->host_offset +
+					  (uint64_t)(x - pc->first) * bs,
+					  len * bs))
+			return -ENOMEM;
+		k++;
+	}
+	return (int)k;
 }
 
 const struct tpt_stripe_piece *

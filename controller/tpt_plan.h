@@ -164,6 +164,12 @@ struct tpt_plan_builder {
 int tpt_plan_begin(struct tpt_plan_builder *b, struct tpt_plan_ctx *c,
 		   uint64_t lba, uint32_t blocks, uint32_t group,
 		   struct tpt_plan *out);
+/* tpt_plan_begin() for a plan over whole stripes [@first, @first + @nr)
+ * (rebuild, resync, check): -EINVAL for none, or beyond what an array
+ * can address. */
+int tpt_plan_begin_stripes(struct tpt_plan_builder *b, struct tpt_plan_ctx *c,
+			   uint64_t first, uint32_t nr, uint32_t group,
+			   struct tpt_plan *out);
 /* A command in @step, valid until the next add; its transfer descriptors
  * are the tpt_plan_add_*_ref() calls that follow.  NULL without memory. */
 struct tpt_plan_cmd *tpt_plan_add_cmd(struct tpt_plan_builder *b,
@@ -284,6 +290,18 @@ void tpt_stripe_cut(const struct raid_geometry *g,
 const struct tpt_stripe_piece *
 tpt_stripe_piece_over(const struct tpt_stripe_piece *piece, unsigned int nr,
 		      unsigned int member, uint32_t x, uint32_t len);
+
+/*
+ * Read-modify-write of the interval [x, x + len) of the stripe whose
+ * units start at member LBA @base (paper III-C, Fig. 4; protocol.md
+ * 7.2): each piece covering it XDWRITEs its new data in step 0 and
+ * exports the delta, new XOR old, into a slot of its own.  The deltas are
+ * the sources of the parity's chain, in @delta: how many, or an error.
+ */
+int tpt_plan_add_xdwrites(struct tpt_plan_builder *b, uint64_t base,
+			  const struct tpt_stripe_piece *piece, unsigned int nr,
+			  uint32_t x, uint32_t len,
+			  struct tpt_chain_source *delta);
 
 /*
  * The steps that end a plan (protocol.md 4.11, 8.3, 9.2): WRITE NEW DATA
