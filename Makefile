@@ -68,7 +68,7 @@ NBDKIT_PLUGIN := $(LIBDIR)/nbdkit-tptraid-plugin.so
 
 UNIT_SRCS := $(wildcard test/unit/*/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:%.c=$(BUILD)/%)
-UNIT_HDRS := test/unit/unit.h $(wildcard test/unit/*/*.h)
+UNIT_HDRS := $(wildcard test/unit/*.h test/unit/*/*.h)
 
 FUZZ_SRCS := $(wildcard test/fuzz/fuzz_*.c)
 # `make fuzz FUZZERS="fuzz_a fuzz_b"` runs only those.

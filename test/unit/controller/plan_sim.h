@@ -17,7 +17,7 @@
 #include "controller/tpt_plan.h"
 #include "scsi/tpt_cdb.h"
 #include "test/unit/unit.h"
-#include "test/unit/controller/gf_sim.h"
+#include "test/unit/gf_ref.h"
 
 #include <errno.h>
 #include <stdbool.h>

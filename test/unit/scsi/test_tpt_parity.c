@@ -1,5 +1,6 @@
 #include "scsi/tpt_parity.h"
 #include "test/unit/unit.h"
+#include "test/unit/gf_ref.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -114,43 +115,6 @@ static void xor_rejects_bad_arguments(void)
 	free(d);
 }
 
-/* GF(2^8) multiply by shift and reduce (11Dh), independent of ISA-L. */
-static uint8_t ref_mul(uint8_t a, uint8_t b)
-{
-	uint8_t p = 0;
-
-	for (; b; b >>= 1) {
-		if (b & 1)
-			p ^= a;
-		a = (uint8_t)((a & 0x80) ? (a << 1) ^ 0x1d : a << 1);
-	}
-	return p;
-}
-
-static uint8_t ref_pow2(unsigned int e)
-{
-	uint8_t x = 1;
-
-	while (e--)
-		x = ref_mul(x, 2);
-	return x;
-}
-
-static uint8_t ref_log2(uint8_t x)
-{
-	unsigned int e;
-
-	for (e = 0; e < 255; e++)
-		if (ref_pow2(e) == x)
-			return (uint8_t)e;
-	return 255;		/* zero has none */
-}
-
-static uint8_t ref_inv(uint8_t x)
-{
-	return ref_pow2((255 - ref_log2(x)) % 255);
-}
-
 static void gf_fold_matches_bytewise_reference(void)
 {
 	static const uint8_t exps[4] = { 0, 1, 77, 254 };
@@ -161,8 +125,8 @@ static void gf_fold_matches_bytewise_reference(void)
 	CHECK_EQ(tpt_gf_pow2(8), 0x1d);
 	CHECK_EQ(tpt_gf_pow2(255), 1);
 	for (i = 0; i < 255; i++) {
-		CHECK_EQ(tpt_gf_pow2(i), ref_pow2(i));
-		CHECK_EQ(tpt_gf_log2(ref_pow2(i)), i);
+		CHECK_EQ(tpt_gf_pow2(i), gf_exp2(i));
+		CHECK_EQ(tpt_gf_log2(gf_exp2(i)), i);
 	}
 	CHECK_EQ(tpt_gf_log2(0), 255);
 	for (i = 0; i < 4; i++)
@@ -170,7 +134,7 @@ static void gf_fold_matches_bytewise_reference(void)
 	for (j = 0; j < LEN; j++) {
 		expect[j] = 0;
 		for (i = 0; i < 4; i++)
-			expect[j] ^= ref_mul(ref_pow2(exps[i]), src[i][j]);
+			expect[j] ^= gf_times(gf_exp2(exps[i]), src[i][j]);
 	}
 	CHECK_EQ(tpt_gf_fold(dst, (const void *const *)src, exps, 4, LEN,
 			     false), 0);
@@ -186,7 +150,7 @@ static void gf_fold_matches_bytewise_reference(void)
 	memcpy(before, dst, LEN);
 	CHECK_EQ(tpt_gf_scale(dst, 200, LEN), 0);
 	for (j = 0; j < LEN; j++)
-		CHECK_EQ(dst[j], ref_mul(ref_pow2(200), before[j]));
+		CHECK_EQ(dst[j], gf_times(gf_exp2(200), before[j]));
 	CHECK_EQ(tpt_gf_scale(dst, 0, LEN), 0);
 	CHECK_EQ(tpt_gf_scale(dst, 255, LEN), -EINVAL);
 	CHECK_EQ(tpt_gf_scale(dst + 1, 1, 64), -EINVAL);
@@ -223,22 +187,22 @@ static void raid6_weights_recover_two_lost_blocks(void)
 			     false), 0);
 	for (x = 0; x < NDATA; x++) {
 		for (y = 0; y < NDATA; y++) {
-			uint8_t c, gy = ref_pow2(y);
+			uint8_t c, gy = gf_exp2(y);
 
 			if (x == y)
 				continue;
-			c = ref_inv(ref_pow2(x) ^ gy);
+			c = gf_inv_ref(gf_exp2(x) ^ gy);
 			n = 0;
 			src[n] = p;
-			exps[n++] = ref_log2(ref_mul(c, gy));
+			exps[n++] = gf_log2_ref(gf_times(c, gy));
 			src[n] = q;
-			exps[n++] = ref_log2(c);
+			exps[n++] = gf_log2_ref(c);
 			for (i = 0; i < NDATA; i++) {
 				if (i == x || i == y)
 					continue;
 				src[n] = data[i];
-				exps[n++] = ref_log2(ref_mul(c, gy ^
-							     ref_pow2(i)));
+				exps[n++] = gf_log2_ref(gf_times(c, gy ^
+							     gf_exp2(i)));
 			}
 			CHECK_EQ(tpt_gf_fold(rebuilt, src, exps, n, LEN,
 					     false), 0);

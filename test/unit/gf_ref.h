@@ -1,13 +1,16 @@
 /*
- * GF(2^8) for the simulators (plan_sim.h, test_bl_plan.c): the field of
- * RAID-6's Q and of the targets' weighted passes (docs/protocol.md 3.1),
- * computed bytewise by shift and reduce, independently of the ISA-L
- * code under test.
+ * GF(2^8) for the tests (test_tpt_parity.c, the simulators plan_sim.h
+ * and test_bl_plan.c): the field of RAID-6's Q and of the targets'
+ * weighted passes (docs/protocol.md 3.1), computed bytewise by shift and
+ * reduce, independently of the ISA-L code under test.
  */
-#ifndef TPT_TEST_UNIT_CONTROLLER_GF_SIM_H
-#define TPT_TEST_UNIT_CONTROLLER_GF_SIM_H
+#ifndef TPT_TEST_UNIT_GF_REF_H
+#define TPT_TEST_UNIT_GF_REF_H
 
 #include <stdint.h>
+
+/* Each test uses a part of it. */
+#pragma GCC diagnostic ignored "-Wunused-function"
 
 /* a * b modulo 11Dh. */
 static uint8_t gf_times(uint8_t a, uint8_t b)
@@ -40,6 +43,22 @@ static void weighted_xor_into(unsigned char *dst, const unsigned char *src,
 
 	for (i = 0; i < len; i++)
 		dst[i] ^= gf_times(c, src[i]);
+}
+
+/* The exponent e with 2^e = @x, or 255 for zero, which has none. */
+static uint8_t gf_log2_ref(uint8_t x)
+{
+	unsigned int e;
+
+	for (e = 0; e < 255; e++)
+		if (gf_exp2(e) == x)
+			return (uint8_t)e;
+	return 255;
+}
+
+static uint8_t gf_inv_ref(uint8_t x)
+{
+	return gf_exp2((255 - gf_log2_ref(x)) % 255);
 }
 
 static void weigh(unsigned char *buf, uint64_t len, uint8_t gf_exp)
