@@ -163,7 +163,7 @@ def test_sequential_write_counters(tgtd_factory, client, mode, report):
 
 @pytest.mark.parametrize("bsopts, says", [
     ("raid=5;unit=3k;mode=baseline;member=iscsi://127.0.0.1:1/iqn.x:a/1", "unit=3k"),
-    ("raid=6;mode=baseline", "raid=6"),
+    ("raid=7;mode=baseline", "raid=7"),
     ("raid=5;mode=fast", "mode=fast"),
     ("raid=5;mode=baseline;member=iscsi://127.0.0.1:1/iqn.x:a/1;"
      "member=iscsi://127.0.0.1:2/iqn.x:b/1;member=iscsi://127.0.0.1:3/iqn.x:c/1", "unreachable: login failed"),

@@ -228,7 +228,8 @@ def test_start_status_io_kill_restart_stop(cluster_dir):
     (["--unit", "2m"], "--unit 2m"),
     (["--mode", "fast"], "--mode fast"),
     (["--targets", "2"], "--targets 2"),
-    (["--raid", "6"], "--raid 6"),
+    (["--raid", "7"], "--raid 7"),
+    (["--raid", "6", "--targets", "3"], "--targets 3"),
     (["--raid", "1", "--targets", "1"], "--targets 1"),
 ])
 def test_bad_start_options_start_nothing(cluster_dir, args, says):
