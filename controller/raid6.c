@@ -233,6 +233,21 @@ int r6_missing(const struct raid_geometry *g, uint32_t missing,
 	return __builtin_popcount(*out) > 2 ? -ENODATA : 0;
 }
 
+int r6_rebuild_check(const struct raid_geometry *g, uint32_t missing,
+		     uint64_t first, uint32_t nr, unsigned int member,
+		     uint32_t *out)
+{
+	int err = r6_stripes_check(g, first, nr);
+
+	if (!err && member != RAID_PARITY_MEMBER && member >= g->members)
+		err = -EINVAL;
+	if (!err)
+		err = r6_missing(g, missing, out);
+	if (!err && member == RAID_PARITY_MEMBER && *out)
+		err = -ENODATA;
+	return err;
+}
+
 /* ---- TPT plans ---- */
 
 /* The members' READ MEDIUM exports of one range in one group: a
@@ -672,13 +687,7 @@ static int r6_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	unsigned int par, d;
 	int err, last;
 
-	err = r6_stripes_check(g, first, nr);
-	if (!err && member != RAID_PARITY_MEMBER && member >= g->members)
-		err = -EINVAL;
-	if (!err)
-		err = r6_missing(g, c->missing, &missing);
-	if (!err && member == RAID_PARITY_MEMBER && missing)
-		err = -ENODATA;
+	err = r6_rebuild_check(g, c->missing, first, nr, member, &missing);
 	if (!err)
 		err = tpt_plan_begin_stripes(&b, c, first, nr, group, out);
 	if (err)

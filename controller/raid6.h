@@ -65,6 +65,17 @@ int r6_new_parity(const struct raid_geometry *g, uint64_t stripe,
 int r6_stripes_check(const struct raid_geometry *g, uint64_t first,
 		     uint32_t nr);
 
+/*
+ * Whether a rebuild of stripes [@first, @first + @nr) of @member (or a
+ * resync of every stripe's P and Q, RAID_PARITY_MEMBER) can be planned
+ * with the positions in @missing gone: -EINVAL for a request no array
+ * has, -ENODATA when more than two are gone or, for a resync, any; else
+ * 0 and the positions that count in *@out (r6_missing()).
+ */
+int r6_rebuild_check(const struct raid_geometry *g, uint32_t missing,
+		     uint64_t first, uint32_t nr, unsigned int member,
+		     uint32_t *out);
+
 /* The positions in @missing that count (bits beyond the members do not);
  * -ENODATA when more than two are gone. */
 int r6_missing(const struct raid_geometry *g, uint32_t missing,

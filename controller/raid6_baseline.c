@@ -260,13 +260,7 @@ int r6_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
 	unsigned int par, d;
 	int err;
 
-	err = r6_stripes_check(g, first, nr);
-	if (!err && member != RAID_PARITY_MEMBER && member >= g->members)
-		err = -EINVAL;
-	if (!err)
-		err = r6_missing(g, c->missing, &missing);
-	if (!err && member == RAID_PARITY_MEMBER && missing)
-		err = -ENODATA;
+	err = r6_rebuild_check(g, c->missing, first, nr, member, &missing);
 	if (!err)
 		err = bl_plan_begin(&b, c, first * per_stripe,
 				    (uint32_t)((uint64_t)nr * per_stripe), out);
