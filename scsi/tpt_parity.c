@@ -61,33 +61,33 @@ int tpt_xor_acc(void *dst, const void *const *src, unsigned int nsrc,
 	return xor_gen((int)nsrc + 2, (int)len, vec) ? -EINVAL : 0;
 }
 
-uint8_t tpt_gf_pow2(unsigned int e)
-{
-	uint8_t x = 1;
+/* Powers of 2 and their logarithms, built once: tpt_gf_fold() weighs
+ * every pass of every stretch it folds. */
+static uint8_t gf_exp_table[255], gf_log_table[256];
+static pthread_once_t gf_tables_once = PTHREAD_ONCE_INIT;
 
-	for (e %= 255; e; e--)
-		x = (uint8_t)gf_mul(x, 2);
-	return x;
-}
-
-static uint8_t gf_log_table[256];
-static pthread_once_t gf_log_once = PTHREAD_ONCE_INIT;
-
-static void gf_log_init(void)
+static void gf_tables_init(void)
 {
 	uint8_t x = 1;
 	unsigned int e;
 
 	gf_log_table[0] = 255;
 	for (e = 0; e < 255; e++) {
+		gf_exp_table[e] = x;
 		gf_log_table[x] = (uint8_t)e;
 		x = (uint8_t)gf_mul(x, 2);
 	}
 }
 
+uint8_t tpt_gf_pow2(unsigned int e)
+{
+	pthread_once(&gf_tables_once, gf_tables_init);
+	return gf_exp_table[e % 255];
+}
+
 uint8_t tpt_gf_log2(uint8_t x)
 {
-	pthread_once(&gf_log_once, gf_log_init);
+	pthread_once(&gf_tables_once, gf_tables_init);
 	return gf_log_table[x];
 }
 
