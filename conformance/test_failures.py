@@ -512,8 +512,13 @@ def test_controller_crash_while_degraded_needs_the_operator(tgtd_factory, mode, 
     log = c.controller.log()
     assert "Not starting (as md)" in log and "--bsopts start_dirty_degraded=yes" in log, \
         log[-3000:]
+    since = len(c.controller.log())
     c.controller.new_lun(1, 1, str(state), bstype="tptraid", bsopts="start_dirty_degraded=yes")
     wait_state(c, {"degraded"}, timeout=30)
+    # The refused start left the record as it was: its regions are still
+    # resynced (before, its teardown cleared them, and nothing was).
+    assert re.search(r"unfinished in \d+ regions: resyncing their parity",
+                     c.controller.log()[since:]), c.controller.log()[-3000:]
     assert "start_dirty_degraded" not in state.read_text()
     assert state.read_text().split("spec")[1].splitlines()[0] == \
         spec_before.split("spec")[1].splitlines()[0]
@@ -541,7 +546,7 @@ class AheadOfResync:
     # data unit 0 of stripes 4k on member 0, unit 1 on member 1.
     LOST = [4 * k for k in range(118, 122)]       # stripes 472-484
 
-    def __init__(self, tgtd_factory, client, mode, spares=0):
+    def __init__(self, tgtd_factory, client, mode, spares=0, lose_member=True):
         self.c = start(tgtd_factory, mode, n=4, spares=spares, member_bytes=self.MEMBER_BYTES,
                        assume_clean=False, extra_opts=("rebuild_rate=1",))
         self.client = client
@@ -553,7 +558,8 @@ class AheadOfResync:
         # The other unit of the first such stripe, on a box that stays.
         self.kept = os.urandom(UNIT)
         assert self.write(self.lba(472, 1), self.kept)["status"] == GOOD
-        kill(self.c.targets[0])
+        if lose_member:
+            kill(self.c.targets[0])
 
     @staticmethod
     def lba(stripe, unit=0):
@@ -708,6 +714,100 @@ def test_box_lost_before_the_first_resync_reached_a_write(tgtd_factory, client, 
         r = w.read(w.lba(s))
         assert r["status"] == GOOD and r["data"] == w.data[s], s
     assert w.read(w.lba(400))["data"] == late
+    scrub(c)
+
+
+def assemble(c, bsopts=None):
+    """The controller's tgtd started again, its LU from the state file."""
+    c.controller.start(port=c.controller.port)
+    c.controller.new_target(1, c.iqn)
+    c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid",
+                         **({"bsopts": bsopts} if bsopts else {}))
+
+
+def test_restart_during_the_first_resync_knows_what_hosts_wrote(tgtd_factory, client, mode,
+                                                                report):
+    """kill -9 of the controller during a new array's first resync, with
+    units written ahead of it in one region: the record says which of the
+    regions left a host wrote. Its box lost while the controller is down,
+    the restart refuses for that region alone; with the box back it
+    starts, and a box lost then gets MEDIUM ERROR on the units written
+    ahead of the resync only: a unit no host wrote, in a region the resync
+    had not reached either, reads as before the restart. Before, every
+    region left counted as written after a restart (MEDIUM ERROR on units
+    nobody wrote)."""
+    w = AheadOfResync(tgtd_factory, client, mode, lose_member=False)
+    c = w.c
+    kill(c.controller)
+    client.drop("a", check=False)
+    kill(c.targets[0])
+    since = len(c.controller.log())
+    with pytest.raises(TgtadmError):
+        assemble(c)
+    log = c.controller.log()[since:]
+    assert re.search(r"unfinished in 1 regions hosts wrote while member positions 0x1 "
+                     r"could not be used", log), log[-3000:]
+    restart_target(c, 0)
+    since = len(c.controller.log())
+    c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid")
+    log = wait_log(c, r"resync unfinished in (\d+) regions: resyncing their parity "
+                   r"\((\d+) of them no host has written", since=since)
+    m = re.search(r"unfinished in (\d+) regions: resyncing their parity \((\d+) of them", log)
+    left, unwritten = int(m.group(1)), int(m.group(2))
+    # 8 regions of 64 stripes; stripes 472-484 (region 7) written.
+    assert 2 <= left <= 8 and unwritten == left - 1, m.group(0)
+    kill(c.targets[0])
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    for s in w.LOST:
+        r = w.read(w.lba(s))
+        assert r["status"] == CHECK_CONDITION, s
+        assert proto.parse_sense(r["sense"]).key == MEDIUM_ERROR, r
+    assert w.read(w.lba(472, 1))["data"] == w.kept
+    # Stripe 300 (region 4): never written, not resynced (the resync
+    # stops with a box lost, 16 stripes/s before), member 0's unit.
+    r = w.read(w.lba(300))
+    assert r["status"] == GOOD, r
+    report(f"{mode}: controller killed during the first resync: {left} regions left, "
+           f"{unwritten} never written; after a box loss only the written one's units "
+           f"get MEDIUM ERROR")
+    restart_target(c, 0)
+    w.resync_done()
+    for s in w.LOST:
+        assert w.read(w.lba(s))["data"] == w.data[s], s
+    scrub(c)
+
+
+def test_restart_during_the_first_resync_with_a_box_gone_starts(tgtd_factory, client, report):
+    """The same with nothing written: the box lost while the controller
+    was down no longer stops the start (the parity left is off only from
+    contents nobody wrote), the array serves degraded, takes the box back
+    and finishes the resync. Before, it refused to start without
+    start_dirty_degraded=yes."""
+    c = start(tgtd_factory, "tpt", n=4, member_bytes=AheadOfResync.MEMBER_BYTES,
+              assume_clean=False, extra_opts=("rebuild_rate=1",))
+    wait_log(c, r"computing the parity of 496 stripes")
+    kill(c.controller)
+    kill(c.targets[0])
+    since = len(c.controller.log())
+    assemble(c)
+    log = wait_log(c, r"resync unfinished in (\d+) regions: resyncing their parity "
+                   r"\(\1 of them no host has written", since=since)
+    assert "Not starting" not in log
+    wait_state(c, {"degraded"}, timeout=30)
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    r = client.command("a", proto.read16_cdb(0, 16 * UNIT // 512), inlen=16 * UNIT)
+    assert r["status"] == GOOD, r
+    data = os.urandom(UNIT)
+    assert client.command("a", proto.write16_cdb(0, UNIT // 512), data=data)["status"] == GOOD
+    set_param(c, "rebuild_rate=0")
+    restart_target(c, 0)
+    wait_state(c, {"optimal"}, timeout=90)
+    assert client.command("a", proto.read16_cdb(0, UNIT // 512), inlen=UNIT)["data"] == data
+    report("tpt: controller killed during the first resync, a box lost while it was down: "
+           "started degraded, box taken back, resync finished")
     scrub(c)
 
 

@@ -3,7 +3,7 @@
  * (controller/intent_file.h), big-endian:
  *
  *   0-7    MAGIC "TPTRAIDI"
- *   8-11   VERSION (1)
+ *   8-11   VERSION (2; 1 is read too)
  *   12-15  POSITIONS (n, 1..32)
  *   16-23  SEQUENCE NUMBER
  *   24-31  ARRAY ID (non-zero)
@@ -13,7 +13,11 @@
  *   48..   MISSING SINCE, 8 bytes per position
  *   then   the write-intent bits, ceil(r / 8) bytes, region 0 in bit 0
  *   then   per position its missed-write bits, ceil(r / 8) bytes each
+ *   then   (version 2) the unwritten bits, ceil(r / 8) bytes, each set
+ *          only with its region's write-intent bit
  *   then   zero to the copy's length
+ *
+ * Version 1 has no unwritten bits: decoded, none is set.
  */
 #include "controller/intent_file.h"
 
@@ -34,15 +38,17 @@ static uint64_t map_bytes(uint64_t nr_regions)
 	return (nr_regions + 7) / 8;
 }
 
-size_t tpt_intent_copy_len(uint64_t nr_regions, uint32_t nr_positions)
+size_t tpt_intent_copy_len(uint64_t nr_regions, uint32_t nr_positions,
+			   uint32_t version)
 {
 	uint64_t len;
 
 	if (!nr_regions || !nr_positions || nr_positions > RAID_MAX_MEMBERS ||
-	    nr_regions > (UINT64_C(1) << 40))
+	    nr_regions > (UINT64_C(1) << 40) || !version ||
+	    version > TPT_INTENT_VERSION)
 		return 0;
 	len = IF_HDR_LEN + 8ULL * nr_positions +
-	      map_bytes(nr_regions) * (1ULL + nr_positions);
+	      map_bytes(nr_regions) * (1ULL + nr_positions + (version >= 2));
 	return (size_t)((len + 4095) & ~UINT64_C(4095));
 }
 
@@ -60,13 +66,18 @@ static uint32_t copy_crc(const uint8_t *buf, size_t len)
 int tpt_intent_encode(const struct tpt_intent_record *r, uint8_t *buf,
 		      size_t len)
 {
-	size_t want = tpt_intent_copy_len(r->nr_regions, r->nr_positions);
-	uint64_t mb = map_bytes(r->nr_regions), at;
+	size_t want = tpt_intent_copy_len(r->nr_regions, r->nr_positions,
+					  TPT_INTENT_VERSION);
+	uint64_t mb = map_bytes(r->nr_regions), at, i;
 	uint32_t p;
 
 	if (!want || len < want || !r->array_id || !r->region_stripes ||
 	    !r->intent)
 		return -EINVAL;
+	/* An unwritten region is one a resync has yet to do. */
+	for (i = 0; r->unwritten && i < mb; i++)
+		if (r->unwritten[i] & ~r->intent[i])
+			return -EINVAL;
 	memset(buf, 0, want);
 	memcpy(buf, if_magic, sizeof(if_magic));
 	tpt_put_be(&buf[8], TPT_INTENT_VERSION, 4);
@@ -83,6 +94,8 @@ int tpt_intent_encode(const struct tpt_intent_record *r, uint8_t *buf,
 	for (p = 0; p < r->nr_positions; p++, at += mb)
 		if (r->missed[p])
 			memcpy(&buf[at], r->missed[p], mb);
+	if (r->unwritten)
+		memcpy(&buf[at], r->unwritten, mb);
 	tpt_put_be(&buf[IF_CRC], copy_crc(buf, want), 4);
 	return (int)want;
 }
@@ -99,16 +112,17 @@ static int check_tail(const uint8_t *map, uint64_t nr_regions)
 int tpt_intent_decode(const uint8_t *buf, size_t len,
 		      struct tpt_intent_record *out)
 {
-	size_t want = tpt_intent_copy_len(out->nr_regions, out->nr_positions);
 	uint64_t mb = map_bytes(out->nr_regions), at;
-	uint32_t p;
-	size_t i;
+	uint32_t p, version;
+	size_t want, i;
 
-	if (!want || len < want)
+	if (len < IF_HDR_LEN)
 		return -EINVAL;
 	if (memcmp(buf, if_magic, sizeof(if_magic)))
 		return -ENOENT;
-	if (tpt_get_be(&buf[8], 4) != TPT_INTENT_VERSION ||
+	version = (uint32_t)tpt_get_be(&buf[8], 4);
+	want = tpt_intent_copy_len(out->nr_regions, out->nr_positions, version);
+	if (!want || len < want ||
 	    tpt_get_be(&buf[12], 4) != out->nr_positions ||
 	    tpt_get_be(&buf[32], 8) != out->nr_regions ||
 	    tpt_get_be(&buf[40], 4) != out->region_stripes ||
@@ -131,6 +145,17 @@ int tpt_intent_decode(const uint8_t *buf, size_t len,
 		if (out->missed[p])
 			memcpy(out->missed[p], &buf[at], mb);
 	}
+	if (out->unwritten)
+		memset(out->unwritten, 0, mb);
+	if (version >= 2) {
+		for (i = 0; i < mb; i++)
+			if (buf[at + i] & ~out->intent[i])
+				return -EINVAL;
+		if (out->unwritten)
+			memcpy(out->unwritten, &buf[at], mb);
+		at += mb;
+	}
+	out->version = version;
 	for (i = at; i < want; i++)
 		if (buf[i])
 			return -EINVAL;

@@ -10,7 +10,13 @@
  *     write-intent bitmap does;
  *   - per position, the missed-write bits: regions written while the
  *     position had no usable box, valid since event MISSING SINCE - what a
- *     returning member must catch up on, across restarts too.
+ *     returning member must catch up on, across restarts too;
+ *   - the unwritten bits: of the regions a parity resync has yet to do
+ *     (their write-intent bits kept), those no host has written since it
+ *     was due (a new array's first resync): their parity may disagree
+ *     only with contents nobody wrote, so a box lost there is rebuilt
+ *     from it after a restart as before one.  Cleared on disk before a
+ *     write of the region reaches a member.
  *
  * The file holds two copies, written alternately; each carries a sequence
  * number and a CRC32C, so a write torn by a crash leaves the other copy,
@@ -25,7 +31,7 @@
 
 #include "controller/raid_level.h"
 
-#define TPT_INTENT_VERSION 1
+#define TPT_INTENT_VERSION 2
 
 struct tpt_intent_record {
 	uint64_t seq;			/* grows with every copy written */
@@ -37,23 +43,29 @@ struct tpt_intent_record {
 	uint64_t missing_since[RAID_MAX_MEMBERS];
 	uint8_t *intent;		/* (nr_regions + 7) / 8 bytes */
 	uint8_t *missed[RAID_MAX_MEMBERS];
+	/* The same size; optional (NULL: none set, or not wanted). */
+	uint8_t *unwritten;
+	uint32_t version;		/* decoded: the copy's */
 };
 
-/* Bytes of one copy for an array of @nr_regions regions and
+/* Bytes of one copy of @version for an array of @nr_regions regions and
  * @nr_positions positions: a multiple of 4096, or 0 when impossible. */
-size_t tpt_intent_copy_len(uint64_t nr_regions, uint32_t nr_positions);
+size_t tpt_intent_copy_len(uint64_t nr_regions, uint32_t nr_positions,
+			   uint32_t version);
 
-/* Encode @r into @buf of tpt_intent_copy_len() bytes: that length, or
- * -EINVAL. */
+/* Encode @r as the current version into @buf of tpt_intent_copy_len()
+ * bytes: that length, or -EINVAL (also for an unwritten bit without its
+ * intent bit). */
 int tpt_intent_encode(const struct tpt_intent_record *r, uint8_t *buf,
 		      size_t len);
 
 /*
  * Decode one copy into @out, whose nr_regions, region_stripes and
  * nr_positions say what the array expects and whose bitmaps point to
- * storage of the right sizes.  0; -ENOENT when @buf holds no copy (never
- * written); -EINVAL when it is damaged, of another version or of another
- * geometry.
+ * storage of the right sizes.  Either version; @len at least the
+ * copy's length for its version.  0; -ENOENT when @buf holds no copy
+ * (never written); -EINVAL when it is damaged, of an unknown version or
+ * of another geometry.
  */
 int tpt_intent_decode(const uint8_t *buf, size_t len,
 		      struct tpt_intent_record *out);

@@ -61,12 +61,13 @@ static void fuzz_sb(const uint8_t *data, size_t size)
 static void fuzz_intent(const uint8_t *data, size_t size)
 {
 	static uint8_t copy[8192], again[8192];
-	uint8_t intent[16], missed[4][16], got_i[16], got_m[4][16];
+	uint8_t intent[16], missed[4][16], unwritten[16];
+	uint8_t got_i[16], got_m[4][16], got_u[16];
 	struct tpt_intent_record r = {
 		.nr_regions = 100, .region_stripes = 64, .nr_positions = 4,
-		.intent = intent,
+		.intent = intent, .unwritten = unwritten,
 	}, back = r;
-	size_t len = tpt_intent_copy_len(100, 4);
+	size_t len = tpt_intent_copy_len(100, 4, TPT_INTENT_VERSION);
 	unsigned int p;
 
 	for (p = 0; p < 4; p++) {
@@ -74,12 +75,18 @@ static void fuzz_intent(const uint8_t *data, size_t size)
 		back.missed[p] = got_m[p];
 	}
 	back.intent = got_i;
+	back.unwritten = got_u;
 	memset(copy, 0, sizeof(copy));
 	memcpy(copy, data, size < len ? size : len);
 	if (!tpt_intent_decode(copy, len, &r)) {
+		/* Written again as this version: the same bytes when it was
+		 * one, the same record either way. */
 		if (tpt_intent_encode(&r, again, len) != (int)len ||
-		    memcmp(copy, again, len) ||
-		    tpt_intent_decode(again, len, &back))
+		    (r.version == TPT_INTENT_VERSION &&
+		     memcmp(copy, again, len)) ||
+		    tpt_intent_decode(again, len, &back) ||
+		    memcmp(got_i, intent, 13) || memcmp(got_u, unwritten, 13) ||
+		    back.seq != r.seq || back.array_id != r.array_id)
 			abort();
 	}
 }

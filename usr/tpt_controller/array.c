@@ -978,11 +978,13 @@ maps:
 			return -ENOMEM;
 	}
 	a->intent = calloc((a->nr_regions + 7) / 8, 1);
+	a->unwritten = calloc((a->nr_regions + 7) / 8, 1);
 	a->region_gen = calloc(a->nr_regions, sizeof(*a->region_gen));
 	a->region_inflight = calloc(a->nr_regions, sizeof(*a->region_inflight));
 	a->region_idle_since = calloc(a->nr_regions,
 				      sizeof(*a->region_idle_since));
-	if (!a->intent || !a->region_gen || !a->region_inflight ||
+	if (!a->intent || !a->unwritten || !a->region_gen ||
+	    !a->region_inflight ||
 	    !a->region_idle_since)
 		return -ENOMEM;
 	return 0;
@@ -1105,6 +1107,7 @@ static void array_free(struct tpt_array *a, bool set_up)
 	}
 	array_unsynced_free(a);
 	free(a->intent);
+	free(a->unwritten);
 	free(a->region_gen);
 	free(a->region_inflight);
 	free(a->region_idle_since);
@@ -1206,39 +1209,65 @@ static uint32_t array_unusable(struct tpt_array *a)
  * hole): they are resynchronised before anything else.  With a member
  * missing too, that member's blocks there cannot be rebuilt from a
  * parity that may be wrong: like md, the array does not start by itself.
+ * The regions a new array's first resync had yet to do and no host had
+ * written (a->unwritten) are not in doubt: only contents nobody wrote
+ * may disagree there, as before the restart.
  */
 static int array_after_crash(struct tpt_array *a, uint8_t *dirty)
 {
 	size_t mb = (a->nr_regions + 7) / 8, i;
 	uint32_t unusable = array_unusable(a);
-	uint64_t regions = 0;
+	uint64_t regions = 0, written = 0;
+	uint8_t *unwritten;
+	int ret;
 
-	for (i = 0; i < mb; i++)
+	for (i = 0; i < mb; i++) {
 		regions += (uint64_t)__builtin_popcount(dirty[i]);
+		written += (uint64_t)__builtin_popcount(dirty[i] &
+							~a->unwritten[i]);
+	}
 	if (!regions)
 		return 0;
 	/* A mirror's copies that differ are each a version of the data
 	 * (md starts a dirty degraded RAID-1 too): nothing is unknown. */
-	if (unusable && !a->spec.start_dirty_degraded && !a->level->copies) {
+	if (unusable && written && !a->spec.start_dirty_degraded &&
+	    !a->level->copies) {
 		eprintf("tptraid: the controller stopped with writes in flight "
 			"or a parity resync unfinished in %" PRIu64 " regions "
-			"while member positions 0x%x could not be used: parity "
-			"there may not match the data and those positions' "
-			"blocks there cannot be rebuilt. "
+			"hosts wrote while member positions 0x%x could not be "
+			"used: parity there may not match the data and those "
+			"positions' blocks there cannot be rebuilt. "
 			"Not starting (as md); to start anyway, accepting that "
 			"those blocks may be wrong, create the LU again with "
 			"--bsopts start_dirty_degraded=yes (for that assembly "
-			"only)\n", regions, unusable);
+			"only)\n", written, unusable);
 		return -EUCLEAN;
 	}
-	/* A clean stop keeps the regions a resync had yet to do (the
-	 * record cannot tell them from writes in flight). */
-	eprintf("tptraid: the controller stopped with writes in flight or a "
-		"parity resync unfinished in %" PRIu64 " regions: resyncing "
-		"their parity\n", regions);
+	/* A clean stop keeps the regions a resync had yet to do. */
+	if (written == regions)
+		eprintf("tptraid: the controller stopped with writes in flight "
+			"or a parity resync unfinished in %" PRIu64 " regions: "
+			"resyncing their parity\n", regions);
+	else
+		eprintf("tptraid: the controller stopped with writes in flight "
+			"or a parity resync unfinished in %" PRIu64 " regions: "
+			"resyncing their parity (%" PRIu64 " of them no host "
+			"has written since the array was new)\n", regions,
+			regions - written);
+	unwritten = malloc(mb);
+	if (!unwritten)
+		return -ENOMEM;
+	for (i = 0; i < mb; i++) {
+		unwritten[i] = dirty[i] & a->unwritten[i];
+		dirty[i] &= (uint8_t)~a->unwritten[i];
+	}
+	ret = array_unsynced_add(a, unwritten, false);
 	/* Started dirty and degraded, the operator took what the parity
 	 * gives: a box lost there later is rebuilt from it too. */
-	return array_unsynced_add(a, dirty, !unusable);
+	if (!ret)
+		ret = array_unsynced_add(a, dirty, !unusable);
+	free(unwritten);
+	return ret;
 }
 
 int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
@@ -1383,6 +1412,7 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		"array %016" PRIx64 " event %" PRIu64 "\n", a->mode->name,
 		a->level->name, a->nr_members, spec->unit_bytes >> 10,
 		tpt_array_bytes(a) >> 20, a->array_id, a->event);
+	a->started = true;
 	recovery_kick(a);
 	free(dirty);
 	*out = a;

@@ -195,6 +195,7 @@ static void regions_encode(struct tpt_array *a, struct tpt_intent_record *r)
 	r->region_stripes = TPT_RECOVERY_REGION_STRIPES;
 	r->nr_positions = a->nr_members;
 	r->intent = a->intent;
+	r->unwritten = a->unwritten;
 	for (p = 0; p < a->nr_members; p++) {
 		r->missed[p] = a->pos[p].missed;
 		r->missing_since[p] = a->pos[p].missed_valid ?
@@ -291,6 +292,11 @@ static void set_bit(uint8_t *map, uint64_t r)
 	map[r / 8] |= 1u << (r % 8);
 }
 
+static void clear_bit(uint8_t *map, uint64_t r)
+{
+	map[r / 8] &= (uint8_t)~(1u << (r % 8));
+}
+
 bool array_intent_hold(struct tpt_array *a, struct tpt_span *s)
 {
 	struct array_files *f = files_of(a);
@@ -314,6 +320,13 @@ bool array_intent_hold(struct tpt_array *a, struct tpt_span *s)
 		bool changed = !bit(a->intent, r);
 
 		set_bit(a->intent, r);
+		/* Host data is about to be there, ahead of the resync: on
+		 * disk first, so that a restart counts the region's parity
+		 * as possibly off from it (array.c, span_mark_stale()). */
+		if (!missing && bit(a->unwritten, r)) {
+			clear_bit(a->unwritten, r);
+			changed = true;
+		}
 		if (st < s->first_stripe)
 			st = s->first_stripe;
 		if (end > s->last_stripe)
@@ -369,7 +382,8 @@ static void files_tick(void *data)
 		    now - a->region_idle_since[r] < TPT_INTENT_IDLE_SECONDS ||
 		    recovery_keeps_region(a, r))
 			continue;
-		a->intent[r / 8] &= ~(1u << (r % 8));
+		clear_bit(a->intent, r);
+		clear_bit(a->unwritten, r);
 		cleared = true;
 	}
 	if (cleared) {
@@ -480,40 +494,49 @@ int array_save_state_now(struct tpt_array *a)
 /* ---- open, load, close ---- */
 
 /*
- * Read the region record into the array's maps: 0 with the record's
- * intent bits (the regions to resync) in @dirty, -ENOENT when there is
- * none yet, or -EINVAL for one of another array or geometry.
+ * The region record's copies as @version lays them out (each version has
+ * its length, and so its second copy's offset), into the array's maps:
+ * 0 with the record's intent bits (the regions to resync) in @dirty,
+ * -ENOENT when there is none, or -EINVAL for one of another array or
+ * geometry.
  */
-static int regions_load(struct tpt_array *a, struct array_files *f,
-			uint8_t *dirty)
+static int regions_load_version(struct tpt_array *a, struct array_files *f,
+				uint8_t *dirty, uint32_t version)
 {
 	struct tpt_intent_record r[2];
-	uint8_t *buf = aligned_alloc(4096, f->copy_len);
-	int got[2], best = -1, i;
+	size_t len = tpt_intent_copy_len(a->nr_regions, a->nr_members, version);
+	uint8_t *buf = aligned_alloc(4096, len);
+	int got[2], best = -1, i, ret = -ENOMEM;
 	unsigned int p;
 	size_t mb = (a->nr_regions + 7) / 8;
 
 	if (!buf)
 		return -ENOMEM;
+	memset(r, 0, sizeof(r));
 	for (i = 0; i < 2; i++) {
-		memset(&r[i], 0, sizeof(r[i]));
 		r[i].nr_regions = a->nr_regions;
 		r[i].region_stripes = TPT_RECOVERY_REGION_STRIPES;
 		r[i].nr_positions = a->nr_members;
 		r[i].intent = calloc(1, mb);
+		r[i].unwritten = calloc(1, mb);
+		if (!r[i].intent || !r[i].unwritten)
+			goto out;
 		for (p = 0; p < a->nr_members; p++)
-			r[i].missed[p] = calloc(1, mb);
-		got[i] = pread(f->regions_fd, buf, f->copy_len,
-			       (off_t)(i * f->copy_len)) == (ssize_t)f->copy_len ?
-			 tpt_intent_decode(buf, f->copy_len, &r[i]) : -ENOENT;
+			if (!(r[i].missed[p] = calloc(1, mb)))
+				goto out;
+	}
+	for (i = 0; i < 2; i++) {
+		got[i] = pread(f->regions_fd, buf, len, (off_t)(i * len)) ==
+			 (ssize_t)len ? tpt_intent_decode(buf, len, &r[i]) :
+			 -ENOENT;
 		if (!got[i] && r[i].array_id == a->array_id &&
 		    (best < 0 || r[i].seq > r[best].seq))
 			best = i;
 	}
-	free(buf);
 	if (best >= 0) {
 		memcpy(dirty, r[best].intent, mb);
 		memcpy(a->intent, r[best].intent, mb);
+		memcpy(a->unwritten, r[best].unwritten, mb);
 		for (p = 0; p < a->nr_members; p++) {
 			memcpy(a->pos[p].missed, r[best].missed[p], mb);
 			array_missed_from_regions(a, p);
@@ -521,15 +544,34 @@ static int regions_load(struct tpt_array *a, struct array_files *f,
 			a->pos[p].missed_valid = r[best].missing_since[p] != 0;
 		}
 		f->seq = r[best].seq;
+		ret = 0;
+	} else {
+		ret = got[0] == -ENOENT && got[1] == -ENOENT ? -ENOENT :
+		      -EINVAL;
 	}
+out:
+	free(buf);
 	for (i = 0; i < 2; i++) {
 		free(r[i].intent);
+		free(r[i].unwritten);
 		for (p = 0; p < a->nr_members; p++)
 			free(r[i].missed[p]);
 	}
-	if (best >= 0)
+	return ret;
+}
+
+/* The record, as this version writes it or as version 1 did where that
+ * laid its copies out elsewhere (a controller upgraded in place). */
+static int regions_load(struct tpt_array *a, struct array_files *f,
+			uint8_t *dirty)
+{
+	int ret = regions_load_version(a, f, dirty, TPT_INTENT_VERSION);
+
+	if ((ret == -ENOENT || ret == -EINVAL) &&
+	    tpt_intent_copy_len(a->nr_regions, a->nr_members, 1) !=
+	    f->copy_len && !regions_load_version(a, f, dirty, 1))
 		return 0;
-	return got[0] == -ENOENT && got[1] == -ENOENT ? -ENOENT : -EINVAL;
+	return ret;
 }
 
 /*
@@ -590,7 +632,8 @@ int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
 	f->efd = -1;
 	snprintf(f->path, sizeof(f->path), "%s", path);
 	snprintf(f->regions_path, sizeof(f->regions_path), "%s.regions", path);
-	f->copy_len = tpt_intent_copy_len(a->nr_regions, a->nr_members);
+	f->copy_len = tpt_intent_copy_len(a->nr_regions, a->nr_members,
+					  TPT_INTENT_VERSION);
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
 	a->files = f;
@@ -632,6 +675,11 @@ int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
 		array_intent_mark_all(a);
 	else if (!a->fresh)
 		return 0;
+	/* Nobody wrote a new array's members: until a write says otherwise
+	 * their parity may be off only from contents no host wrote.  Not
+	 * with write_intent=no, where a region's writes never wait. */
+	if (a->fresh && !a->spec.assume_clean && a->spec.write_intent)
+		memcpy(a->unwritten, a->intent, (a->nr_regions + 7) / 8);
 	/* Written now: a new array has a record before its members say it
 	 * exists, so that one without it later is one whose record was lost. */
 	ret = regions_write_now(a);
@@ -642,7 +690,9 @@ int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
 }
 
 /* At teardown: every write has ended, so the record is written one last
- * time without intent (a clean stop resyncs nothing), synchronously. */
+ * time without intent (a clean stop resyncs nothing), synchronously; not
+ * after a refused start, whose regions the next start must still resync
+ * (it wrote nothing). */
 void array_files_close(struct tpt_array *a)
 {
 	struct array_files *f = files_of(a);
@@ -657,12 +707,14 @@ void array_files_close(struct tpt_array *a)
 		pthread_mutex_unlock(&f->lock);
 		pthread_join(f->thread, NULL);
 	}
-	if (f->regions_fd >= 0 && a->intent && a->assembled) {
+	if (f->regions_fd >= 0 && a->intent && a->started) {
 		uint64_t reg;
 
 		for (reg = 0; reg < a->nr_regions; reg++)
-			if (!recovery_keeps_region(a, reg))
-				a->intent[reg / 8] &= ~(1u << (reg % 8));
+			if (!recovery_keeps_region(a, reg)) {
+				clear_bit(a->intent, reg);
+				clear_bit(a->unwritten, reg);
+			}
 		regions_write_now(a);
 	}
 	if (f->regions_fd >= 0)

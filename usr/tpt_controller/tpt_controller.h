@@ -632,6 +632,10 @@ struct tpt_array {
 	bool known;			/* array_id and array_key decided */
 	bool identified;		/* ... and the event */
 	bool assembled;			/* geometry known, serving I/O */
+	/* The assembly succeeded: only then does the record's last copy
+	 * at teardown clear its intent bits.  A refused start leaves the
+	 * record as it found it, for the next attempt to resync. */
+	bool started;
 	unsigned int sb_writes;		/* superblock writes in flight */
 	bool fresh;			/* a new array: its parity is not yet known */
 	bool stopping;
@@ -653,9 +657,11 @@ struct tpt_array {
 	bool draining, redrain;		/* run_waiting() re-entry */
 
 	/* The region record (array_files.c): intent bits, the generation
-	 * of each region's last change, writes in flight per region. */
+	 * of each region's last change, writes in flight per region; and
+	 * of the regions a new array's first resync has yet to do, those
+	 * no host has written (unwritten, kept across a restart). */
 	struct array_files *files;
-	uint8_t *intent;
+	uint8_t *intent, *unwritten;
 	uint64_t *region_gen;
 	uint32_t *region_inflight;
 	time_t *region_idle_since;

@@ -11,6 +11,8 @@
 #include "scsi/tpt_cdb.h"
 #include "test/unit/unit.h"
 
+#include <isa-l/crc.h>
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -85,7 +87,7 @@ static void intent_round_trip(void)
 		.nr_regions = 20, .region_stripes = 64, .nr_positions = 3,
 		.intent = got_i,
 	};
-	size_t len = tpt_intent_copy_len(20, 3);
+	size_t len = tpt_intent_copy_len(20, 3, TPT_INTENT_VERSION);
 	uint8_t *buf = calloc(1, len);
 	unsigned int p;
 
@@ -124,9 +126,78 @@ static void intent_round_trip(void)
 	CHECK_EQ(tpt_intent_decode(buf, len, &back), -EINVAL);
 	memset(buf, 0, len);
 	CHECK_EQ(tpt_intent_decode(buf, len, &back), -ENOENT);
-	CHECK_EQ(tpt_intent_copy_len(0, 3), 0);
-	CHECK_EQ(tpt_intent_copy_len(10, 0), 0);
-	CHECK_EQ(tpt_intent_copy_len(10, 33), 0);
+	CHECK_EQ(tpt_intent_copy_len(0, 3, 2), 0);
+	CHECK_EQ(tpt_intent_copy_len(10, 0, 2), 0);
+	CHECK_EQ(tpt_intent_copy_len(10, 33, 2), 0);
+	CHECK_EQ(tpt_intent_copy_len(10, 3, 0), 0);
+	CHECK_EQ(tpt_intent_copy_len(10, 3, 3), 0);
+	free(buf);
+}
+
+/* A copy's CRC32C made right after a test changed its bytes. */
+static void intent_seal(uint8_t *buf, size_t len)
+{
+	memset(&buf[44], 0, 4);
+	tpt_put_be(&buf[44], crc32_iscsi(buf, (int)len, 0xffffffffu), 4);
+}
+
+/* The unwritten bits: kept only with their intent bits, after the
+ * per-position maps; a version 1 copy (none) still read. */
+static void intent_unwritten(void)
+{
+	uint8_t intent[2] = { 0x0f, 0x01 }, unwritten[2] = { 0x0a, 0x01 };
+	uint8_t got_i[2], got_u[2] = { 0xff, 0xff };
+	struct tpt_intent_record r = {
+		.seq = 3, .array_id = 5, .nr_regions = 9,
+		.region_stripes = 64, .nr_positions = 2,
+		.intent = intent, .unwritten = unwritten,
+	}, back = {
+		.nr_regions = 9, .region_stripes = 64, .nr_positions = 2,
+		.intent = got_i, .unwritten = got_u,
+	};
+	/* Where the unwritten bits start: header, 2 x MISSING SINCE, the
+	 * intent bits and 2 positions' missed bits. */
+	size_t len = tpt_intent_copy_len(9, 2, 2), at = 48 + 16 + 2 + 2 * 2;
+	uint8_t *buf = calloc(1, len);
+
+	CHECK_EQ(len, tpt_intent_copy_len(9, 2, 1));
+	CHECK_EQ(tpt_intent_encode(&r, buf, len), (int)len);
+	CHECK_EQ(tpt_get_be(&buf[8], 4), 2);
+	CHECK_EQ(buf[at], 0x0a);
+	CHECK_EQ(buf[at + 1], 0x01);
+	CHECK_EQ(tpt_intent_decode(buf, len, &back), 0);
+	CHECK_EQ(back.version, 2);
+	CHECK_MEM(got_u, unwritten, 2);
+	/* Not wanted: decoded all the same. */
+	back.unwritten = NULL;
+	CHECK_EQ(tpt_intent_decode(buf, len, &back), 0);
+	back.unwritten = got_u;
+
+	/* An unwritten bit without its intent bit: never a resync's. */
+	buf[at] |= 0x10;
+	intent_seal(buf, len);
+	CHECK_EQ(tpt_intent_decode(buf, len, &back), -EINVAL);
+	unwritten[0] = 0x1a;
+	CHECK_EQ(tpt_intent_encode(&r, buf, len), -EINVAL);
+	unwritten[0] = 0x0a;
+
+	/* Version 1: the bytes after the missed maps are zero; no region
+	 * is unwritten.  Such bytes set there are a damaged copy. */
+	CHECK_EQ(tpt_intent_encode(&r, buf, len), (int)len);
+	tpt_put_be(&buf[8], 1, 4);
+	intent_seal(buf, len);
+	CHECK_EQ(tpt_intent_decode(buf, len, &back), -EINVAL);
+	buf[at] = buf[at + 1] = 0;
+	intent_seal(buf, len);
+	CHECK_EQ(tpt_intent_decode(buf, len, &back), 0);
+	CHECK_EQ(back.version, 1);
+	CHECK_EQ(got_u[0] | got_u[1], 0);
+	CHECK_MEM(got_i, intent, 2);
+	/* A version this code does not know. */
+	tpt_put_be(&buf[8], 3, 4);
+	intent_seal(buf, len);
+	CHECK_EQ(tpt_intent_decode(buf, len, &back), -EINVAL);
+	CHECK_EQ(tpt_intent_decode(buf, 40, &back), -EINVAL);
 	free(buf);
 }
 
@@ -248,6 +319,7 @@ int main(void)
 {
 	RUN(superblock_layout);
 	RUN(intent_round_trip);
+	RUN(intent_unwritten);
 	RUN(state_file);
 	return unit_failures ? 1 : 0;
 }
