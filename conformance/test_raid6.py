@@ -83,22 +83,26 @@ def test_raid6_third_box_lost_fails_clearly(tgtd_factory, mode, tmp_path, report
 
 
 def test_raid6_check_counts_and_resync_repairs_p_and_q(tgtd_factory, mode, tmp_path, report):
-    """A P unit, a Q unit and a data unit spoiled behind the array's back:
-    tpt-scrub --raid 6 and check=yes (under a host's load) each count the
-    three stripes and change nothing; resync=yes computes P and Q again
-    (the spoiled data unit's stripe then agrees with what the unit now
-    holds), after which the scrub and a second check find nothing."""
+    """A P unit, a Q unit and a data unit spoiled behind the array's back,
+    and both P and Q of a fourth stripe: tpt-scrub --raid 6 and check=yes
+    (under a host's load) each count the four stripes and change nothing,
+    the check naming the one wrong unit's position in each of the first
+    three from the two syndromes (none in the fourth); resync=yes computes
+    P and Q again (the spoiled data unit's stripe then agrees with what
+    the unit now holds), after which the scrub and a second check find
+    nothing."""
     c = start(tgtd_factory, mode, n=5, raid=6)
     # The load keeps to the first 24 MiB, stripes 0-127 of 240.
     span = ("--span", "24m")
     res, err = Load(c, tmp_path, 3, extra=span).result()
     assert res["errors"] == 0 and res["mismatches"] == 0, err
     # Stripe s: P on member 4 - s mod 5, Q on the member after it.
-    spoiled = {4: (200,), 2: (203,), 0: (206,)}     # P, Q, and a data unit
+    # P, Q, a data unit; stripe 209's P (member 0) and Q (member 1).
+    spoiled = {4: (200,), 2: (203,), 0: (206, 209), 1: (209,)}
     for m, stripes in spoiled.items():
         spoil_units(c, m, stripes)
     before = {m: units_of(c, m, st) for m, st in spoiled.items()}
-    scrub(c, mismatches=3)
+    scrub(c, mismatches=4)
     set_param(c, "rebuild_rate=4")
     fig = []
 
@@ -109,7 +113,16 @@ def test_raid6_check_counts_and_resync_repairs_p_and_q(tgtd_factory, mode, tmp_p
     clean_load(c, tmp_path, 6, check_under_load, report, "RAID-6 check=yes under load",
                extra=span)
     _, checked, total, mismatched, how = fig[0]
-    assert (checked, mismatched, how) == (total, 3, "completed"), fig
+    assert (checked, mismatched, how) == (total, 4, "completed"), fig
+    log = c.controller.log()
+    said = dict(re.findall(r"check: stripe (\d+) \(array blocks \d+-\d+\): its parity "
+                           r"disagrees with its data(?:: position (\d+)'s unit)?", log))
+    assert said == {"200": "4", "203": "2", "206": "0", "209": ""}, said
+    assert "one wrong unit each in position 0: 1, position 2: 1, position 4: 1;" in log
+    for p in (0, 2, 4):
+        assert f"TPT-RAID check: position {p} wrong_units 1" in show(c), show(c)
+    report(f"{mode}: RAID-6 check located the one wrong unit of 3 stripes (P, Q, data) "
+           f"from the syndromes, none in a stripe with two")
     assert {m: units_of(c, m, st) for m, st in spoiled.items()} == before
     set_param(c, "rebuild_rate=0")
     resync_all(c)

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "controller/bl_plan.h"
 #include "controller/raid_level.h"
@@ -468,6 +469,35 @@ static int r1_bl_check(const struct bl_plan_ctx *c, uint64_t first,
 	return bl_plan_end(&b, err);
 }
 
+/*
+ * A single wrong copy, by majority, from the syndromes copy i+1 XOR the
+ * first copy (raid_level.h): only copy i+1's not zero, or all of them
+ * alike (the first copy is the odd one).  A mirror of two cannot tell
+ * which of its copies is wrong.
+ */
+static int r1_check_locate(const struct raid_geometry *g, uint64_t stripe,
+			   const uint8_t *const *syn, uint64_t unit_bytes)
+{
+	unsigned int i, nonzero = 0, which = 0;
+
+	(void)stripe;
+	if (g->members < 3)
+		return -1;
+	for (i = 0; i + 1 < g->members; i++)
+		if (!raid_unit_zero(syn[i], unit_bytes)) {
+			nonzero++;
+			which = i + 1;
+		}
+	if (nonzero == 1)
+		return (int)which;
+	if (nonzero + 1 < g->members)
+		return -1;
+	for (i = 1; i + 1 < g->members; i++)
+		if (memcmp(syn[i], syn[0], unit_bytes))
+			return -1;
+	return 0;
+}
+
 const struct raid_level_ops raid1_level = {
 	.name = "raid1",
 	.level = 1,
@@ -480,6 +510,7 @@ const struct raid_level_ops raid1_level = {
 	.parity_member = r1_parity_member,
 	.data_member = r1_data_member,
 	.unmap = r1_unmap,
+	.check_locate = r1_check_locate,
 	.tpt_read = r1_tpt_read,
 	.tpt_write = r1_tpt_write,
 	.tpt_rebuild = r1_tpt_rebuild,

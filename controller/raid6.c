@@ -779,6 +779,39 @@ static int r6_tpt_check(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	return tpt_plan_end(&b, err);
 }
 
+/*
+ * A single wrong unit, from the check's syndromes SP = P + sum(D_i) and
+ * SQ = Q + sum(2^i D_i) (raid_level.h): data unit z off by E gives SP = E
+ * and SQ = 2^z E at every byte, P off gives SQ = 0, Q off SP = 0.  Any
+ * other pair is more than one unit wrong (md's raid6check reads it so).
+ */
+static int r6_check_locate(const struct raid_geometry *g, uint64_t stripe,
+			   const uint8_t *const *syn, uint64_t unit_bytes)
+{
+	const uint8_t *sp = syn[R6_P], *sq = syn[R6_Q];
+	bool p_zero = raid_unit_zero(sp, unit_bytes);
+	bool q_zero = raid_unit_zero(sq, unit_bytes);
+	uint64_t i = 0;
+	unsigned int z;
+	uint8_t coef;
+
+	if (p_zero || q_zero)
+		return p_zero && q_zero ? -1 :
+		       (int)r6_parity_member(g, stripe, p_zero ? R6_Q : R6_P);
+	while (!sp[i])
+		i++;
+	if (!sq[i])
+		return -1;
+	z = (255u + tpt_gf_log2(sq[i]) - tpt_gf_log2(sp[i])) % 255u;
+	if (z >= g->members - 2)
+		return -1;
+	coef = tpt_gf_pow2(z);
+	for (i = 0; i < unit_bytes; i++)
+		if (gf_mul(coef, sp[i]) != sq[i])
+			return -1;
+	return (int)r6_data_member(g, stripe, z);
+}
+
 const struct raid_level_ops raid6_level = {
 	.name = "raid6",
 	.level = 6,
@@ -790,6 +823,7 @@ const struct raid_level_ops raid6_level = {
 	.parity_member = r6_parity_member,
 	.data_member = r6_data_member,
 	.unmap = r6_unmap,
+	.check_locate = r6_check_locate,
 	.tpt_read = r6_tpt_read,
 	.tpt_write = r6_tpt_write,
 	.tpt_rebuild = r6_tpt_rebuild,

@@ -58,13 +58,30 @@ bool raid_check_mismatch(const struct raid_level_ops *level,
 	uint64_t unit = (uint64_t)g->unit_blocks * block_size;
 	unsigned int i;
 
-	for (i = 0; i < level->nr_parity(g); i++) {
-		const uint8_t *syn = buf + ((uint64_t)i * nr + s) * unit;
-
-		/* Zero throughout: its first byte, and each the same as the
-		 * one before. */
-		if (syn[0] || memcmp(syn, syn + 1, unit - 1))
+	for (i = 0; i < level->nr_parity(g); i++)
+		if (!raid_unit_zero(buf + ((uint64_t)i * nr + s) * unit, unit))
 			return true;
-	}
 	return false;
+}
+
+bool raid_unit_zero(const uint8_t *buf, uint64_t len)
+{
+	/* Its first byte, and each the same as the one before. */
+	return !len || (!buf[0] && !memcmp(buf, buf + 1, len - 1));
+}
+
+int raid_check_locate(const struct raid_level_ops *level,
+		      const struct raid_geometry *g, uint32_t block_size,
+		      const uint8_t *buf, uint32_t nr, uint32_t s,
+		      uint64_t stripe)
+{
+	uint64_t unit = (uint64_t)g->unit_blocks * block_size;
+	const uint8_t *syn[RAID_MAX_MEMBERS];
+	unsigned int i;
+
+	if (!level->check_locate)
+		return -1;
+	for (i = 0; i < level->nr_parity(g); i++)
+		syn[i] = buf + ((uint64_t)i * nr + s) * unit;
+	return level->check_locate(g, stripe, syn, unit);
 }

@@ -82,6 +82,17 @@ struct raid_level_ops {
 	 */
 	int (*unmap)(const struct raid_geometry *g, unsigned int member,
 		     uint64_t member_lba, uint64_t *array_lba);
+	/*
+	 * Optional: of a stripe an online check found inconsistent, the
+	 * member whose unit alone explains its syndromes @syn (one per
+	 * redundancy unit, raid_check_bytes(), each @unit_bytes) - the
+	 * one unit that, were it what the others say, would leave the
+	 * stripe consistent - or -1 when none does (several units wrong).
+	 * NULL for a level whose redundancy cannot tell (RAID-5: one
+	 * syndrome says that a unit is wrong, never which).
+	 */
+	int (*check_locate)(const struct raid_geometry *g, uint64_t stripe,
+			    const uint8_t *const *syn, uint64_t unit_bytes);
 
 	/*
 	 * ---- TPT mode (required): controller/tpt_plan.h ----
@@ -191,5 +202,14 @@ uint64_t raid_check_bytes(const struct raid_level_ops *level,
 bool raid_check_mismatch(const struct raid_level_ops *level,
 			 const struct raid_geometry *g, uint32_t block_size,
 			 const uint8_t *buf, uint32_t nr, uint32_t s);
+/* For such a stripe, @stripe in the array: the member whose unit is the
+ * one wrong (the level's check_locate()), or -1 when the level cannot
+ * tell or no single unit explains it. */
+int raid_check_locate(const struct raid_level_ops *level,
+		      const struct raid_geometry *g, uint32_t block_size,
+		      const uint8_t *buf, uint32_t nr, uint32_t s,
+		      uint64_t stripe);
+/* Whether @len bytes at @buf are all zero. */
+bool raid_unit_zero(const uint8_t *buf, uint64_t len);
 
 #endif

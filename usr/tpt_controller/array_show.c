@@ -41,6 +41,7 @@ static void show_check(const struct tpt_array *a, struct concat_buf *b)
 	const struct tpt_recovery *rc = &a->recovery;
 	const struct tpt_check *k = rc->check ? &rc->checking :
 				    &rc->last_check;
+	unsigned int p;
 
 	if (!rc->check && !k->end[0]) {
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID check: none\n");
@@ -51,6 +52,11 @@ static void show_check(const struct tpt_array *a, struct concat_buf *b)
 		      rc->check ? "running" : "last", k->checked, k->total,
 		      k->mismatches, rc->check ? "" : " ",
 		      rc->check ? "" : k->end);
+	for (p = 0; p < a->nr_members; p++)
+		if (k->located[p])
+			concat_printf(b, TPT_SHOW_INDENT "TPT-RAID check: "
+				      "position %u wrong_units %" PRIu64 "\n",
+				      p, k->located[p]);
 }
 
 void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)

@@ -136,16 +136,47 @@ static void check_end(struct tpt_array *a, const char *how)
 {
 	struct tpt_recovery *rc = &a->recovery;
 	struct tpt_check *k = &rc->checking;
+	char where[256] = "";
+	size_t at = 0;
+	unsigned int p;
 
 	snprintf(k->end, sizeof(k->end), "%s", how);
 	rc->last_check = *k;
 	rc->check = false;
+	for (p = 0; p < a->nr_members && at < sizeof(where); p++)
+		if (k->located[p])
+			at += (size_t)snprintf(where + at, sizeof(where) - at,
+					       "%s position %u: %" PRIu64,
+					       at ? "," : "; one wrong unit "
+					       "each in", p, k->located[p]);
 	eprintf("tptraid: check %s: %" PRIu64 " of %" PRIu64 " stripes "
-		"checked in %.2f s, %" PRIu64 " mismatched (stripes whose %s); "
-		"nothing was repaired%s\n", how, k->checked, k->total,
+		"checked in %.2f s, %" PRIu64 " mismatched (stripes whose %s)"
+		"%s; nothing was repaired%s\n", how, k->checked, k->total,
 		elapsed(&rc->started), k->mismatches, a->level->copies ?
-		"copies differ" : "parity disagrees with their data",
+		"copies differ" : "parity disagrees with their data", where,
 		k->mismatches ? ": resync=yes repairs them" : "");
+}
+
+/* What a check says of a mismatched stripe: which unit is the wrong one
+ * when a single unit explains it. */
+static void check_say(struct tpt_array *a, uint64_t st, int wrong)
+{
+	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
+	const char *what = a->level->copies ? "its copies differ" :
+			   "its parity disagrees with its data";
+	struct tpt_member *m;
+
+	if (wrong < 0) {
+		eprintf("tptraid: check: stripe %" PRIu64 " (array blocks %"
+			PRIu64 "-%" PRIu64 "): %s\n", st, st * per_stripe,
+			(st + 1) * per_stripe - 1, what);
+		return;
+	}
+	m = array_position_member(a, (unsigned int)wrong);
+	eprintf("tptraid: check: stripe %" PRIu64 " (array blocks %" PRIu64
+		"-%" PRIu64 "): %s: position %d's unit (member %d) is the "
+		"one wrong, the others agree\n", st, st * per_stripe,
+		(st + 1) * per_stripe - 1, what, wrong, m ? (int)m->id : -1);
 }
 
 /* The stripes of check batch @s whose syndromes are not all zero. */
@@ -153,20 +184,20 @@ static void check_count(struct tpt_array *a, const struct tpt_span *s)
 {
 	struct tpt_check *k = &a->recovery.checking;
 	uint32_t nr = (uint32_t)(s->last_stripe - s->first_stripe + 1), i;
-	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
 
 	for (i = 0; i < nr; i++) {
 		uint64_t st = s->first_stripe + i;
+		int wrong;
 
 		if (!raid_check_mismatch(a->level, &a->geo, a->block_size,
 					 s->buf, nr, i))
 			continue;
+		wrong = raid_check_locate(a->level, &a->geo, a->block_size,
+					  s->buf, nr, i, st);
+		if (wrong >= 0 && (unsigned int)wrong < a->nr_members)
+			k->located[wrong]++;
 		if (k->mismatches++ < CHECK_LOG_STRIPES)
-			eprintf("tptraid: check: stripe %" PRIu64 " (array "
-				"blocks %" PRIu64 "-%" PRIu64 "): %s\n", st,
-				st * per_stripe, (st + 1) * per_stripe - 1,
-				a->level->copies ? "its copies differ" :
-				"its parity disagrees with its data");
+			check_say(a, st, wrong);
 	}
 	k->checked += nr;
 }

@@ -539,6 +539,9 @@ void array_intent_release(struct tpt_array *a, struct tpt_span *s);
 struct tpt_check {
 	uint64_t checked, total;	/* stripes */
 	uint64_t mismatches;		/* stripes whose redundancy disagrees */
+	/* Of those, the ones a single wrong unit explains, per position
+	 * holding it (raid_check_locate(): RAID-6, mirrors of 3 or more). */
+	uint64_t located[TPT_SPEC_MAX_MEMBERS];
 	/* How it ended, "completed" or "stopped at stripe S: WHY"; ""
 	 * while it runs. */
 	char end[96];

@@ -44,44 +44,65 @@ static bool media_unchanged(const struct world *w, unsigned char **snap)
 	return same;
 }
 
+/* What a stripe of a world holds wrong: nothing (0), one unit on member
+ * m (m + 1), or units on two members (CHECK_TWO_WRONG). */
+typedef int8_t check_spoil_t;
+#define CHECK_TWO_WRONG ((check_spoil_t)-1)
+
 /* One unit of a random member scribbled over in about a third of the
- * stripes, marked in @bad: those stripes disagree with their redundancy
- * whichever unit it is (a mirror's copy or data, RAID-5's parity or
- * data).  How many. */
-static unsigned int world_spoil_some(struct world *w, bool *bad)
+ * stripes, a second member's too in a quarter of those, marked in @bad:
+ * those stripes disagree with their redundancy whichever unit it is (a
+ * mirror's copy or data, RAID-5's parity or data).  How many. */
+static unsigned int world_spoil_some(struct world *w, check_spoil_t *bad)
 {
 	uint32_t unit_bytes = w->a.geo.unit_blocks * w->s.bs;
-	unsigned int n = 0;
+	unsigned int n = 0, members = w->a.geo.members, m, m2;
 	uint64_t s;
 
 	/* Random bytes over a unit: the same as before by chance never. */
 	for (s = 0; s < world_stripes(w); s++) {
-		unsigned char *u;
-
-		bad[s] = !rnd_below(3);
-		if (!bad[s])
+		bad[s] = 0;
+		if (rnd_below(3))
 			continue;
-		u = unit_on_member(w, (unsigned int)rnd_below(w->a.geo.members),
-				   s);
-		rnd_fill(u, unit_bytes);
+		m = (unsigned int)rnd_below(members);
+		rnd_fill(unit_on_member(w, m, s), unit_bytes);
+		bad[s] = (check_spoil_t)(m + 1);
+		if (!rnd_below(4)) {
+			m2 = (m + 1 + (unsigned int)rnd_below(members - 1)) %
+			     members;
+			rnd_fill(unit_on_member(w, m2, s), unit_bytes);
+			bad[s] = CHECK_TWO_WRONG;
+		}
 		n++;
 	}
 	return n;
 }
 
 /* The stripes of a check's outcome @buf of stripes [@first, @first + @nr)
- * that disagree: exactly those @bad names.  How many. */
+ * that disagree: exactly those @bad names, and where one unit is wrong
+ * the level names its member if it can tell at all (RAID-6, a mirror of
+ * 3 or more), never a member when two are.  How many. */
 static unsigned int check_outcome(struct world *w, const unsigned char *buf,
-				  uint64_t first, uint32_t nr, const bool *bad)
+				  uint64_t first, uint32_t nr,
+				  const check_spoil_t *bad)
 {
+	const struct raid_level_ops *l = w->a.ctx.level;
+	bool tells = l->check_locate &&
+		     (!l->copies || w->a.geo.members >= 3);
 	unsigned int n = 0;
 	uint32_t i;
 
 	for (i = 0; i < nr; i++) {
-		bool m = raid_check_mismatch(w->a.ctx.level, &w->a.geo,
-					     w->s.bs, buf, nr, i);
+		check_spoil_t b = bad[first + i];
+		bool m = raid_check_mismatch(l, &w->a.geo, w->s.bs, buf, nr, i);
+		int wrong = m ? raid_check_locate(l, &w->a.geo, w->s.bs, buf,
+						  nr, i, first + i) : -1;
 
-		CHECK_EQ(m, bad[first + i]);
+		CHECK_EQ(m, b != 0);
+		if (b > 0)
+			CHECK_EQ(wrong, tells ? b - 1 : -1);
+		else
+			CHECK_EQ(wrong, -1);
 		n += m;
 	}
 	return n;

@@ -520,7 +520,7 @@ static void two_missing_is_no_data(void)
  * no medium changes, and the stripes found disagreeing are exactly those
  * in @bad.  How many. */
 static unsigned int bl_world_check(struct world *w, uint32_t run,
-				   const bool *bad)
+				   const check_spoil_t *bad)
 {
 	const struct raid_level_ops *l = w->a.ctx.level;
 	struct bl_plan_ctx c = bl_ctx(w);
@@ -568,7 +568,7 @@ static void check_counts_spoiled_stripes(void)
 	struct bl_plan p;
 	struct world w;
 	unsigned int i, spoiled;
-	bool bad[30];
+	check_spoil_t bad[30];
 
 	for (i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) {
 		const struct raid_level_ops *l = arrays[i].level;

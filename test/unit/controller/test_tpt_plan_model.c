@@ -414,7 +414,7 @@ static void rebuild_tree_spreads_the_gathering(void)
  * once and leaves the targets idle, no medium changes, and the stripes
  * found disagreeing are exactly those in @bad.  How many.
  */
-static unsigned int world_check(struct world *w, uint32_t run, const bool *bad)
+static unsigned int world_check(struct world *w, uint32_t run, const check_spoil_t *bad)
 {
 	const struct raid_level_ops *l = w->a.ctx.level;
 	unsigned char **snap = media_snapshot(w);
@@ -456,7 +456,9 @@ static unsigned int world_check(struct world *w, uint32_t run, const bool *bad)
 /* RAID-5 of 3 to 8 members, gathered in a tree and flat, and mirrors of
  * 2 to 4: a consistent array checks clean, then units scribbled over in
  * about a third of the stripes are found, each stripe once, in runs of
- * any length, and nothing is written.  A check needs every member. */
+ * any length, and nothing is written; RAID-6 and mirrors of 3 or more
+ * name the one member wrong where one is (check_outcome()).  A check
+ * needs every member. */
 static void check_counts_spoiled_stripes(void)
 {
 	static const struct {
@@ -470,7 +472,7 @@ static void check_counts_spoiled_stripes(void)
 	};
 	static const enum tpt_rebuild_gather how[] = { TPT_REBUILD_TREE,
 						       TPT_REBUILD_FLAT };
-	bool bad[40];
+	check_spoil_t bad[40];
 	struct tpt_plan p;
 	struct world w;
 	unsigned int i, h, spoiled;
