@@ -8,19 +8,22 @@ passes (docs/protocol.md 3.1, 7.8); the Baseline controller computes them.
 Afterwards every acknowledged write reads back and `tpt-scrub --raid 6`
 finds every stripe's P and Q right (test_failures.scrub).
 """
+import os
 import re
 import subprocess
 import time
 
 import pytest
 
-from tptlib import paths
+from tptlib import paths, proto
+from tptlib.client import GOOD
 from tptlib.tgtd import TgtadmError
 # The mode fixture (tpt and baseline) and the RAID-5 tests' helpers.
-from test_failures import (FAIL_TIMEOUT, Load, array_state,  # noqa: F401
-                           clean_load, counters, kill, members, mode, resync_all,
-                           restart_target, scrub, set_param, show, spoil_units, start,
-                           units_of, verify_all, wait_check, wait_state)
+from test_failures import (CHECK_CONDITION, FAIL_TIMEOUT, MEDIUM_ERROR,  # noqa: F401
+                           UNIT, Load, array_state, clean_load, counters, kill, members,
+                           mode, resync_all, restart_target, scrub, set_param, show,
+                           spoil_units, start, units_of, verify_all, wait_check, wait_log,
+                           wait_state)
 
 
 def test_raid6_serves_with_two_boxes_killed_under_load(tgtd_factory, mode, tmp_path, report):
@@ -140,3 +143,40 @@ def test_raid6_check_counts_and_resync_repairs_p_and_q(tgtd_factory, mode, tmp_p
     wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
     with pytest.raises(TgtadmError):
         set_param(c, "check=yes")
+
+
+def test_raid6_operator_forces_a_unit_written_ahead_of_the_first_resync(
+        tgtd_factory, client, mode, report):
+    """A data unit written ahead of a new RAID-6's first resync, its box
+    lost: P and Q may both disagree with it, so a read of it gets MEDIUM
+    ERROR; force_recovery=yes takes the stripe from P and Q as they are
+    and names its blocks, after which it reads (whatever they give); the
+    box back, it holds the unit and everything reads as written."""
+    c = start(tgtd_factory, mode, n=5, raid=6, member_bytes=32 << 20, assume_clean=False,
+              extra_opts=("rebuild_rate=1",))
+    # Stripe 471 (region 7, far ahead of the resync at 1 MB/s): P on
+    # member 4 - 471 mod 5 = 3, Q on 4, data unit 0 on member 0.
+    stripe, blocks = 471, UNIT // 512
+    lba = stripe * 3 * blocks
+    data = os.urandom(UNIT)
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    assert client.command("a", proto.write16_cdb(lba, blocks), data=data)["status"] == GOOD
+    kill(c.targets[0])
+    wait_state(c, {"degraded"}, timeout=FAIL_TIMEOUT + 10)
+    r = client.command("a", proto.read16_cdb(lba, blocks), inlen=UNIT)
+    assert r["status"] == CHECK_CONDITION, r["status"]
+    assert proto.parse_sense(r["sense"]).key == MEDIUM_ERROR, r
+    set_param(c, "force_recovery=yes")
+    log = wait_log(c, r"force_recovery: \d+ stripes taken as they are")
+    assert (f"stripe {stripe} taken from its parity as it is: blocks {lba}-"
+            f"{lba + blocks - 1} may not be what was written") in log, log[-3000:]
+    assert client.command("a", proto.read16_cdb(lba, blocks), inlen=UNIT)["status"] == GOOD
+    report(f"{mode}: RAID-6 unit written ahead of the first resync, its box lost: MEDIUM "
+           f"ERROR, then force_recovery=yes took the stripe and named its blocks")
+    set_param(c, "rebuild_rate=0")
+    restart_target(c, 0)
+    wait_state(c, {"optimal"}, timeout=90)
+    wait_log(c, r"parity of \d+ stripes computed", timeout=90)
+    assert client.command("a", proto.read16_cdb(lba, blocks), inlen=UNIT)["data"] == data
+    scrub(c)
