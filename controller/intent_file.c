@@ -74,10 +74,6 @@ int tpt_intent_encode(const struct tpt_intent_record *r, uint8_t *buf,
 	if (!want || len < want || !r->array_id || !r->region_stripes ||
 	    !r->intent)
 		return -EINVAL;
-	/* An unwritten region is one a resync has yet to do. */
-	for (i = 0; r->unwritten && i < mb; i++)
-		if (r->unwritten[i] & ~r->intent[i])
-			return -EINVAL;
 	memset(buf, 0, want);
 	memcpy(buf, if_magic, sizeof(if_magic));
 	tpt_put_be(&buf[8], TPT_INTENT_VERSION, 4);
@@ -94,8 +90,11 @@ int tpt_intent_encode(const struct tpt_intent_record *r, uint8_t *buf,
 	for (p = 0; p < r->nr_positions; p++, at += mb)
 		if (r->missed[p])
 			memcpy(&buf[at], r->missed[p], mb);
-	if (r->unwritten)
-		memcpy(&buf[at], r->unwritten, mb);
+	/* An unwritten region is one a resync has yet to do: never one
+	 * without its intent bit, which would be refused when read (a
+	 * record that could not be written would hold writes back). */
+	for (i = 0; r->unwritten && i < mb; i++)
+		buf[at + i] = r->unwritten[i] & r->intent[i];
 	tpt_put_be(&buf[IF_CRC], copy_crc(buf, want), 4);
 	return (int)want;
 }

@@ -54,8 +54,8 @@ size_t tpt_intent_copy_len(uint64_t nr_regions, uint32_t nr_positions,
 			   uint32_t version);
 
 /* Encode @r as the current version into @buf of tpt_intent_copy_len()
- * bytes: that length, or -EINVAL (also for an unwritten bit without its
- * intent bit). */
+ * bytes (an unwritten bit only with its intent bit): that length, or
+ * -EINVAL. */
 int tpt_intent_encode(const struct tpt_intent_record *r, uint8_t *buf,
 		      size_t len);
 
