@@ -61,10 +61,12 @@ def wait_state(c, want, timeout=60):
     raise AssertionError(f"array still {array_state(c)}, not {want}, after {timeout}s:\n{show(c)}")
 
 
-def scrub(c, mismatches=0):
+def scrub(c, mismatches=0, wrong_units=None):
     """tpt-scrub over the boxes now serving positions 0..N-1, in order:
     every stripe's parity right, or a mirror's copies equal, but for
-    `mismatches` stripes.  Returns the stripes checked."""
+    `mismatches` stripes; RAID-6: of those, the ones with a single wrong
+    unit named as `wrong_units` says ({stripe: position}) when given.
+    Returns the stripes checked."""
     cluster.allow_plain_reads(c.targets)
     by_pos = sorted((pos, url) for url, _, pos in members(c).values() if pos >= 0)
     r = subprocess.run([str(paths.tool("tpt-scrub")), "--raid", str(c.raid), "--unit",
@@ -73,6 +75,9 @@ def scrub(c, mismatches=0):
     assert r.returncode == (1 if mismatches else 0), r.stdout + r.stderr
     m = re.search(r"(\d+) stripes checked, (\d+) mismatches", r.stdout)
     assert m and int(m.group(2)) == mismatches, r.stdout
+    if wrong_units is not None:
+        named = re.findall(r"wrong unit: stripe (\d+): position (\d+)'s", r.stdout)
+        assert {int(s): int(p) for s, p in named} == wrong_units, r.stdout
     return int(m.group(1))
 
 

@@ -105,7 +105,7 @@ def test_raid6_check_counts_and_resync_repairs_p_and_q(tgtd_factory, mode, tmp_p
     for m, stripes in spoiled.items():
         spoil_units(c, m, stripes)
     before = {m: units_of(c, m, st) for m, st in spoiled.items()}
-    scrub(c, mismatches=4)
+    scrub(c, mismatches=4, wrong_units={200: 4, 203: 2, 206: 0})
     set_param(c, "rebuild_rate=4")
     fig = []
 

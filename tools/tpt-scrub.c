@@ -42,6 +42,44 @@ struct member {
 	uint8_t *buf;
 };
 
+/* RAID-6: which unit of the stripe being read is the one wrong, from the
+ * syndromes of each run of its blocks (raid_check_locate()): a stripe
+ * names a position only if every run of it that disagrees names the same
+ * one.  Named once the scan is past the stripe. */
+#define LOCATE_CLEAN (-2)
+struct locate {
+	uint64_t stripe;
+	int wrong;			/* LOCATE_CLEAN, -1 (none) or position */
+	uint64_t named;
+};
+
+static void locate_flush(struct locate *l)
+{
+	if (l->wrong >= 0) {
+		printf("wrong unit: stripe %" PRIu64 ": position %d's, the "
+		       "others agree\n", l->stripe, l->wrong);
+		l->named++;
+	}
+	l->wrong = LOCATE_CLEAN;
+}
+
+static void locate_run(struct locate *l, const struct raid_level_ops *level,
+		       const struct raid_geometry *g, uint64_t stripe,
+		       const uint8_t *sp, const uint8_t *sq, uint64_t len)
+{
+	const uint8_t *syn[2] = { sp, sq };
+	int wrong;
+
+	if (stripe != l->stripe) {
+		locate_flush(l);
+		l->stripe = stripe;
+	}
+	if (raid_unit_zero(sp, len) && raid_unit_zero(sq, len))
+		return;
+	wrong = level->check_locate(g, stripe, syn, len);
+	l->wrong = l->wrong == LOCATE_CLEAN || l->wrong == wrong ? wrong : -1;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -49,8 +87,10 @@ static void usage(FILE *out)
 		"\n"
 		"Reads the members of a RAID-5 array (--raid 5, the default) and checks\n"
 		"that every stripe's blocks XOR to zero, of a RAID-6 array (--raid 6)\n"
-		"and checks every stripe's P and Q against its data, or of a RAID-1\n"
-		"array (--raid 1) and checks that every member holds the same blocks.\n"
+		"and checks every stripe's P and Q against its data, naming the one\n"
+		"wrong unit where one alone is ('wrong unit: stripe S: position P's'),\n"
+		"or of a RAID-1 array (--raid 1) and checks that every member holds\n"
+		"the same blocks.\n"
 		"--unit (default 65536) names stripes in reports; RAID-6 needs the\n"
 		"array's unit and its members in the array's order.  Members of a\n"
 		"running TPT array must allow plain reads (tgtadm ... --params\n"
@@ -109,12 +149,13 @@ static int member_read(struct member *m, uint64_t lba, uint32_t bytes)
  * RAID-6: into @sum, for the @nblk blocks read at member LBA @lba, P XOR
  * the data and Q XOR the data weighted as Q weights them, ORed together
  * (zero only where both agree); stripe by stripe, as each has its own
- * P and Q members and data order.  0, or -1 when ISA-L refuses.
+ * P and Q members and data order; each run's verdict into @loc.  0, or
+ * -1 when ISA-L refuses.
  */
 static int raid6_syndromes(const struct raid_level_ops *level,
 			   uint32_t unit_blocks, unsigned int n,
 			   const struct member *m, uint64_t lba, uint32_t nblk,
-			   uint32_t bs, uint8_t *sum)
+			   uint32_t bs, uint8_t *sum, struct locate *loc)
 {
 	static uint8_t q_syn[CHUNK] __attribute__((aligned(TPT_PARITY_ALIGN)));
 	const struct raid_geometry g = { .members = n,
@@ -150,6 +191,8 @@ static int raid6_syndromes(const struct raid_level_ops *level,
 		if (tpt_gf_fold(q_syn, src, exp, n - 1, (uint64_t)len * bs,
 				false))
 			return -1;
+		locate_run(loc, level, &g, stripe, sum + (uint64_t)at * bs,
+			   q_syn, (uint64_t)len * bs);
 		for (i = 0; i < len * bs; i++)
 			sum[(uint64_t)at * bs + i] |= q_syn[i];
 	}
@@ -167,6 +210,7 @@ int main(int argc, char **argv)
 	};
 	struct member m[MAX_MEMBERS] = { 0 };
 	uint64_t blocks, lba, mismatches = 0, last_bad = UINT64_MAX;
+	struct locate loc = { .stripe = UINT64_MAX, .wrong = LOCATE_CLEAN };
 	uint32_t unit = 65536;
 	char err[256];
 	const void *srcs[MAX_MEMBERS];
@@ -254,7 +298,7 @@ int main(int argc, char **argv)
 		}
 		if (level == &raid6_level ?
 		    raid6_syndromes(level, unit / bs, (unsigned int)n, m, lba,
-				    nblk, bs, sum) :
+				    nblk, bs, sum, &loc) :
 		    !copies && tpt_xor(sum, srcs, n, nblk * bs)) {
 			fprintf(stderr, "tpt-scrub: XOR failed\n");
 			goto out_sum;
@@ -282,8 +326,14 @@ int main(int argc, char **argv)
 	}
 	if (progress)
 		fprintf(stderr, "\n");
-	printf("scrub: %" PRIu64 " stripes checked, %" PRIu64 " mismatches\n",
-	       blocks * bs / unit, mismatches);
+	locate_flush(&loc);
+	if (level == &raid6_level)
+		printf("scrub: %" PRIu64 " stripes checked, %" PRIu64
+		       " mismatches, %" PRIu64 " with one wrong unit named\n",
+		       blocks * bs / unit, mismatches, loc.named);
+	else
+		printf("scrub: %" PRIu64 " stripes checked, %" PRIu64
+		       " mismatches\n", blocks * bs / unit, mismatches);
 	ret = mismatches ? 1 : 0;
 out_sum:
 	free(sum);
