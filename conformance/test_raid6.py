@@ -122,6 +122,9 @@ def test_raid6_check_counts_and_resync_repairs_p_and_q(tgtd_factory, mode, tmp_p
                            r"disagrees with its data(?:: position (\d+)'s unit)?", log))
     assert said == {"200": "4", "203": "2", "206": "0", "209": ""}, said
     assert "one wrong unit each in position 0: 1, position 2: 1, position 4: 1;" in log
+    # Stripe 206's is a data unit: resync=yes would keep it, and says so.
+    assert "nothing was repaired: resync=yes would keep the wrong units named that hold " \
+        "data" in log, log[-3000:]
     for p in (0, 2, 4):
         assert f"TPT-RAID check: position {p} wrong_units 1" in show(c), show(c)
     report(f"{mode}: RAID-6 check located the one wrong unit of 3 stripes (P, Q, data) "

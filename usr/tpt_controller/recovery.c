@@ -154,7 +154,29 @@ static void check_end(struct tpt_array *a, const char *how)
 		"%s; nothing was repaired%s\n", how, k->checked, k->total,
 		elapsed(&rc->started), k->mismatches, a->level->copies ?
 		"copies differ" : "parity disagrees with their data", where,
+		k->located_kept ? ": resync=yes would keep the wrong units "
+		"named that hold data (or the copy it copies from): replace "
+		"their box instead" :
 		k->mismatches ? ": resync=yes repairs them" : "");
+}
+
+/*
+ * Whether resync=yes, which makes the redundancy agree with the data as
+ * it is, would keep @wrong's unit of @stripe wrong: a data unit, or a
+ * mirror's copy the resync copies from (the first in sync: position 0
+ * of the optimal array a check runs on).
+ */
+static bool resync_keeps(const struct tpt_array *a, uint64_t stripe,
+			 unsigned int wrong)
+{
+	unsigned int i;
+
+	if (a->level->copies)
+		return wrong == 0;
+	for (i = 0; i < a->level->nr_parity(&a->geo); i++)
+		if (a->level->parity_member(&a->geo, stripe, i) == wrong)
+			return false;
+	return true;
 }
 
 /* What a check says of a mismatched stripe: which unit is the wrong one
@@ -194,8 +216,11 @@ static void check_count(struct tpt_array *a, const struct tpt_span *s)
 			continue;
 		wrong = raid_check_locate(a->level, &a->geo, a->block_size,
 					  s->buf, nr, i, st);
-		if (wrong >= 0 && (unsigned int)wrong < a->nr_members)
+		if (wrong >= 0 && (unsigned int)wrong < a->nr_members) {
 			k->located[wrong]++;
+			k->located_kept += resync_keeps(a, st,
+							(unsigned int)wrong);
+		}
 		if (k->mismatches++ < CHECK_LOG_STRIPES)
 			check_say(a, st, wrong);
 	}

@@ -542,6 +542,9 @@ struct tpt_check {
 	/* Of those, the ones a single wrong unit explains, per position
 	 * holding it (raid_check_locate(): RAID-6, mirrors of 3 or more). */
 	uint64_t located[TPT_SPEC_MAX_MEMBERS];
+	/* Of those, the ones resync=yes would keep wrong (recovery.c,
+	 * resync_keeps()). */
+	uint64_t located_kept;
 	/* How it ended, "completed" or "stopped at stripe S: WHY"; ""
 	 * while it runs. */
 	char end[96];
