@@ -36,7 +36,6 @@
 #include "spc.h"
 #include "util.h"
 #include "bs_thread.h"
-#include "work.h"
 #include "controller/state_file.h"
 #include "tpt.h"
 #include "tpt_controller.h"
@@ -69,9 +68,12 @@ struct tptraid_io {
 	struct tpt_host_buf host;	/* TPT HOST READ/WRITE: r.direct */
 	struct scsi_cmd *cmd;
 	/* The array answered before tpt_array_submit() returned: tgt takes
-	 * the answer only after bs_cmd_submit has returned. */
+	 * the answer only after bs_cmd_submit has returned.  Answered from
+	 * the loop's scheduled events, right after this turn: a timer
+	 * (add_work) waited for the next 500 ms tick, which every request
+	 * refused at once (a failed array's) paid. */
 	bool submitting;
-	struct tgt_work answer_later;
+	struct event_data answer_later;
 };
 
 static struct tpt_array *array_of(struct scsi_lu *lu)
@@ -387,9 +389,9 @@ static void loop_io_answer(struct tptraid_io *io)
 	target_cmd_io_done(cmd, scsi_get_result(cmd));
 }
 
-static void loop_io_answer_later(void *data)
+static void loop_io_answer_later(struct event_data *ev)
 {
-	loop_io_answer(data);
+	loop_io_answer(ev->data);
 }
 
 static void loop_io_done(struct tpt_req *r, int result)
@@ -398,9 +400,9 @@ static void loop_io_done(struct tpt_req *r, int result)
 
 	(void)result;			/* r->result */
 	if (io->submitting) {
-		io->answer_later.func = loop_io_answer_later;
-		io->answer_later.data = io;
-		add_work(&io->answer_later, 0);
+		tgt_init_sched_event(&io->answer_later, loop_io_answer_later,
+				     io);
+		tgt_add_sched_event(&io->answer_later);
 		return;
 	}
 	loop_io_answer(io);
