@@ -123,6 +123,15 @@ def check_all(c, timeout=120):
     return fig
 
 
+def wait_no_kept_check(c, timeout=10):
+    """Until the state file (written by a thread) keeps no check."""
+    state = c.controller.dir / "array.state"
+    deadline = time.monotonic() + timeout
+    while "\ncheck " in state.read_text():
+        assert time.monotonic() < deadline, state.read_text()
+        time.sleep(0.1)
+
+
 def wait_check(c, timeout=60):
     """Until the check that runs has ended: its figures (check_figures)."""
     deadline = time.monotonic() + timeout
@@ -967,36 +976,97 @@ def test_operator_check_counts_what_it_does_not_repair(tgtd_factory, mode, tmp_p
 
 
 def test_box_lost_during_a_check_ends_it(tgtd_factory, mode, report):
-    """A member killed while a slow check has batches in flight: the check
-    ends there, says so, and keeps its figures; the rebuild onto the spare
-    runs as usual and the array is whole again.  The controller stopped
-    during a check exits 0, and the next start has no check (none is
-    kept)."""
-    c = start(tgtd_factory, mode, n=4, spares=1)
+    """A spare killed while a slow check has batches in flight changes
+    nothing for it; a member killed then ends it there: it says so and
+    keeps its figures, and the rebuild onto the other spare runs as
+    usual.  The controller stopped during a check exits 0 and writes
+    where the check got to: the next start goes on from there."""
+    c = start(tgtd_factory, mode, n=4, spares=2)
     set_param(c, "rebuild_rate=1")
     set_param(c, "check=yes")
-    time.sleep(2)
+    kill(c.targets[5])
+    deadline = time.monotonic() + FAIL_TIMEOUT + 15
+    while members(c)[5][1] != "failed":
+        assert time.monotonic() < deadline, show(c)
+        time.sleep(0.2)
+    assert check_figures(c)[0] == "running", show(c)
     kill(c.targets[2])
     wait_state(c, {"rebuilding", "optimal"}, timeout=FAIL_TIMEOUT + 15)
     state, checked, total, _, how = check_figures(c)
     assert state == "last" and checked < total and how.startswith("stopped"), show(c)
+    assert how == "stopped: a box was lost", how
     set_param(c, "rebuild_rate=0")
     wait_state(c, {"optimal"}, timeout=60)
-    report(f"{mode}: a box killed {checked} of {total} stripes into a check: "
-           f"'{how}', rebuilt onto the spare")
+    report(f"{mode}: a spare killed during a check left it running; a member "
+           f"killed {checked} of {total} stripes into it: '{how}', rebuilt onto "
+           f"the other spare")
     scrub(c)
     assert check_all(c)[1:] == (total, total, 0, "completed"), show(c)
     set_param(c, "rebuild_rate=1")
     set_param(c, "check=yes")
-    time.sleep(0.1)
+    time.sleep(3)
     c.controller.stop()
     assert c.controller.proc.returncode == 0, c.controller.log()[-3000:]
-    assert "check stopped: the array stopped" in c.controller.log()
+    log = c.controller.log()
+    m = re.search(r"check stopped: the array stopped: \d+ of \d+ stripes checked in "
+                  r"[\d.]+ s, 0 mismatched .*; nothing was repaired; the next start goes on from stripe (\d+)",
+                  log)
+    assert m, log[-3000:]
+    kept = int(m.group(1))
+    assert f"check {kept} 0" in (c.controller.dir / "array.state").read_text()
     c.controller.start(port=c.controller.port)
     c.controller.new_target(1, c.iqn)
     c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid")
     wait_state(c, {"optimal"}, timeout=30)
-    assert check_figures(c) is None, show(c)
+    set_param(c, "rebuild_rate=0")
+    fig = wait_check(c)
+    assert fig[1:] == (total, total, 0, "completed"), show(c)
+    if kept:
+        assert f"going on with the check a restart stopped, from stripe {kept} of " \
+               f"{total} (0 mismatched before it)" in c.controller.log()
+    wait_no_kept_check(c)
+
+
+def test_controller_crash_during_a_check_goes_on(tgtd_factory, mode, report):
+    """kill -9 of the controller during a slow check: the state file has
+    where it had got to (every 10 s), and the next start goes on from
+    there; the stripes spoiled on either side of that point are each
+    counted once, and the check ends completed."""
+    # 480 stripes at 1 MB/s: about 30 s, saved about every 10 s.
+    c = start(tgtd_factory, mode, n=4, member_bytes=2 * MEMBER_BYTES)
+    spoil_units(c, 0, (2, 470))
+    state = c.controller.dir / "array.state"
+    set_param(c, "rebuild_rate=1")
+    set_param(c, "check=yes")
+    deadline = time.monotonic() + 60
+    while True:
+        m = re.search(r"^check (\d+) (\d+)$", state.read_text(), re.M)
+        if m and int(m.group(1)) > 2:
+            break
+        assert time.monotonic() < deadline, show(c)
+        time.sleep(0.2)
+    kill(c.controller)
+    kept, before = int(m.group(1)), int(m.group(2))
+    assert kept < 470 and before == 1, m.group(0)
+    c.controller.start(port=c.controller.port)
+    c.controller.new_target(1, c.iqn)
+    c.controller.new_lun(1, 1, str(state), bstype="tptraid")
+    wait_state(c, {"optimal"}, timeout=30)
+    set_param(c, "rebuild_rate=0")
+    deadline = time.monotonic() + 30
+    while check_figures(c) is None:
+        assert time.monotonic() < deadline, show(c)
+        time.sleep(0.2)
+    _, checked, total, mismatched, how = wait_check(c)
+    assert (checked, mismatched, how) == (total, 2, "completed"), show(c)
+    log = c.controller.log()
+    assert re.search(rf"going on with the check a restart stopped, from stripe \d+ of "
+                     rf"{total} \(1 mismatched before it\)", log), log[-3000:]
+    assert re.search(r"check completed: \d+ of \d+ stripes checked in [\d.]+ s "
+                     r"\(from stripe \d+ on, after a restart\), 2 mismatched", log), log[-3000:]
+    wait_no_kept_check(c)
+    report(f"{mode}: controller killed {kept} of {total} stripes into a check; the "
+           f"next start went on from there and counted the 2 spoiled stripes once each")
 
 
 def test_foreign_member_is_refused(tgtd_factory, mode, tmp_path):

@@ -74,7 +74,7 @@ static int parse_key(const char *s, uint8_t key[TPT_STATE_KEY_LEN])
 
 /* One line, without its newline: KEY and the rest. */
 static int parse_line(char *l, unsigned int n, struct tpt_state *st,
-		      bool seen[6], char *err, size_t errlen)
+		      bool seen[7], char *err, size_t errlen)
 {
 	char *rest = strchr(l, ' '), *arg2;
 	uint64_t a, b;
@@ -134,16 +134,28 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		seen[rate ? 4 : 5] = true;
 		return 0;
 	}
-	if (strcmp(l, "box") && strcmp(l, "position"))
+	if (strcmp(l, "box") && strcmp(l, "position") && strcmp(l, "check"))
 		return state_error(err, errlen, n, "%s: unknown key (expected "
 				   "tptraid-state, array, key, spec, box, "
-				   "position, rebuild_rate, fail_timeout)",
-				   l);
+				   "position, rebuild_rate, fail_timeout, "
+				   "check)", l);
 	arg2 = strchr(rest, ' ');
 	if (!arg2)
 		return state_error(err, errlen, n, "%s: expected two values",
 				   l);
 	*arg2++ = '\0';
+	if (!strcmp(l, "check")) {
+		if (seen[6] || !parse_uint(rest, UINT64_MAX, &a, 10) ||
+		    !parse_uint(arg2, UINT64_MAX, &b, 10) || b > a)
+			return state_error(err, errlen, n, "check: at most "
+					   "once, FROM and MISMATCHES (stripes,"
+					   " decimal, MISMATCHES <= FROM)");
+		st->has_check = true;
+		st->check_from = a;
+		st->check_mismatches = b;
+		seen[6] = true;
+		return 0;
+	}
 	if (!strcmp(l, "box")) {
 		if (!parse_uint(rest, TPT_STATE_MAX_BOXES - 1, &a, 10) ||
 		    a != st->nr_boxes)
@@ -180,7 +192,7 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 int tpt_state_parse(const char *text, size_t len, struct tpt_state *out,
 		    char *err, size_t errlen)
 {
-	bool seen[6] = { false }, used[TPT_STATE_MAX_BOXES] = { false };
+	bool seen[7] = { false }, used[TPT_STATE_MAX_BOXES] = { false };
 	unsigned int line = 0, p;
 	char buf[TPT_STATE_SPEC_MAX + 64];
 	size_t at = 0;
@@ -283,6 +295,12 @@ int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 		return -ENOSPC;
 	if (st->has_fail_timeout &&
 	    !state_append(buf, len, &at, "fail_timeout %u\n", st->fail_timeout))
+		return -ENOSPC;
+	if (st->has_check && st->check_mismatches > st->check_from)
+		return -EINVAL;
+	if (st->has_check &&
+	    !state_append(buf, len, &at, "check %" PRIu64 " %" PRIu64 "\n",
+			  st->check_from, st->check_mismatches))
 		return -ENOSPC;
 	return (int)at;
 }

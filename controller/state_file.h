@@ -13,6 +13,7 @@
  *   position 1 5
  *   rebuild_rate 200
  *   fail_timeout 10
+ *   check 1024 3
  *
  * "spec" is the definition as --bsopts gave it, so that the LU can be
  * created again from the file alone; "box" lines are every member and
@@ -24,8 +25,12 @@
  * controller's alone (mode 0600); a file without one (written before keys
  * existed) gets a new key.  "rebuild_rate" and "fail_timeout", each at most
  * once, are what the operator set with tgtadm after creation: they win over
- * the definition's values, so a restart keeps them.  Parsing is strict: a damaged file is refused with the line and
- * what is wrong, never half used.  Pure: no I/O.
+ * the definition's values, so a restart keeps them.  "check", at most
+ * once, is an operator's check (check=yes) that a restart interrupted:
+ * stripes 0 to FROM-1 were checked and MISMATCHES of them disagreed, and
+ * the controller goes on from FROM.  Parsing is strict: a damaged file
+ * is refused with the line and what is wrong, never half used.  Pure: no
+ * I/O.
  */
 #ifndef TPT_CONTROLLER_STATE_FILE_H
 #define TPT_CONTROLLER_STATE_FILE_H
@@ -53,6 +58,9 @@ struct tpt_state {
 	/* Set with tgtadm since creation (has_*), over the spec's. */
 	bool has_rebuild_rate, has_fail_timeout;
 	unsigned int rebuild_rate, fail_timeout;
+	/* A check to go on with (has_check): FROM and MISMATCHES. */
+	bool has_check;
+	uint64_t check_from, check_mismatches;
 };
 
 /*

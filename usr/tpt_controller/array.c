@@ -1304,6 +1304,9 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		a->rebuild_rate = state->rebuild_rate;
 		a->rebuild_rate_tuned = true;
 	}
+	if (state && state->has_check)
+		recovery_check_kept(a, state->check_from,
+				    state->check_mismatches);
 	pthread_mutex_init(&a->submit_lock, NULL);
 	pthread_mutex_init(&a->counters_lock, NULL);
 	INIT_LIST_HEAD(&a->submitted);

@@ -433,6 +433,9 @@ static char *state_text(struct tpt_array *a, size_t *len)
 	st->rebuild_rate = a->rebuild_rate;
 	st->has_fail_timeout = a->fail_timeout_tuned;
 	st->fail_timeout = a->fail_timeout;
+	st->has_check = a->recovery.check_kept;
+	st->check_from = a->recovery.kept_from;
+	st->check_mismatches = a->recovery.kept_mismatches;
 	n = tpt_state_format(st, text, 1 << 16);
 	free(st);
 	if (n < 0) {
@@ -692,7 +695,7 @@ int array_files_open(struct tpt_array *a, const char *path, uint8_t *dirty)
 /* At teardown: every write has ended, so the record is written one last
  * time without intent (a clean stop resyncs nothing), synchronously; not
  * after a refused start, whose regions the next start must still resync
- * (it wrote nothing). */
+ * (it wrote nothing), nor its state file. */
 void array_files_close(struct tpt_array *a)
 {
 	struct array_files *f = files_of(a);
@@ -707,6 +710,10 @@ void array_files_close(struct tpt_array *a)
 		pthread_mutex_unlock(&f->lock);
 		pthread_join(f->thread, NULL);
 	}
+	/* Where a check the stop ended got to, for the next start; and a
+	 * change the thread had yet to write again. */
+	if (a->started && (a->recovery.check_kept || f->state_again))
+		array_save_state_now(a);
 	if (f->regions_fd >= 0 && a->intent && a->started) {
 		uint64_t reg;
 

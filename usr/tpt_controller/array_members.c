@@ -158,9 +158,9 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 	pthread_mutex_lock(&a->counters_lock);
 	a->counters.member_failures++;
 	pthread_mutex_unlock(&a->counters_lock);
-	if (m->position < 0) {
-		recovery_stop(a);
-	} else {
+	/* A spare's loss: no job plans with a box that serves no position
+	 * (a spare being rebuilt onto has one), so whatever runs goes on. */
+	if (m->position >= 0) {
 		struct tpt_position *pos = &a->pos[m->position];
 
 		/* Begun when it began to fail (array_member_failing()), if

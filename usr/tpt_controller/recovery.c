@@ -33,7 +33,9 @@
  * redundancy unit, zero where it agrees with the data - comes back to us
  * in the span's buffer, and the stripes where it is not zero are counted.
  * It runs only while the array is optimal with nothing else to do, and a
- * lost box ends it (md's check stops when an array degrades).
+ * member's box lost ends it (md's check stops when an array degrades).
+ * A restart does not: where it has got to is kept in the state file, and
+ * the next start goes on from there (mdadm's mdcheck keeps its place).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -130,34 +132,51 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 /* Mismatched stripes a check names one by one in the log, at most. */
 #define CHECK_LOG_STRIPES 16
 
+/* How often a running check's progress reaches the state file: what a
+ * crash makes it check again, at most. */
+#define CHECK_SAVE_SECONDS 10
+
 /* The running check is over, as @how says: its figures are the last
  * check's until the next one. */
 static void check_end(struct tpt_array *a, const char *how)
 {
 	struct tpt_recovery *rc = &a->recovery;
 	struct tpt_check *k = &rc->checking;
-	char where[256] = "";
+	char where[256] = "", resumed[64] = "", next[64] = "";
 	size_t at = 0;
 	unsigned int p;
 
 	snprintf(k->end, sizeof(k->end), "%s", how);
 	rc->last_check = *k;
 	rc->check = false;
+	/* Only the array's stop keeps it, for the next start to go on
+	 * with (array_files_close() writes where it got to). */
+	if (!a->stopping) {
+		rc->check_kept = false;
+		array_save_state(a);
+	}
 	for (p = 0; p < a->nr_members && at < sizeof(where); p++)
 		if (k->located[p])
 			at += (size_t)snprintf(where + at, sizeof(where) - at,
 					       "%s position %u: %" PRIu64,
 					       at ? "," : "; one wrong unit "
 					       "each in", p, k->located[p]);
+	if (k->resumed_at)
+		snprintf(resumed, sizeof(resumed), " (from stripe %" PRIu64
+			 " on, after a restart)", k->resumed_at);
+	if (a->stopping && rc->check_kept)
+		snprintf(next, sizeof(next), "; the next start goes on from "
+			 "stripe %" PRIu64, rc->kept_from);
 	eprintf("tptraid: check %s: %" PRIu64 " of %" PRIu64 " stripes "
-		"checked in %.2f s, %" PRIu64 " mismatched (stripes whose %s)"
-		"%s; nothing was repaired%s\n", how, k->checked, k->total,
-		elapsed(&rc->started), k->mismatches, a->level->copies ?
+		"checked in %.2f s%s, %" PRIu64 " mismatched (stripes whose "
+		"%s)%s; nothing was repaired%s%s\n", how, k->checked, k->total,
+		elapsed(&rc->started), resumed, k->mismatches,
+		a->level->copies ?
 		"copies differ" : "parity disagrees with their data", where,
 		k->located_kept ? ": resync=yes would keep the wrong units "
 		"named that hold data (or the copy it copies from): replace "
 		"their box instead" :
-		k->mismatches ? ": resync=yes repairs them" : "");
+		k->mismatches ? ": resync=yes repairs them" : "", next);
 }
 
 /*
@@ -227,6 +246,87 @@ static void check_count(struct tpt_array *a, const struct tpt_span *s)
 	k->checked += nr;
 }
 
+/*
+ * Check batch [@first, @first + @stripes) ended with @mismatches: the
+ * kept point moves on over it when every stripe before it is done, with
+ * the batches that ended ahead of it, and reaches the state file every
+ * CHECK_SAVE_SECONDS.
+ */
+static void check_kept_advance(struct tpt_array *a, uint64_t first,
+			       uint64_t stripes, uint64_t mismatches)
+{
+	struct tpt_recovery *rc = &a->recovery;
+	unsigned int i;
+
+	if (first != rc->kept_from) {
+		/* At most the batches in flight with it are ahead. */
+		if (rc->nr_ahead < TPT_RECOVERY_BATCHES)
+			rc->ahead[rc->nr_ahead++] = (struct tpt_check_ahead) {
+				first, stripes, mismatches };
+		return;
+	}
+	rc->kept_from += stripes;
+	rc->kept_mismatches += mismatches;
+	for (i = 0; i < rc->nr_ahead; i++) {
+		if (rc->ahead[i].first != rc->kept_from)
+			continue;
+		rc->kept_from += rc->ahead[i].stripes;
+		rc->kept_mismatches += rc->ahead[i].mismatches;
+		rc->ahead[i] = rc->ahead[--rc->nr_ahead];
+		i = (unsigned int)-1;
+	}
+	if (elapsed(&rc->kept_saved) >= CHECK_SAVE_SECONDS) {
+		clock_gettime(CLOCK_MONOTONIC, &rc->kept_saved);
+		array_save_state(a);
+	}
+}
+
+/* A check from stripe @from on (0, or where a restart stopped one),
+ * @mismatches counted before it. */
+static void check_begin(struct tpt_array *a, uint64_t from,
+			uint64_t mismatches)
+{
+	struct tpt_recovery *rc = &a->recovery;
+
+	memset(&rc->checking, 0, sizeof(rc->checking));
+	rc->checking.checked = from;
+	rc->checking.mismatches = mismatches;
+	rc->checking.resumed_at = from;
+	rc->check = true;
+	rc->check_kept = true;
+	rc->kept_from = from;
+	rc->kept_mismatches = mismatches;
+	rc->nr_ahead = 0;
+	clock_gettime(CLOCK_MONOTONIC, &rc->kept_saved);
+	array_save_state(a);
+	recovery_start(a, RAID_PARITY_MEMBER, false);
+}
+
+void recovery_check_kept(struct tpt_array *a, uint64_t from,
+			 uint64_t mismatches)
+{
+	a->recovery.check_kept = true;
+	a->recovery.kept_from = from;
+	a->recovery.kept_mismatches = mismatches;
+}
+
+/* The check the state file kept, once the array can run it: the first
+ * thing recovery_kick() finds nothing else to do. */
+static void check_resume(struct tpt_array *a)
+{
+	struct tpt_recovery *rc = &a->recovery;
+
+	if (rc->kept_from > a->nr_stripes) {
+		eprintf("tptraid: the state file's check goes on from stripe %"
+			PRIu64 ", past the array's %" PRIu64 ": not resumed\n",
+			rc->kept_from, a->nr_stripes);
+		rc->check_kept = false;
+		array_save_state(a);
+		return;
+	}
+	check_begin(a, rc->kept_from, rc->kept_mismatches);
+}
+
 int recovery_check_start(struct tpt_array *a, char *why, size_t len)
 {
 	struct tpt_recovery *rc = &a->recovery;
@@ -245,9 +345,7 @@ int recovery_check_start(struct tpt_array *a, char *why, size_t len)
 			 " with a recovery to run" : "");
 		return -EBUSY;
 	}
-	memset(&rc->checking, 0, sizeof(rc->checking));
-	rc->check = true;
-	recovery_start(a, RAID_PARITY_MEMBER, false);
+	check_begin(a, 0, 0);
 	return 0;
 }
 
@@ -255,6 +353,14 @@ bool recovery_check_stop(struct tpt_array *a)
 {
 	struct tpt_recovery *rc = &a->recovery;
 
+	if (!rc->active && rc->check_kept) {
+		/* Waiting for the array to be optimal again. */
+		eprintf("tptraid: check=stop: the check a restart stopped at "
+			"stripe %" PRIu64 " does not go on\n", rc->kept_from);
+		rc->check_kept = false;
+		array_save_state(a);
+		return true;
+	}
 	if (!rc->active || !rc->check)
 		return false;
 	check_end(a, "stopped by the operator");
@@ -385,8 +491,13 @@ static void recovery_span_done(struct tpt_span *s, int result)
 	uint32_t s_missing = s->missing;
 
 	rc->in_flight--;
-	if (rc->active && rc->check && !result)
+	if (rc->active && rc->check && !result) {
+		uint64_t before = rc->checking.mismatches;
+
 		check_count(a, s);
+		check_kept_advance(a, s_first, n,
+				   rc->checking.mismatches - before);
+	}
 	if (s->kind == TPT_SPAN_CHECK)
 		free(s->buf);
 	free(s);
@@ -588,13 +699,20 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 	rc->stopped[0] = '\0';
 	rc->position = position;
 	rc->catch_up = catch_up;
-	rc->next = 0;
+	rc->next = rc->check ? rc->kept_from : 0;
 	rc->done_stripes = 0;
 	rc->skipped = 0;
-	rc->total_stripes = rc->check ? a->nr_stripes : stripes_left(a);
-	rc->checking.total = rc->total_stripes;
-	clock_gettime(CLOCK_MONOTONIC, &rc->started);
+	rc->total_stripes = rc->check ? a->nr_stripes - rc->kept_from :
+			    stripes_left(a);
 	if (rc->check)
+		rc->checking.total = a->nr_stripes;
+	clock_gettime(CLOCK_MONOTONIC, &rc->started);
+	if (rc->check && rc->kept_from)
+		eprintf("tptraid: check: going on with the check a restart "
+			"stopped, from stripe %" PRIu64 " of %" PRIu64 " (%"
+			PRIu64 " mismatched before it); nothing is repaired\n",
+			rc->kept_from, a->nr_stripes, rc->kept_mismatches);
+	else if (rc->check)
 		eprintf("tptraid: check=yes: checking %" PRIu64 " stripes "
 			"online; nothing is repaired\n", rc->total_stripes);
 	else if (position == RAID_PARITY_MEMBER)
@@ -671,8 +789,12 @@ void recovery_kick(struct tpt_array *a)
 			return;
 		}
 	}
-	if (a->unsynced && tpt_array_state(a) == TPT_ARRAY_OPTIMAL)
+	if (tpt_array_state(a) != TPT_ARRAY_OPTIMAL)
+		return;
+	if (a->unsynced)
 		recovery_start(a, RAID_PARITY_MEMBER, false);
+	else if (a->recovery.check_kept)
+		check_resume(a);
 }
 
 bool recovery_keeps_region(const struct tpt_array *a, uint64_t r)

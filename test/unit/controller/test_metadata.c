@@ -217,7 +217,8 @@ static const char good_state[] =
 	"position 1 3\n"
 	"position 2 -1\n"
 	"rebuild_rate 0\n"
-	"fail_timeout 12\n";
+	"fail_timeout 12\n"
+	"check 1024 3\n";
 
 static void expect_refused(const char *text, const char *why)
 {
@@ -251,8 +252,11 @@ static void state_file(void)
 	CHECK_EQ(st->key[15], 0xff);
 	CHECK(st->has_rebuild_rate && st->rebuild_rate == 0);
 	CHECK(st->has_fail_timeout && st->fail_timeout == 12);
+	CHECK(st->has_check && st->check_from == 1024 &&
+	      st->check_mismatches == 3);
 	n = tpt_state_format(st, buf, 1 << 16);
 	CHECK(n > 0);
+	CHECK(strstr(buf, "\ncheck 1024 3\n") != NULL);
 	CHECK(strstr(buf, "\nkey 00112233445566778899aabbccddeeff\n") != NULL);
 	CHECK_EQ(tpt_state_parse(buf, (size_t)n, back, err, sizeof(err)), 0);
 	CHECK_MEM(back, st, sizeof(*st));
@@ -299,7 +303,14 @@ static void state_file(void)
 		       "line 2: rebuild_rate=-1: expected 0");
 	expect_refused("tptraid-state 1\nrebuild_rate 5\nrebuild_rate 5\n",
 		       "line 3: rebuild_rate: at most once");
-	/* Untuned: no lines, and none written. */
+	expect_refused("tptraid-state 1\ncheck 1024\n",
+		       "line 2: check: expected two values");
+	expect_refused("tptraid-state 1\ncheck 3 4\n",
+		       "line 2: check: at most once, FROM and MISMATCHES");
+	expect_refused("tptraid-state 1\ncheck 0x10 0\n", "line 2: check");
+	expect_refused("tptraid-state 1\ncheck 5 0\ncheck 5 0\n",
+		       "line 3: check: at most once");
+	/* Untuned and no check interrupted: no lines, and none written. */
 	{
 		static const char plain[] = "tptraid-state 1\n"
 			"array 0000000000000001\nspec x\n"
@@ -307,10 +318,11 @@ static void state_file(void)
 
 		CHECK_EQ(tpt_state_parse(plain, strlen(plain), st, err,
 					 sizeof(err)), 0);
-		CHECK(!st->has_rebuild_rate && !st->has_fail_timeout);
+		CHECK(!st->has_rebuild_rate && !st->has_fail_timeout &&
+		      !st->has_check);
 		n = tpt_state_format(st, buf, 1 << 16);
 		CHECK(n > 0 && !strstr(buf, "rebuild_rate") &&
-		      !strstr(buf, "fail_timeout"));
+		      !strstr(buf, "fail_timeout") && !strstr(buf, "check"));
 	}
 	free(st);
 	free(back);
