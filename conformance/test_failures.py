@@ -64,8 +64,9 @@ def wait_state(c, want, timeout=60):
 def scrub(c, mismatches=0, wrong_units=None):
     """tpt-scrub over the boxes now serving positions 0..N-1, in order:
     every stripe's parity right, or a mirror's copies equal, but for
-    `mismatches` stripes; RAID-6: of those, the ones with a single wrong
-    unit named as `wrong_units` says ({stripe: position}) when given.
+    `mismatches` stripes; RAID-6 and mirrors of 3 or more: of those, the
+    ones with a single wrong unit named as `wrong_units` says ({stripe:
+    position}) when given.
     Returns the stripes checked."""
     cluster.allow_plain_reads(c.targets)
     by_pos = sorted((pos, url) for url, _, pos in members(c).values() if pos >= 0)
@@ -315,6 +316,55 @@ def test_returning_member_resyncs_only_what_it_missed(tgtd_factory, mode, tmp_pa
     assert int(m.group(1)) < stripes // 2, m.group(0)
     verify_all(c, tmp_path)
     scrub(c)
+
+
+def test_box_late_at_a_restart_catches_up(tgtd_factory, mode, tmp_path, report):
+    """A box that does not come while the controller assembles the array
+    (a rack powered up together, one box slow to boot) is not rebuilt in
+    full when it comes: its map starts at the assembly, so it catches up
+    on what was written without it - the regions of the writes a crash
+    left in flight too, with start_dirty_degraded=yes."""
+    c = start(tgtd_factory, mode, n=4)
+    res, err = Load(c, tmp_path, 2).result()
+    assert res["errors"] == 0 and res["mismatches"] == 0, err
+    c.controller.stop()
+    kill(c.targets[3])
+    assemble(c)
+    wait_state(c, {"degraded"}, timeout=30)
+    # Writes to the first MiB only: one region of the record.
+    res, err = Load(c, tmp_path, 3, extra=("--span", "1m")).result()
+    assert res["errors"] == 0 and res["mismatches"] == 0, err
+    restart_target(c, 3)
+    wait_state(c, {"optimal"}, timeout=60)
+    log = c.controller.log()
+    assert "is back at position 3 from event 1: catching up on the stripes it missed" in log, \
+        log[-3000:]
+    m = re.search(r"position 3 caught up: (\d+) stripes", log)
+    assert m, log[-3000:]
+    assert int(m.group(1)) <= 64, m.group(0)
+    verify_all(c, tmp_path)
+    scrub(c)
+    # The controller killed mid-write with the box, both late: the record's
+    # regions with writes in flight go into the box's map as well.
+    load = Load(c, tmp_path, 20, extra=("--span", str(64 * 3 * UNIT)))
+    time.sleep(3)
+    kill(c.controller)
+    kill(c.targets[3])
+    res, _ = load.result()
+    assert res["mismatches"] == 0
+    since = len(c.controller.log())
+    assemble(c, bsopts="start_dirty_degraded=yes")
+    wait_state(c, {"degraded"}, timeout=30)
+    restart_target(c, 3)
+    wait_state(c, {"optimal"}, timeout=60)
+    log = c.controller.log()[since:]
+    m2 = re.search(r"position 3 caught up: (\d+) stripes", log)
+    assert m2 and 0 < int(m2.group(1)) <= 64, log[-3000:]
+    verify_all(c, tmp_path)
+    scrub(c)
+    report(f"{mode}: a box late at the controller's start caught up on {m.group(1)} "
+           f"stripes, not rebuilt in full; late after a crash mid-write, on {m2.group(1)} "
+           f"(the region with writes in flight)")
 
 
 def test_second_member_lost_fails_clearly(tgtd_factory, mode, tmp_path, report):
@@ -980,7 +1030,8 @@ def test_box_lost_during_a_check_ends_it(tgtd_factory, mode, report):
     nothing for it; a member killed then ends it there: it says so and
     keeps its figures, and the rebuild onto the other spare runs as
     usual.  The controller stopped during a check exits 0 and writes
-    where the check got to: the next start goes on from there."""
+    where the check got to: the next start goes on from there.  One that
+    starts degraded waits with it, and check=stop drops it."""
     c = start(tgtd_factory, mode, n=4, spares=2)
     set_param(c, "rebuild_rate=1")
     set_param(c, "check=yes")
@@ -1025,6 +1076,25 @@ def test_box_lost_during_a_check_ends_it(tgtd_factory, mode, report):
         assert f"going on with the check a restart stopped, from stripe {kept} of " \
                f"{total} (0 mismatched before it)" in c.controller.log()
     wait_no_kept_check(c)
+    # Stopped again, and a box gone meanwhile: the check waits for the
+    # array to be whole, and check=stop drops it.
+    set_param(c, "rebuild_rate=1")
+    set_param(c, "check=yes")
+    time.sleep(1)
+    c.controller.stop()
+    kill(c.targets[3])
+    c.controller.start(port=c.controller.port)
+    c.controller.new_target(1, c.iqn)
+    c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid")
+    wait_state(c, {"degraded"}, timeout=30)
+    assert check_figures(c) is None, show(c)
+    assert "\ncheck " in (c.controller.dir / "array.state").read_text()
+    set_param(c, "check=stop")
+    assert re.search(r"check=stop: the check a restart stopped at stripe \d+ does not go on",
+                     c.controller.log())
+    wait_no_kept_check(c)
+    with pytest.raises(TgtadmError):
+        set_param(c, "check=stop")
 
 
 def test_controller_crash_during_a_check_goes_on(tgtd_factory, mode, report):

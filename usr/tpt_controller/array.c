@@ -1219,6 +1219,7 @@ static int array_after_crash(struct tpt_array *a, uint8_t *dirty)
 	uint32_t unusable = array_unusable(a);
 	uint64_t regions = 0, written = 0;
 	uint8_t *unwritten;
+	char fresh[80] = "";
 	int ret;
 
 	for (i = 0; i < mb; i++) {
@@ -1244,16 +1245,13 @@ static int array_after_crash(struct tpt_array *a, uint8_t *dirty)
 		return -EUCLEAN;
 	}
 	/* A clean stop keeps the regions a resync had yet to do. */
-	if (written == regions)
-		eprintf("tptraid: the controller stopped with writes in flight "
-			"or a parity resync unfinished in %" PRIu64 " regions: "
-			"resyncing their parity\n", regions);
-	else
-		eprintf("tptraid: the controller stopped with writes in flight "
-			"or a parity resync unfinished in %" PRIu64 " regions: "
-			"resyncing their parity (%" PRIu64 " of them no host "
-			"has written since the array was new)\n", regions,
-			regions - written);
+	if (written < regions)
+		snprintf(fresh, sizeof(fresh), " (%" PRIu64 " of them no host "
+			 "has written since the array was new)",
+			 regions - written);
+	eprintf("tptraid: the controller stopped with writes in flight or a "
+		"parity resync unfinished in %" PRIu64 " regions: resyncing "
+		"their parity%s\n", regions, fresh);
 	unwritten = malloc(mb);
 	if (!unwritten)
 		return -ENOMEM;
@@ -1374,9 +1372,9 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		struct tpt_member *m = &a->member[i];
 
 		if (!m->ready) {
-			/* Its data is somewhere else only from now on. */
 			if (m->position >= 0)
-				a->pos[m->position].state = TPT_POS_MISSING;
+				array_position_absent(a, (unsigned int)m->position,
+						      dirty);
 			continue;
 		}
 		array_member_admit(a, m);
@@ -1416,6 +1414,8 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		a->level->name, a->nr_members, spec->unit_bytes >> 10,
 		tpt_array_bytes(a) >> 20, a->array_id, a->event);
 	a->started = true;
+	/* The maps begun for boxes that did not come, kept from now on. */
+	array_regions_changed(a);
 	recovery_kick(a);
 	free(dirty);
 	*out = a;

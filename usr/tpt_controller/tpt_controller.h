@@ -401,6 +401,11 @@ bool array_settling(const struct tpt_array *a);
 void array_member_advance(struct tpt_array *a, struct tpt_member *m);
 void array_member_admit(struct tpt_array *a, struct tpt_member *m);
 void array_member_refuse(struct tpt_array *a, struct tpt_member *m);
+/* Position @p's box has not come by the end of assembly: the box can
+ * catch up when it comes (array_members.c); @dirty, the record's intent
+ * bits, are regions it may have missed writes in at a crash. */
+void array_position_absent(struct tpt_array *a, unsigned int p,
+			   const uint8_t *dirty);
 /* array.c: start the waiting spans that may start now. */
 void array_run_waiting(struct tpt_array *a);
 /* Record in position @p's missed map the regions of every span that has
