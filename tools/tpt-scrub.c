@@ -42,9 +42,10 @@ struct member {
 	uint8_t *buf;
 };
 
-/* RAID-6: which unit of the stripe being read is the one wrong, from the
- * syndromes of each run of its blocks (raid_check_locate()): a stripe
- * names a position only if every run of it that disagrees names the same
+/* Which unit of the stripe being read is the one wrong (RAID-6, mirrors
+ * of 3 or more), from the syndromes of each run of its blocks that
+ * disagrees (the level's check_locate, as the controller's check reads
+ * them): a stripe names a position only if every such run names the same
  * one.  Named once the scan is past the stripe. */
 #define LOCATE_CLEAN (-2)
 struct locate {
@@ -63,21 +64,42 @@ static void locate_flush(struct locate *l)
 	l->wrong = LOCATE_CLEAN;
 }
 
+/* A run of @len bytes of @stripe with the syndromes @syn (RAID-6: SP and
+ * SQ; a mirror: copy i+1 XOR copy 0), any of them not zero. */
 static void locate_run(struct locate *l, const struct raid_level_ops *level,
 		       const struct raid_geometry *g, uint64_t stripe,
-		       const uint8_t *sp, const uint8_t *sq, uint64_t len)
+		       const uint8_t *const *syn, uint64_t len)
 {
-	const uint8_t *syn[2] = { sp, sq };
 	int wrong;
 
 	if (stripe != l->stripe) {
 		locate_flush(l);
 		l->stripe = stripe;
 	}
-	if (raid_unit_zero(sp, len) && raid_unit_zero(sq, len))
-		return;
 	wrong = level->check_locate(g, stripe, syn, len);
 	l->wrong = l->wrong == LOCATE_CLEAN || l->wrong == wrong ? wrong : -1;
+}
+
+/* A mirror's block at @off that differs between copies: its syndromes
+ * (copy i+1 XOR copy 0) into @syn_buf, (n-1) blocks, for locate_run(). */
+static void mirror_locate(struct locate *l, const struct raid_level_ops *level,
+			  const struct member *m, unsigned int n,
+			  uint64_t stripe, uint32_t off, uint32_t bs,
+			  uint8_t *syn_buf)
+{
+	const struct raid_geometry g = { .members = n };
+	const uint8_t *syn[MAX_MEMBERS];
+	unsigned int j;
+
+	for (j = 1; j < n; j++) {
+		uint8_t *s = syn_buf + (uint64_t)(j - 1) * bs;
+		const void *pair[2] = { m[j].buf + off, m[0].buf + off };
+
+		if (tpt_xor(s, pair, 2, bs))
+			return;
+		syn[j - 1] = s;
+	}
+	locate_run(l, level, &g, stripe, syn, bs);
 }
 
 static void usage(FILE *out)
@@ -87,10 +109,10 @@ static void usage(FILE *out)
 		"\n"
 		"Reads the members of a RAID-5 array (--raid 5, the default) and checks\n"
 		"that every stripe's blocks XOR to zero, of a RAID-6 array (--raid 6)\n"
-		"and checks every stripe's P and Q against its data, naming the one\n"
-		"wrong unit where one alone is ('wrong unit: stripe S: position P's'),\n"
-		"or of a RAID-1 array (--raid 1) and checks that every member holds\n"
-		"the same blocks.\n"
+		"and checks every stripe's P and Q against its data, or of a RAID-1\n"
+		"array (--raid 1) and checks that every member holds the same blocks;\n"
+		"RAID-6 and mirrors of 3 or more name the one wrong unit of a stripe\n"
+		"where one alone is ('wrong unit: stripe S: position P's').\n"
 		"--unit (default 65536) names stripes in reports; RAID-6 needs the\n"
 		"array's unit and its members in the array's order.  Members of a\n"
 		"running TPT array must allow plain reads (tgtadm ... --params\n"
@@ -163,6 +185,7 @@ static int raid6_syndromes(const struct raid_level_ops *level,
 					 .member_blocks = UINT64_MAX / n /
 							  unit_blocks *
 							  unit_blocks };
+	const uint8_t *syn[2];
 	uint32_t at, len, i, d;
 
 	for (at = 0; at < nblk; at += len) {
@@ -191,8 +214,12 @@ static int raid6_syndromes(const struct raid_level_ops *level,
 		if (tpt_gf_fold(q_syn, src, exp, n - 1, (uint64_t)len * bs,
 				false))
 			return -1;
-		locate_run(loc, level, &g, stripe, sum + (uint64_t)at * bs,
-			   q_syn, (uint64_t)len * bs);
+		syn[0] = sum + (uint64_t)at * bs;
+		syn[1] = q_syn;
+		if (!raid_unit_zero(syn[0], (uint64_t)len * bs) ||
+		    !raid_unit_zero(q_syn, (uint64_t)len * bs))
+			locate_run(loc, level, &g, stripe, syn,
+				   (uint64_t)len * bs);
 		for (i = 0; i < len * bs; i++)
 			sum[(uint64_t)at * bs + i] |= q_syn[i];
 	}
@@ -312,6 +339,12 @@ int main(int argc, char **argv)
 				bad = memcmp(m[j].buf + off, m[0].buf + off, bs);
 			for (j = 0; !copies && j < bs && !bad; j++)
 				bad = sum[off + j];
+			/* Every block that differs votes, not only a
+			 * stripe's first; a mirror has no use for sum
+			 * but as room for the syndromes. */
+			if (bad && copies && n >= 3)
+				mirror_locate(&loc, level, m, (unsigned int)n,
+					      stripe, off, bs, sum);
 			if (!bad || stripe == last_bad)
 				continue;
 			last_bad = stripe;
@@ -327,7 +360,7 @@ int main(int argc, char **argv)
 	if (progress)
 		fprintf(stderr, "\n");
 	locate_flush(&loc);
-	if (level == &raid6_level)
+	if (level->check_locate && (!copies || n >= 3))
 		printf("scrub: %" PRIu64 " stripes checked, %" PRIu64
 		       " mismatches, %" PRIu64 " with one wrong unit named\n",
 		       blocks * bs / unit, mismatches, loc.named);

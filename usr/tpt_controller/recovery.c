@@ -203,21 +203,19 @@ static bool resync_keeps(const struct tpt_array *a, uint64_t stripe,
 static void check_say(struct tpt_array *a, uint64_t st, int wrong)
 {
 	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
-	const char *what = a->level->copies ? "its copies differ" :
-			   "its parity disagrees with its data";
-	struct tpt_member *m;
+	struct tpt_member *m = wrong < 0 ? NULL :
+			       array_position_member(a, (unsigned int)wrong);
+	char which[96] = "";
 
-	if (wrong < 0) {
-		eprintf("tptraid: check: stripe %" PRIu64 " (array blocks %"
-			PRIu64 "-%" PRIu64 "): %s\n", st, st * per_stripe,
-			(st + 1) * per_stripe - 1, what);
-		return;
-	}
-	m = array_position_member(a, (unsigned int)wrong);
+	if (wrong >= 0)
+		snprintf(which, sizeof(which), ": position %d's unit (member "
+			 "%d) is the one wrong, the others agree", wrong,
+			 m ? (int)m->id : -1);
 	eprintf("tptraid: check: stripe %" PRIu64 " (array blocks %" PRIu64
-		"-%" PRIu64 "): %s: position %d's unit (member %d) is the "
-		"one wrong, the others agree\n", st, st * per_stripe,
-		(st + 1) * per_stripe - 1, what, wrong, m ? (int)m->id : -1);
+		"-%" PRIu64 "): %s%s\n", st, st * per_stripe,
+		(st + 1) * per_stripe - 1, a->level->copies ?
+		"its copies differ" : "its parity disagrees with its data",
+		which);
 }
 
 /* The stripes of check batch @s whose syndromes are not all zero. */
