@@ -94,6 +94,10 @@ TOOL_LDLIBS_tpt-client := -ljansson
 # tpt-iscsi-load uses it only for --direct.
 INIT_TOOLS := tpt-dd tpt-direct-verify tpt-iscsi-load
 $(foreach t,$(INIT_TOOLS),$(eval TOOL_LDLIBS_$(t) := $$(LIBTPTINIT) $$(INIT_EXT_LIBS)))
+# Every tool reads sizes with that library's parser (tpt_init_parse_size());
+# from the archive these take that object alone.
+ARGS_TOOLS := tpt-iscsi-io tpt-iscsi-verify tpt-dm-bench tpt-fi-rma-bench
+$(foreach t,$(ARGS_TOOLS),$(eval TOOL_LDLIBS_$(t) := $$(LIBTPTINIT)))
 
 .PHONY: all
 all: tgt libs initiator tools unit-bins
@@ -108,7 +112,7 @@ $(BINDIR)/%: $$(wildcard tools/$$*.c tools/$$*/*.c tools/$$*/*.h) $(wildcard too
 	@mkdir -p $(dir $@)
 	$(CC) $(OUR_CFLAGS) $(filter %.c,$^) -o $@ $(OUR_LDFLAGS) $(TPT_LIBS) -liscsi $(TOOL_LDLIBS_$*) $(TPT_EXT_LIBS)
 
-$(INIT_TOOLS:%=$(BINDIR)/%): $(LIBTPTINIT)
+$(INIT_TOOLS:%=$(BINDIR)/%) $(ARGS_TOOLS:%=$(BINDIR)/%): $(LIBTPTINIT)
 
 .PHONY: libs
 libs: $(TPT_LIBS)

@@ -233,7 +233,7 @@ def test_boxes_set_up_by_the_service_and_the_array_back_at_its_next_start(
     (("tpt-scrub", "a", "b"), "2 member URLs"),
     (("tpt-dd", "iscsi://h/iqn.x:y/1", "of=-", "--timeout", "0"), "--timeout: 1..3600"),
     (("tpt-iscsi-io", "read", "iscsi://h/iqn.x:y/1", "0x10", "1"), "(a decimal number)"),
-    (("tpt-iscsi-io", "--chunk", "1x", "capacity", "iscsi://h/iqn.x:y/1"), "with k or m"),
+    (("tpt-iscsi-io", "--chunk", "1x", "capacity", "iscsi://h/iqn.x:y/1"), "with k, m or g"),
 ])
 def test_tools_refuse_bad_arguments_saying_why(prefix, argv, says):
     r = subprocess.run([prefix / "bin" / argv[0], *argv[1:]], capture_output=True, text=True,

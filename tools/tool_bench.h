@@ -14,6 +14,7 @@
 #ifndef TPT_TOOLS_TOOL_BENCH_H
 #define TPT_TOOLS_TOOL_BENCH_H
 
+#include "initiator/tpt_init_args.h"
 #include "iser/tpt_dm_provider.h"
 
 #include <errno.h>
@@ -80,22 +81,14 @@ struct bench_tool {
 	void *ctx;
 };
 
-/* A byte count: a positive number with an optional k or m (1024-based)
- * suffix.  -1, without a message, when s is anything else. */
+/* A byte count, as every tool reads one (tpt_init_parse_size(): decimal,
+ * an optional k, m or g suffix, 1024-based), here not zero.  -1, without
+ * a message, when s is anything else. */
 static inline int bench_parse_size(const char *s, size_t *out)
 {
-	char *end;
-	unsigned long long v;
+	uint64_t v;
 
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *s == '-' || v == 0)
-		return -1;
-	if (*end == 'k' || *end == 'K')
-		v <<= 10, end++;
-	else if (*end == 'm' || *end == 'M')
-		v <<= 20, end++;
-	if (*end)
+	if (tpt_init_parse_size(s, &v) || !v || v > SIZE_MAX)
 		return -1;
 	*out = (size_t)v;
 	return 0;

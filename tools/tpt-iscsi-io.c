@@ -21,6 +21,7 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
+#include "initiator/tpt_init_args.h"
 #include "tool_iscsi.h"
 
 #define DEFAULT_INITIATOR "iqn.2026-11.org.tptraid:tpt-iscsi-io"
@@ -40,28 +41,18 @@ static void usage(FILE *out)
 }
 
 /* A decimal number (as dd reads its operands: 010 is ten, not eight),
- * with a k or m suffix (1024-based) where @suffix allows it. */
+ * with a k, m or g suffix (1024-based) where @suffix allows it: every
+ * tool's sizes (tpt_init_parse_size()). */
 static int parse_u64(const char *s, const char *what, bool suffix,
 		     uint64_t *out)
 {
-	unsigned int shift = 0;
-	char *end;
-
-	errno = 0;
-	*out = strtoull(s, &end, 10);
-	if (suffix && (*end == 'k' || *end == 'K'))
-		shift = 10, end++;
-	else if (suffix && (*end == 'm' || *end == 'M'))
-		shift = 20, end++;
-	if (errno || end == s || *end || *s == '-' ||
-	    *out > (UINT64_MAX >> shift)) {
-		fprintf(stderr, "tpt-iscsi-io: invalid %s '%s'%s\n", what, s,
-			suffix ? " (a decimal number of bytes, or with k or m)" :
-			" (a decimal number)");
-		return -1;
-	}
-	*out <<= shift;
-	return 0;
+	if ((suffix || strspn(s, "0123456789") == strlen(s)) &&
+	    !tpt_init_parse_size(s, out))
+		return 0;
+	fprintf(stderr, "tpt-iscsi-io: invalid %s '%s'%s\n", what, s,
+		suffix ? " (a decimal number of bytes, or with k, m or g)" :
+		" (a decimal number)");
+	return -1;
 }
 
 static int task_failed(struct iscsi_context *iscsi, struct scsi_task *task,

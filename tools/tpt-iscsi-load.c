@@ -157,34 +157,10 @@ static void usage(FILE *out)
 
 static int parse_size(const char *s, const char *what, uint64_t *out)
 {
-	unsigned long long v;
-	unsigned int shift = 0;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *s == '-')
-		goto bad;
-	switch (*end) {
-	case 'k': case 'K':
-		shift = 10;
-		end++;
-		break;
-	case 'm': case 'M':
-		shift = 20;
-		end++;
-		break;
-	case 'g': case 'G':
-		shift = 30;
-		end++;
-		break;
-	}
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		goto bad;
-	*out = (uint64_t)v << shift;
-	return 0;
-bad:
-	fprintf(stderr, PROG ": invalid %s '%s'\n", what, s);
+	if (!tpt_init_parse_size(s, out))
+		return 0;
+	fprintf(stderr, PROG ": invalid %s '%s' (a decimal number, with k, m "
+		"or g for powers of 1024)\n", what, s);
 	return -1;
 }
 

@@ -34,6 +34,7 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
+#include "initiator/tpt_init_args.h"
 #include "tool_iscsi.h"
 #include "tool_model.h"
 
@@ -197,25 +198,10 @@ static void usage(FILE *out)
 		MAX_QD);
 }
 
+/* Every tool's sizes: decimal, k, m or g for powers of 1024. */
 static int parse_bytes(const char *s, uint64_t *out)
 {
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -1;
-	switch (*end) {
-	case 'k': v <<= 10; end++; break;
-	case 'm': v <<= 20; end++; break;
-	case 'g': v <<= 30; end++; break;
-	default: break;
-	}
-	if (*end)
-		return -1;
-	*out = v;
-	return 0;
+	return tpt_init_parse_size(s, out) ? -1 : 0;
 }
 
 int main(int argc, char **argv)
