@@ -62,6 +62,8 @@ struct bl_plan_ctx {
 	uint32_t block_size;		/* bytes per logical block */
 	/* Members whose blocks cannot be used (struct tpt_plan_ctx). */
 	uint32_t missing;
+	/* Positions a rebuild also rebuilds (struct tpt_plan_ctx). */
+	uint32_t rebuild_also;
 };
 
 /* ---- building plans (for RAID levels) ---- */

@@ -204,15 +204,20 @@ static int r1_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
  * resync) every member in sync takes the blocks of the first one in
  * sync, the data member while it is there; any would do: where copies
  * differ a write was torn by a crash, never acknowledged, and either
- * version is the array's.
+ * version is the array's.  The positions of @also (c->rebuild_also) are
+ * written from the same source.
  */
 static int r1_sources(const struct raid_geometry *g, uint32_t missing,
-		      uint64_t first, uint32_t nr, unsigned int member,
-		      unsigned int *src, uint32_t *targets)
+		      uint32_t also, uint64_t first, uint32_t nr,
+		      unsigned int member, unsigned int *src,
+		      uint32_t *targets)
 {
 	unsigned int in_sync[RAID_MAX_MEMBERS], n, j;
 
 	if (member != RAID_PARITY_MEMBER && member >= g->members)
+		return -EINVAL;
+	if (raid_rebuild_also_check(also, missing, member) ||
+	    (g->members < 32 && (also >> g->members)))
 		return -EINVAL;
 	if (member != RAID_PARITY_MEMBER)
 		missing |= 1u << member;
@@ -227,7 +232,7 @@ static int r1_sources(const struct raid_geometry *g, uint32_t missing,
 		if (in_sync[j] != *src)
 			*targets |= 1u << in_sync[j];
 	if (member != RAID_PARITY_MEMBER)
-		*targets = 1u << member;
+		*targets = 1u << member | also;
 	return 0;
 }
 
@@ -247,7 +252,8 @@ static int r1_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	    nr > g->member_blocks / unit - first ||
 	    (uint64_t)nr * unit > TPT_VENDOR_LENGTH_MAX)
 		return -EINVAL;
-	err = r1_sources(g, c->missing, first, nr, member, &from, &targets);
+	err = r1_sources(g, c->missing, c->rebuild_also, first, nr, member,
+			 &from, &targets);
 	if (!err)
 		err = tpt_plan_begin(&b, c, first * unit, nr * unit, group,
 				     out);
@@ -406,7 +412,8 @@ static int r1_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first,
 	    nr > g->member_blocks / unit - first ||
 	    (uint64_t)nr * unit * c->block_size > UINT32_MAX)
 		return -EINVAL;
-	err = r1_sources(g, c->missing, first, nr, member, &from, &targets);
+	err = r1_sources(g, c->missing, c->rebuild_also, first, nr, member,
+			 &from, &targets);
 	if (!err)
 		err = bl_plan_begin(&b, c, first * unit, nr * unit, out);
 	if (err)

@@ -670,9 +670,10 @@ static int r6_tpt_write(struct tpt_plan_ctx *c, uint64_t lba, uint32_t blocks,
  * weighted sum r6_solve() gives, without the positions in c->missing,
  * computed at @member in COPY mode over the sources' READ MEDIUM exports
  * and staged for WRITE NEW DATA; one stripe at a time, since a unit's
- * weights change with its stripe.  For RAID_PARITY_MEMBER (a resync)
- * each stripe's P and Q are computed again from its data, both from the
- * same exports.
+ * weights change with its stripe.  The positions of c->rebuild_also (the
+ * other of two lost boxes) are computed from the same exports.  For
+ * RAID_PARITY_MEMBER (a resync) each stripe's P and Q are computed again
+ * from its data, both from the same exports.
  */
 static int r6_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 			  unsigned int member, uint32_t group,
@@ -684,25 +685,32 @@ static int r6_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	uint8_t w[RAID_MAX_MEMBERS];
 	struct tpt_plan_builder b;
 	struct r6_exports ex;
-	unsigned int par, d;
+	unsigned int par, d, t;
 	int err, last;
 
 	err = r6_rebuild_check(g, c->missing, first, nr, member, &missing);
+	if (!err)
+		err = raid_rebuild_also_check(c->rebuild_also, missing,
+					      member);
 	if (!err)
 		err = tpt_plan_begin_stripes(&b, c, first, nr, group, out);
 	if (err)
 		return err;
 	for (s = first; s < first + nr && !err; s++) {
 		exports_init(&ex, s * unit, unit, 0, 0);
-		if (member != RAID_PARITY_MEMBER) {
-			err = r6_solve(g, s, member, missing, w);
-			last = err ? err : plan_weighted_sum(&b, &ex, member, w,
+		for (t = 0; member != RAID_PARITY_MEMBER && t < g->members &&
+		     !err; t++) {
+			if (t != member && !(c->rebuild_also & (1u << t)))
+				continue;
+			err = r6_solve(g, s, t, missing, w);
+			last = err ? err : plan_weighted_sum(&b, &ex, t, w,
 							     NULL, NULL, 0,
 							     true);
 			if (last < 0)
 				err = last;
-			continue;
 		}
+		if (member != RAID_PARITY_MEMBER)
+			continue;
 		for (par = R6_P; par <= R6_Q && !err; par++) {
 			memset(w, 0, sizeof(w));
 			for (d = 0; d < g->members - 2; d++)

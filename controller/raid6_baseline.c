@@ -245,9 +245,10 @@ int r6_bl_write(const struct bl_plan_ctx *c, uint64_t lba, uint32_t blocks,
 }
 
 /*
- * Baseline rebuild: per stripe, @member's unit as its weighted sum of the
- * others (r6_solve()), or for RAID_PARITY_MEMBER both P and Q computed
- * from the data, then written.
+ * Baseline rebuild: per stripe, @member's unit (and those of
+ * c->rebuild_also) as its weighted sum of the others (r6_solve()), from
+ * one read of each, or for RAID_PARITY_MEMBER both P and Q computed from
+ * the data, then written.
  */
 int r6_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
 		  unsigned int member, struct bl_plan *out)
@@ -256,16 +257,26 @@ int r6_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
 	uint64_t per_stripe = raid_stripe_data_blocks(c->level, g), s;
 	uint32_t unit = g->unit_blocks, missing;
 	uint8_t w[RAID_MAX_MEMBERS];
+	unsigned int target[RAID_MAX_MEMBERS], nr_targets = 0, i, d;
 	struct bl_plan_builder b;
-	unsigned int par, d;
 	int err;
 
 	err = r6_rebuild_check(g, c->missing, first, nr, member, &missing);
+	if (!err)
+		err = raid_rebuild_also_check(c->rebuild_also, missing,
+					      member);
 	if (!err)
 		err = bl_plan_begin(&b, c, first * per_stripe,
 				    (uint32_t)((uint64_t)nr * per_stripe), out);
 	if (err)
 		return err;
+	/* The positions written: @member and rebuild_also's, or P and Q
+	 * (per stripe, below). */
+	for (i = 0; member != RAID_PARITY_MEMBER && i < g->members; i++)
+		if (i == member || (c->rebuild_also & (1u << i)))
+			target[nr_targets++] = i;
+	if (member == RAID_PARITY_MEMBER)
+		nr_targets = 2;
 	for (s = first; s < first + nr && !err; s++) {
 		struct bl_cmd wr = { .op = BL_WRITE, .lba = s * unit,
 				     .bytes = unit * c->block_size };
@@ -273,18 +284,16 @@ int r6_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
 		int t;
 
 		reads_init(&rd, s * unit, wr.bytes);
-		for (par = R6_P; par <= R6_Q && !err; par++) {
+		for (i = 0; i < nr_targets && !err; i++) {
 			if (member != RAID_PARITY_MEMBER) {
-				if (par == R6_Q)
-					break;
-				wr.member = member;
-				err = r6_solve(g, s, member, missing, w);
+				wr.member = target[i];
+				err = r6_solve(g, s, target[i], missing, w);
 			} else {
-				wr.member = c->level->parity_member(g, s, par);
+				wr.member = c->level->parity_member(g, s, i);
 				memset(w, 0, sizeof(w));
 				for (d = 0; d < g->members - 2; d++)
 					w[c->level->data_member(g, s, d)] =
-						r6_parity_coef(par, d);
+						r6_parity_coef(i, d);
 			}
 			t = err ? err : weighted_sum(&b, &rd, w, NULL, NULL, 0);
 			if (t < 0) {

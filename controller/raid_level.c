@@ -70,6 +70,16 @@ bool raid_unit_zero(const uint8_t *buf, uint64_t len)
 	return !len || (!buf[0] && !memcmp(buf, buf + 1, len - 1));
 }
 
+int raid_rebuild_also_check(uint32_t also, uint32_t missing,
+			    unsigned int member)
+{
+	if (!also)
+		return 0;
+	if (member >= 32 || (also & (1u << member)) || (also & ~missing))
+		return -EINVAL;
+	return 0;
+}
+
 int raid_check_locate(const struct raid_level_ops *level,
 		      const struct raid_geometry *g, uint32_t block_size,
 		      const uint8_t *buf, uint32_t nr, uint32_t s,

@@ -113,7 +113,10 @@ struct raid_level_ops {
 	 * Rebuild @member's units of stripes [@first, @first + @nr) from the
 	 * other members and write them to @member (which c->missing may
 	 * name: its blocks are not read), or recompute every stripe's parity
-	 * for RAID_PARITY_MEMBER.  Errors as above.
+	 * for RAID_PARITY_MEMBER.  The positions of c->rebuild_also are
+	 * rebuilt too, from the same reads, by the levels that survive two
+	 * losses (RAID-5 answers -ENODATA, as for any second position
+	 * missing).  Errors as above.
 	 */
 	int (*tpt_rebuild)(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 			   unsigned int member, uint32_t group,
@@ -211,5 +214,10 @@ int raid_check_locate(const struct raid_level_ops *level,
 		      uint64_t stripe);
 /* Whether @len bytes at @buf are all zero. */
 bool raid_unit_zero(const uint8_t *buf, uint64_t len);
+
+/* A rebuild's c->rebuild_also: 0, or -EINVAL unless @member is a position
+ * and each of @also is missing and not @member. */
+int raid_rebuild_also_check(uint32_t also, uint32_t missing,
+			    unsigned int member);
 
 #endif

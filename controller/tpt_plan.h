@@ -124,6 +124,10 @@ struct tpt_plan_ctx {
 	/* How a rebuild gathers a lost unit (protocol.md 7.5; array option
 	 * rebuild_gather); zero is the tree. */
 	enum tpt_rebuild_gather rebuild_gather;
+	/* A rebuild's other positions (a mask, all in @missing) whose units
+	 * the same plan rebuilds from the same reads: two boxes lost from a
+	 * RAID-6 or a mirror of three or more (raid_rebuild_also_check()). */
+	uint32_t rebuild_also;
 	/* The host's data is in the controller's memory (an unmodified
 	 * host): full stripes are cheapest written as they are, parity
 	 * included (raid5.c, plan_full_stripes_held()). */

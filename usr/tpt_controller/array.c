@@ -1373,8 +1373,8 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 
 		if (!m->ready) {
 			if (m->position >= 0)
-				array_position_absent(a, (unsigned int)m->position,
-						      dirty);
+				array_position_absent(a,
+						      (unsigned int)m->position);
 			continue;
 		}
 		array_member_admit(a, m);

@@ -259,39 +259,23 @@ void array_member_admit(struct tpt_array *a, struct tpt_member *m)
  * a loss at run time, and the box catches up on what is written without
  * it instead of being rebuilt in full.  If it lagged behind already, its
  * superblock's event says so when it comes (array_member_admit()), and a
- * map the record kept for it since goes on.  The regions with writes in
- * flight at a crash are in the map too: the box may have missed them.
- * Writes planned without it wait for the record to hold its map
- * (array_intent_hold()); those regions already in it are given a new
- * generation so that theirs wait as well.  Written once the array has
- * started (tpt_array_create()): a refused start leaves the record as it
- * was.
+ * map the record kept for it since goes on.  Its units in the regions a
+ * crash left writes in flight in are not in the map: they hold every
+ * write acknowledged before the crash, where the parity there may not
+ * (the write hole), and the resync computes the parity from them.  Writes
+ * planned without it wait for the record to hold its map
+ * (array_intent_hold()), written once the array has started
+ * (tpt_array_create()): a refused start leaves the record as it was.
  */
-void array_position_absent(struct tpt_array *a, unsigned int p,
-			   const uint8_t *dirty)
+void array_position_absent(struct tpt_array *a, unsigned int p)
 {
 	struct tpt_position *pos = &a->pos[p];
-	uint64_t r, first, last;
 
 	pos->state = TPT_POS_MISSING;
-	if (a->fresh)
-		return;
-	if (!pos->missed_valid) {
+	if (!a->fresh && !pos->missed_valid) {
 		pos->missing_since = a->event + 1;
 		pos->missed_valid = true;
 	}
-	for (r = 0; r < a->nr_regions; r++) {
-		if (!(dirty[r / 8] & (1u << (r % 8))))
-			continue;
-		first = r * TPT_RECOVERY_REGION_STRIPES;
-		last = first + TPT_RECOVERY_REGION_STRIPES - 1;
-		if (last >= a->nr_stripes)
-			last = a->nr_stripes - 1;
-		array_mark_missed(a, p, first, last);
-	}
-	for (r = 0; r < a->nr_regions; r++)
-		if (pos->missed[r / 8] & (1u << (r % 8)))
-			a->region_gen[r] = ++a->change_gen;
 }
 
 static void member_unclaimed(struct tpt_member *m, int err)

@@ -289,6 +289,8 @@ static int bl_start(struct tpt_span *s)
 		.level = a->level,
 		.block_size = a->block_size,
 		.missing = array_span_missing(s),
+		.rebuild_also = s->kind == TPT_SPAN_REBUILD ?
+				s->rebuild_also : 0,
 	};
 	struct bl_run *run = calloc(1, sizeof(*run));
 	unsigned int i;

@@ -1312,6 +1312,7 @@ static int tp_plan(struct tpt_span *s, struct tp_run *run, uint32_t group)
 	tp_bind_slots(a);
 	c->block_size = a->block_size;
 	c->missing = array_span_missing(s);
+	c->rebuild_also = s->kind == TPT_SPAN_REBUILD ? s->rebuild_also : 0;
 	c->host_held = !tp_direct(run);
 	c->host_pieces = tp_direct(run) ? tp_direct(run)->nr_pieces : 1;
 	switch (s->kind) {

@@ -486,7 +486,8 @@ static void recovery_span_done(struct tpt_span *s, int result)
 	struct tpt_recovery *rc = &a->recovery;
 	uint64_t n = s->last_stripe - s->first_stripe + 1;
 	uint64_t s_first = s->first_stripe;
-	uint32_t s_missing = s->missing;
+	uint32_t s_missing = s->missing, s_also = s->rebuild_also;
+	unsigned int p;
 
 	rc->in_flight--;
 	if (rc->active && rc->check && !result) {
@@ -539,6 +540,11 @@ static void recovery_span_done(struct tpt_span *s, int result)
 			array_fine_clear(a, a->pos[rc->position].missed_fine,
 					 s_first, s_first + n);
 			a->pos[rc->position].stalled_at = 0;
+			for (p = 0; p < a->nr_members; p++)
+				if (s_also & (1u << p))
+					array_fine_clear(a,
+							 a->pos[p].missed_fine,
+							 s_first, s_first + n);
 		}
 	}
 	recovery_step(a);
@@ -587,6 +593,43 @@ static uint64_t recovery_next(struct tpt_array *a, uint64_t from)
 			       b * a->fine_stripes : from;
 	}
 	return a->nr_stripes;
+}
+
+/* Whether position @p's box is there to be written, though it lacks
+ * stripes (RECOVERING). */
+static bool recovering_box(struct tpt_array *a, unsigned int p)
+{
+	struct tpt_member *m = array_position_member(a, p);
+
+	return a->pos[p].state == TPT_POS_RECOVERING && m && m->ready &&
+	       !m->failing && m->link == MEMBER_ONLINE;
+}
+
+/*
+ * The other positions a rebuild batch from stripe @first (planned without
+ * @missing) writes from the same reads: with two boxes lost (RAID-6, a
+ * mirror of three or more) and both positions recovering, each survivor
+ * is read once for both instead of once per position, which halves the
+ * time the array spends with no redundancy left.  The batch's stripes
+ * share @missing (recovery_next_batch() cuts them there), so such a
+ * position lacks them all.
+ */
+static uint32_t rebuild_along(struct tpt_array *a, uint64_t first,
+			      uint32_t missing)
+{
+	struct tpt_recovery *rc = &a->recovery;
+	uint32_t also = 0;
+	unsigned int p;
+
+	if (rc->check || rc->position == RAID_PARITY_MEMBER ||
+	    a->level->nr_parity(&a->geo) < 2)
+		return 0;
+	for (p = 0; p < a->nr_members; p++)
+		if (p != rc->position && (missing & (1u << p)) &&
+		    recovering_box(a, p) &&
+		    array_fine_has(a, a->pos[p].missed_fine, first))
+			also |= 1u << p;
+	return also;
 }
 
 /* Start the next batch; false when none is to start now. */
@@ -659,6 +702,7 @@ static bool recovery_next_batch(struct tpt_array *a)
 	s->kind = rc->check ? TPT_SPAN_CHECK : TPT_SPAN_REBUILD;
 	s->array = a;
 	s->member = rc->position;
+	s->rebuild_also = rebuild_along(a, first, missing);
 	s->first_stripe = first;
 	s->last_stripe = first + n - 1;
 	s->lba = first * per_stripe;
@@ -681,6 +725,27 @@ static void recovery_step(struct tpt_array *a)
 		;
 }
 
+/* For the log: the positions a rebuild of @position takes along
+ * (rebuild_along()), in @buf, or "". */
+static const char *along_what(struct tpt_array *a, unsigned int position,
+			      char *buf, size_t len)
+{
+	size_t at = 0;
+	unsigned int p;
+
+	buf[0] = '\0';
+	for (p = 0; p < a->nr_members && at < len &&
+	     a->level->nr_parity(&a->geo) >= 2; p++)
+		if (p != position && recovering_box(a, p))
+			at += (size_t)snprintf(buf + at, len - at, "%s%u",
+					       at ? ", " : "; with position ",
+					       p);
+	if (at && at < len)
+		snprintf(buf + at, len - at, " where it lacks them too, from "
+			 "the same reads");
+	return buf;
+}
+
 /*
  * A job goes over what its position's box lacks (missed_fine) from the
  * first stripe on: what an earlier job stopped by a failure did is clear
@@ -692,6 +757,7 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 	struct tpt_recovery *rc = &a->recovery;
 	bool quiet = position != RAID_PARITY_MEMBER &&
 		     a->pos[position].stalled_at;
+	char along[96];
 
 	rc->active = true;
 	rc->stopped[0] = '\0';
@@ -718,18 +784,19 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 			" stripes\n", rc->total_stripes);
 	else if (!quiet)
 		eprintf("tptraid: %s position %u onto member %d (%s): %" PRIu64
-			" stripes%s\n", catch_up ? "catching up" : "rebuilding",
+			" stripes%s%s\n", catch_up ? "catching up" : "rebuilding",
 			position, a->pos[position].member,
 			a->member[a->pos[position].member].url,
 			rc->total_stripes, !catch_up &&
 			rc->total_stripes < a->nr_stripes ?
-			" (the rest was done before it stopped)" : "");
+			" (the rest was done before it stopped)" : "",
+			along_what(a, position, along, sizeof(along)));
 	recovery_step(a);
 }
 
-/* A ready spare for @position, made its box: the rebuild writes over
- * whatever it held. */
-static bool recovery_take_spare(struct tpt_array *a, unsigned int position)
+/* A ready spare for @position, if there is one, made its box: the
+ * rebuild writes over whatever it held. */
+static void recovery_take_spare(struct tpt_array *a, unsigned int position)
 {
 	struct tpt_position *pos = &a->pos[position];
 	unsigned int i;
@@ -751,9 +818,8 @@ static bool recovery_take_spare(struct tpt_array *a, unsigned int position)
 		eprintf("tptraid: spare %u (%s) takes over position %u\n", i,
 			m->url, position);
 		array_save_state(a);
-		return true;
+		return;
 	}
-	return false;
 }
 
 void recovery_kick(struct tpt_array *a)
@@ -763,27 +829,20 @@ void recovery_kick(struct tpt_array *a)
 	if (!a->assembled || a->stopping || a->recovery.active ||
 	    a->recovery.in_flight || a->recovery.paused)
 		return;
+	/* Every position without a box takes a spare first: a rebuild
+	 * then takes along the other positions that lack its stripes
+	 * (rebuild_along()). */
+	for (p = 0; p < a->nr_members; p++)
+		if (a->pos[p].state == TPT_POS_MISSING)
+			recovery_take_spare(a, p);
 	/* From the position after the one that stalled last: two
 	 * positions recovering at once may each need the other somewhere
 	 * (a source lost during a rebuild, then back), and neither may
 	 * starve the other. */
 	for (i = 0; i < a->nr_members; i++) {
-		struct tpt_position *pos;
-		struct tpt_member *m;
-
 		p = (a->recovery.kick_from + i) % a->nr_members;
-		pos = &a->pos[p];
-		m = array_position_member(a, p);
-		if (pos->state == TPT_POS_RECOVERING && m && m->ready &&
-		    !m->failing && m->link == MEMBER_ONLINE) {
-			recovery_start(a, p, pos->catch_up);
-			return;
-		}
-	}
-	for (p = 0; p < a->nr_members; p++) {
-		if (a->pos[p].state == TPT_POS_MISSING &&
-		    recovery_take_spare(a, p)) {
-			recovery_start(a, p, false);
+		if (recovering_box(a, p)) {
+			recovery_start(a, p, a->pos[p].catch_up);
 			return;
 		}
 	}

@@ -341,6 +341,9 @@ struct tpt_span {
 	bool fua;
 	uint64_t first_stripe, last_stripe;
 	unsigned int member;		/* REBUILD: the position, or RAID_PARITY_MEMBER */
+	/* REBUILD: other positions whose units it rebuilds from the same
+	 * reads (two boxes lost: recovery.c, rebuild_along()). */
+	uint32_t rebuild_also;
 	void (*done)(struct tpt_span *s, int result);	/* REBUILD, CHECK */
 	void *priv;
 	/* Positions planned without, and those failing this span alone
@@ -402,10 +405,8 @@ void array_member_advance(struct tpt_array *a, struct tpt_member *m);
 void array_member_admit(struct tpt_array *a, struct tpt_member *m);
 void array_member_refuse(struct tpt_array *a, struct tpt_member *m);
 /* Position @p's box has not come by the end of assembly: the box can
- * catch up when it comes (array_members.c); @dirty, the record's intent
- * bits, are regions it may have missed writes in at a crash. */
-void array_position_absent(struct tpt_array *a, unsigned int p,
-			   const uint8_t *dirty);
+ * catch up when it comes (array_members.c). */
+void array_position_absent(struct tpt_array *a, unsigned int p);
 /* array.c: start the waiting spans that may start now. */
 void array_run_waiting(struct tpt_array *a);
 /* Record in position @p's missed map the regions of every span that has

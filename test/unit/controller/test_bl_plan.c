@@ -324,9 +324,10 @@ static void bad_requests(void)
 
 /* ---- random requests against the byte model ---- */
 
-/* Rebuild every unit of @member (or every parity) in runs of @run. */
+/* Rebuild every unit of @member (or every parity), and of the members of
+ * @also from the same reads, in runs of @run. */
 static void bl_world_rebuild(struct world *w, unsigned int member,
-			     uint32_t run)
+			     uint32_t also, uint32_t run)
 {
 	uint64_t stripes = w->a.geo.member_blocks / w->a.geo.unit_blocks, s;
 	struct bl_plan_ctx c;
@@ -335,11 +336,12 @@ static void bl_world_rebuild(struct world *w, unsigned int member,
 	int err;
 
 	/* Members still gone stay so (RAID-6, two lost). */
-	if (member != RAID_PARITY_MEMBER)
-		w->s.dead &= ~(1u << member);
 	w->a.ctx.missing = member == RAID_PARITY_MEMBER ? 0 :
 			   w->s.dead | 1u << member;
+	if (member != RAID_PARITY_MEMBER)
+		w->s.dead &= ~(1u << member | also);
 	c = bl_ctx(w);
+	c.rebuild_also = also;
 	for (s = 0; s < stripes; s += n) {
 		n = (uint32_t)(stripes - s < run ? stripes - s : run);
 		err = w->a.ctx.level->bl_rebuild(&c, s, n, member, &p);
@@ -352,8 +354,10 @@ static void bl_world_rebuild(struct world *w, unsigned int member,
 	w->a.ctx.missing = w->s.dead;
 }
 
+static unsigned int together_toggle;
+
 /* Random requests against the byte model; the members in @dead are
- * gone for all of them, then rebuilt one by one. */
+ * gone for all of them, then rebuilt one by one or two together. */
 static void level_requests_dead(const struct raid_level_ops *level,
 				unsigned int members, uint32_t unit,
 				uint32_t block_size, unsigned int rounds,
@@ -382,9 +386,15 @@ static void level_requests_dead(const struct raid_level_ops *level,
 		else
 			bl_world_read(&w, lba, blocks);
 	}
+	/* Two lost: every other time both from the same reads. */
+	if (__builtin_popcount(dead) == 2 && together_toggle++ % 2 &&
+	    !unit_failures) {
+		m = (unsigned int)__builtin_ctz(dead);
+		bl_world_rebuild(&w, m, dead & ~(1u << m), 5);
+	}
 	for (m = 0; m < members && !unit_failures; m++)
-		if (dead & (1u << m))
-			bl_world_rebuild(&w, m, 5);
+		if (w.s.dead & (1u << m))
+			bl_world_rebuild(&w, m, 0, 5);
 	if (dead && !unit_failures)
 		CHECK(world_consistent(&w));
 	world_destroy(&w);
@@ -424,7 +434,7 @@ static void raid6_requests(void)
 					&w.a.geo, s, (unsigned int)(s / 2 % 2)),
 					s), 8 * 512);
 		CHECK(!world_consistent(&w));
-		bl_world_rebuild(&w, RAID_PARITY_MEMBER, 5);
+		bl_world_rebuild(&w, RAID_PARITY_MEMBER, 0, 5);
 		CHECK(world_consistent(&w));
 		world_destroy(&w);
 	}
@@ -465,7 +475,7 @@ static void resync_recomputes_parity(void)
 		rnd_fill(unit_on_member(&w, raid5_level.parity_member(
 				&w.a.geo, s, 0), s), 16 * 512);
 	CHECK(!world_consistent(&w));
-	bl_world_rebuild(&w, RAID_PARITY_MEMBER, 4);
+	bl_world_rebuild(&w, RAID_PARITY_MEMBER, 0, 4);
 	CHECK(world_consistent(&w));
 	world_destroy(&w);
 }
@@ -484,12 +494,15 @@ static void mirror_requests(void)
 			level_requests_on(&raid1_level, n, 8, 512, 100,
 					  (int)dead);
 	}
+	/* Two of four copies lost, rebuilt one by one and together. */
+	level_requests_dead(&raid1_level, 4, 8, 512, 100, 0x5);
+	level_requests_dead(&raid1_level, 4, 8, 512, 100, 0x6);
 	world_init_level(&w, &raid1_level, 3, 16, 10, 512, 16);
 	for (s = 0; s < 10; s += 3)
 		rnd_fill(unit_on_member(&w, raid1_level.parity_member(
 				&w.a.geo, s, (unsigned int)s % 2), s), 16 * 512);
 	CHECK(!world_consistent(&w));
-	bl_world_rebuild(&w, RAID_PARITY_MEMBER, 4);
+	bl_world_rebuild(&w, RAID_PARITY_MEMBER, 0, 4);
 	CHECK(world_consistent(&w));
 	world_destroy(&w);
 }

@@ -31,8 +31,10 @@ static void world_run_plan(struct world *w, struct tpt_plan *p)
 	tpt_plan_free(p);
 }
 
-/* Rebuild every unit of @member in runs of up to @run stripes. */
-static void world_rebuild(struct world *w, unsigned int member, uint32_t run)
+/* Rebuild every unit of @member, and of the members of @also from the
+ * same reads, in runs of up to @run stripes. */
+static void world_rebuild(struct world *w, unsigned int member,
+			  uint32_t also, uint32_t run)
 {
 	uint64_t stripes = w->a.geo.member_blocks / w->a.geo.unit_blocks, s;
 	struct tpt_plan p;
@@ -41,10 +43,11 @@ static void world_rebuild(struct world *w, unsigned int member, uint32_t run)
 
 	/* Members still gone stay so: RAID-6 rebuilds one of two lost
 	 * members while the other is missing. */
-	if (member != RAID_PARITY_MEMBER)
-		w->s.dead &= ~(1u << member);
 	w->a.ctx.missing = member == RAID_PARITY_MEMBER ? 0 :
 			   w->s.dead | 1u << member;
+	if (member != RAID_PARITY_MEMBER)
+		w->s.dead &= ~(1u << member | also);
+	w->a.ctx.rebuild_also = also;
 	for (s = 0; s < stripes && !w->s.failed; s += n) {
 		n = (uint32_t)(stripes - s < run ? stripes - s : run);
 		w->group += TPT_PLAN_MAX_GROUPS;
@@ -56,6 +59,7 @@ static void world_rebuild(struct world *w, unsigned int member, uint32_t run)
 		world_run_plan(w, &p);
 	}
 	w->a.ctx.missing = w->s.dead;
+	w->a.ctx.rebuild_also = 0;
 }
 
 /*
@@ -64,6 +68,8 @@ static void world_rebuild(struct world *w, unsigned int member, uint32_t run)
  * and afterwards they are rebuilt one by one, after which the whole
  * array must be consistent again.
  */
+static unsigned int together_toggle;
+
 static void level_requests_dead(const struct raid_level_ops *level,
 				unsigned int members, uint32_t unit,
 				uint64_t stripes, uint32_t block_size,
@@ -122,9 +128,15 @@ static void level_requests_dead(const struct raid_level_ops *level,
 			members, unit, dead,
 			i - 1, (unsigned long long)lba,
 			(unsigned long long)blocks);
+	/* Two lost: every other time both from the same reads. */
+	if (__builtin_popcount(dead) == 2 && together_toggle++ % 2 &&
+	    unit_failures == before) {
+		m = (unsigned int)__builtin_ctz(dead);
+		world_rebuild(&w, m, dead & ~(1u << m), 5);
+	}
 	for (m = 0; m < members && unit_failures == before; m++)
-		if (dead & (1u << m))
-			world_rebuild(&w, m, 5);
+		if (w.s.dead & (1u << m))
+			world_rebuild(&w, m, 0, 5);
 	if (dead && unit_failures == before)
 		CHECK(world_consistent(&w));
 	world_destroy(&w);
@@ -173,6 +185,9 @@ static void mirror_requests(void)
 			level_requests_on(&raid1_level, n, 8, 24, 512, 150,
 					  (int)dead);
 	}
+	/* Two of four copies lost, rebuilt one by one and together. */
+	level_requests_dead(&raid1_level, 4, 8, 24, 512, 150, 0x5);
+	level_requests_dead(&raid1_level, 4, 8, 24, 512, 150, 0x6);
 	for (n = 2; n <= 4; n++) {
 		world_init_level(&w, &raid1_level, n, 16, 10, 512, 64);
 		for (s = 0; s < 10; s += 3)
@@ -180,7 +195,7 @@ static void mirror_requests(void)
 					&w.a.geo, s, (unsigned int)(s % (n - 1))),
 					s), 16 * 512);
 		CHECK(!world_consistent(&w));
-		world_rebuild(&w, RAID_PARITY_MEMBER, 4);
+		world_rebuild(&w, RAID_PARITY_MEMBER, 0, 4);
 		CHECK(world_consistent(&w));
 		world_destroy(&w);
 	}
@@ -269,7 +284,7 @@ static void resync_recomputes_parity(void)
 			rnd_fill(unit_on_member(&w, raid5_level.parity_member(
 					&w.a.geo, s, 0), s), 16 * 512);
 		CHECK(!world_consistent(&w));
-		world_rebuild(&w, RAID_PARITY_MEMBER, 4);
+		world_rebuild(&w, RAID_PARITY_MEMBER, 0, 4);
 		CHECK(world_consistent(&w));
 		world_destroy(&w);
 	}
@@ -317,7 +332,7 @@ static void rebuild_passes_fit_the_list(void)
 		tpt_plan_return_slots(&p);
 		tpt_plan_free(&p);
 		w.a.ctx.missing = 0;
-		world_rebuild(&w, 2, runs[r]);
+		world_rebuild(&w, 2, 0, runs[r]);
 		CHECK(world_consistent(&w));
 		world_destroy(&w);
 	}
@@ -399,7 +414,7 @@ static void rebuild_tree_spreads_the_gathering(void)
 			rnd_fill(w.s.t[m].disk,
 				 w.a.geo.member_blocks * w.s.bs);
 			CHECK(!world_consistent(&w));
-			world_rebuild(&w, m, 5);
+			world_rebuild(&w, m, 0, 5);
 			CHECK(world_consistent(&w));
 		}
 		world_destroy(&w);
@@ -534,7 +549,7 @@ static void raid6_requests(void)
 					&w.a.geo, s, (unsigned int)(s / 2 % 2)),
 					s), 16 * 512);
 		CHECK(!world_consistent(&w));
-		world_rebuild(&w, RAID_PARITY_MEMBER, 4);
+		world_rebuild(&w, RAID_PARITY_MEMBER, 0, 4);
 		CHECK(world_consistent(&w));
 		w.a.ctx.missing = 0x7;
 		CHECK_EQ(raid6_level.tpt_read(&w.a.ctx, 0, 64, 1, &p),
@@ -543,6 +558,24 @@ static void raid6_requests(void)
 			 -ENODATA);
 		CHECK_EQ(raid6_level.tpt_rebuild(&w.a.ctx, 0, 1, 0, 1, &p),
 			 -ENODATA);
+		/* What a rebuild takes along must be missing, and not the
+		 * member itself nor the parity's resync. */
+		w.a.ctx.missing = 0x3;
+		w.a.ctx.rebuild_also = 0x4;
+		CHECK_EQ(raid6_level.tpt_rebuild(&w.a.ctx, 0, 1, 0, 1, &p),
+			 -EINVAL);
+		w.a.ctx.rebuild_also = 0x1;
+		CHECK_EQ(raid6_level.tpt_rebuild(&w.a.ctx, 0, 1, 0, 1, &p),
+			 -EINVAL);
+		w.a.ctx.rebuild_also = 0x2;
+		CHECK_EQ(raid6_level.tpt_rebuild(&w.a.ctx, 0, 1,
+						 RAID_PARITY_MEMBER, 1, &p),
+			 -ENODATA);
+		w.a.ctx.missing = 0;
+		CHECK_EQ(raid6_level.tpt_rebuild(&w.a.ctx, 0, 1,
+						 RAID_PARITY_MEMBER, 1, &p),
+			 -EINVAL);
+		w.a.ctx.rebuild_also = 0;
 		CHECK(all_slots_free(&w.a));
 		world_destroy(&w);
 	}
