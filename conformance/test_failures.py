@@ -434,7 +434,7 @@ def test_survivor_lost_during_rebuild_then_back(tgtd_factory, mode, tmp_path, re
     assert boxes[5][1:] == ("up", 1) and boxes[3][1:] == ("up", 3), show(c)
     log = c.controller.log()
     assert re.search(r"position 3 caught up", log), log[-3000:]
-    assert re.search(r"rebuilding position 1 onto member 5 .*the rest was done before it stopped",
+    assert re.search(r"rebuilding position 1 onto member 5 .*the rest is done already",
                      log), log[-3000:]
     verify_all(c, tmp_path)
     scrub(c)

@@ -789,7 +789,7 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 			a->member[a->pos[position].member].url,
 			rc->total_stripes, !catch_up &&
 			rc->total_stripes < a->nr_stripes ?
-			" (the rest was done before it stopped)" : "",
+			" (the rest is done already)" : "",
 			along_what(a, position, along, sizeof(along)));
 	recovery_step(a);
 }
