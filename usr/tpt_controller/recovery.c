@@ -254,6 +254,7 @@ static void check_kept_advance(struct tpt_array *a, uint64_t first,
 			       uint64_t stripes, uint64_t mismatches)
 {
 	struct tpt_recovery *rc = &a->recovery;
+	bool folded;
 	unsigned int i;
 
 	if (first != rc->kept_from) {
@@ -265,14 +266,17 @@ static void check_kept_advance(struct tpt_array *a, uint64_t first,
 	}
 	rc->kept_from += stripes;
 	rc->kept_mismatches += mismatches;
-	for (i = 0; i < rc->nr_ahead; i++) {
-		if (rc->ahead[i].first != rc->kept_from)
-			continue;
-		rc->kept_from += rc->ahead[i].stripes;
-		rc->kept_mismatches += rc->ahead[i].mismatches;
-		rc->ahead[i] = rc->ahead[--rc->nr_ahead];
-		i = (unsigned int)-1;
-	}
+	do {
+		folded = false;
+		for (i = 0; i < rc->nr_ahead && !folded; i++) {
+			if (rc->ahead[i].first != rc->kept_from)
+				continue;
+			rc->kept_from += rc->ahead[i].stripes;
+			rc->kept_mismatches += rc->ahead[i].mismatches;
+			rc->ahead[i] = rc->ahead[--rc->nr_ahead];
+			folded = true;
+		}
+	} while (folded);
 	if (elapsed(&rc->kept_saved) >= CHECK_SAVE_SECONDS) {
 		clock_gettime(CLOCK_MONOTONIC, &rc->kept_saved);
 		array_save_state(a);
