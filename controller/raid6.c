@@ -248,6 +248,22 @@ int r6_rebuild_check(const struct raid_geometry *g, uint32_t missing,
 	return err;
 }
 
+int r6_rebuild_targets(uint32_t missing, unsigned int member, uint32_t also,
+		       unsigned int target[RAID_MAX_MEMBERS])
+{
+	int err = raid_rebuild_also_check(also, missing, member), n = 0;
+	unsigned int p;
+
+	if (err || member == RAID_PARITY_MEMBER)
+		return err;
+	/* @also lies within @missing, which r6_missing() kept to the
+	 * members. */
+	for (p = 0; p < RAID_MAX_MEMBERS; p++)
+		if (p == member || (also & (1u << p)))
+			target[n++] = p;
+	return n;
+}
+
 /* ---- TPT plans ---- */
 
 /* The members' READ MEDIUM exports of one range in one group: a
@@ -685,32 +701,32 @@ static int r6_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	uint8_t w[RAID_MAX_MEMBERS];
 	struct tpt_plan_builder b;
 	struct r6_exports ex;
-	unsigned int par, d, t;
-	int err, last;
+	unsigned int target[RAID_MAX_MEMBERS], par, d;
+	int err, last, nr_targets = 0, i;
 
 	err = r6_rebuild_check(g, c->missing, first, nr, member, &missing);
-	if (!err)
-		err = raid_rebuild_also_check(c->rebuild_also, missing,
-					      member);
+	if (!err) {
+		nr_targets = r6_rebuild_targets(missing, member,
+						c->rebuild_also, target);
+		err = nr_targets < 0 ? nr_targets : 0;
+	}
 	if (!err)
 		err = tpt_plan_begin_stripes(&b, c, first, nr, group, out);
 	if (err)
 		return err;
 	for (s = first; s < first + nr && !err; s++) {
 		exports_init(&ex, s * unit, unit, 0, 0);
-		for (t = 0; member != RAID_PARITY_MEMBER && t < g->members &&
-		     !err; t++) {
-			if (t != member && !(c->rebuild_also & (1u << t)))
-				continue;
-			err = r6_solve(g, s, t, missing, w);
-			last = err ? err : plan_weighted_sum(&b, &ex, t, w,
-							     NULL, NULL, 0,
-							     true);
-			if (last < 0)
-				err = last;
-		}
-		if (member != RAID_PARITY_MEMBER)
+		if (member != RAID_PARITY_MEMBER) {
+			for (i = 0; i < nr_targets && !err; i++) {
+				err = r6_solve(g, s, target[i], missing, w);
+				last = err ? err :
+				       plan_weighted_sum(&b, &ex, target[i], w,
+							 NULL, NULL, 0, true);
+				if (last < 0)
+					err = last;
+			}
 			continue;
+		}
 		for (par = R6_P; par <= R6_Q && !err; par++) {
 			memset(w, 0, sizeof(w));
 			for (d = 0; d < g->members - 2; d++)

@@ -76,6 +76,13 @@ int r6_rebuild_check(const struct raid_geometry *g, uint32_t missing,
 		     uint64_t first, uint32_t nr, unsigned int member,
 		     uint32_t *out);
 
+/* The positions a rebuild of @member writes, for r6_rebuild_check()'s
+ * @missing: @member and those of @also (c->rebuild_also), in order, into
+ * @target; their number (none for RAID_PARITY_MEMBER), or -EINVAL for an
+ * @also raid_rebuild_also_check() refuses. */
+int r6_rebuild_targets(uint32_t missing, unsigned int member, uint32_t also,
+		       unsigned int target[RAID_MAX_MEMBERS]);
+
 /* The positions in @missing that count (bits beyond the members do not);
  * -ENODATA when more than two are gone. */
 int r6_missing(const struct raid_geometry *g, uint32_t missing,

@@ -257,24 +257,23 @@ int r6_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
 	uint64_t per_stripe = raid_stripe_data_blocks(c->level, g), s;
 	uint32_t unit = g->unit_blocks, missing;
 	uint8_t w[RAID_MAX_MEMBERS];
-	unsigned int target[RAID_MAX_MEMBERS], nr_targets = 0, i, d;
+	unsigned int target[RAID_MAX_MEMBERS], d;
 	struct bl_plan_builder b;
-	int err;
+	int err, nr_targets = 0, i;
 
 	err = r6_rebuild_check(g, c->missing, first, nr, member, &missing);
-	if (!err)
-		err = raid_rebuild_also_check(c->rebuild_also, missing,
-					      member);
+	if (!err) {
+		nr_targets = r6_rebuild_targets(missing, member,
+						c->rebuild_also, target);
+		err = nr_targets < 0 ? nr_targets : 0;
+	}
 	if (!err)
 		err = bl_plan_begin(&b, c, first * per_stripe,
 				    (uint32_t)((uint64_t)nr * per_stripe), out);
 	if (err)
 		return err;
-	/* The positions written: @member and rebuild_also's, or P and Q
-	 * (per stripe, below). */
-	for (i = 0; member != RAID_PARITY_MEMBER && i < g->members; i++)
-		if (i == member || (c->rebuild_also & (1u << i)))
-			target[nr_targets++] = i;
+	/* The positions written: r6_rebuild_targets()'s, or P and Q (per
+	 * stripe, below). */
 	if (member == RAID_PARITY_MEMBER)
 		nr_targets = 2;
 	for (s = first; s < first + nr && !err; s++) {

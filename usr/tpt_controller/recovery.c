@@ -609,6 +609,15 @@ static bool recovering_box(struct tpt_array *a, unsigned int p)
 	       !m->failing && m->link == MEMBER_ONLINE;
 }
 
+/* Whether a rebuild of @position can write position @p's units too
+ * (rebuild_along()): the level survives the loss of both. */
+static bool takes_along(struct tpt_array *a, unsigned int position,
+			unsigned int p)
+{
+	return p != position && a->level->nr_parity(&a->geo) >= 2 &&
+	       recovering_box(a, p);
+}
+
 /*
  * The other positions a rebuild batch from stripe @first (planned without
  * @missing) writes from the same reads: with two boxes lost (RAID-6, a
@@ -625,12 +634,10 @@ static uint32_t rebuild_along(struct tpt_array *a, uint64_t first,
 	uint32_t also = 0;
 	unsigned int p;
 
-	if (rc->check || rc->position == RAID_PARITY_MEMBER ||
-	    a->level->nr_parity(&a->geo) < 2)
+	if (rc->check || rc->position == RAID_PARITY_MEMBER)
 		return 0;
 	for (p = 0; p < a->nr_members; p++)
-		if (p != rc->position && (missing & (1u << p)) &&
-		    recovering_box(a, p) &&
+		if ((missing & (1u << p)) && takes_along(a, rc->position, p) &&
 		    array_fine_has(a, a->pos[p].missed_fine, first))
 			also |= 1u << p;
 	return also;
@@ -738,9 +745,8 @@ static const char *along_what(struct tpt_array *a, unsigned int position,
 	unsigned int p;
 
 	buf[0] = '\0';
-	for (p = 0; p < a->nr_members && at < len &&
-	     a->level->nr_parity(&a->geo) >= 2; p++)
-		if (p != position && recovering_box(a, p))
+	for (p = 0; p < a->nr_members && at < len; p++)
+		if (takes_along(a, position, p))
 			at += (size_t)snprintf(buf + at, len - at, "%s%u",
 					       at ? ", " : "; with position ",
 					       p);
