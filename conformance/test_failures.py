@@ -1030,11 +1030,12 @@ def test_operator_check_counts_what_it_does_not_repair(tgtd_factory, mode, tmp_p
         c.controller.log()
 
 
-def test_box_lost_during_a_check_ends_it(tgtd_factory, mode, report):
+def test_box_lost_during_a_check_goes_on_after_the_rebuild(tgtd_factory, mode, report):
     """A spare killed while a slow check has batches in flight changes
-    nothing for it; a member killed then ends it there: it says so and
-    keeps its figures, and the rebuild onto the other spare runs as
-    usual.  The controller stopped during a check exits 0 and writes
+    nothing for it; a member killed then stops it there: it says so,
+    keeps its figures and where it got to, the rebuild onto the other
+    spare runs as usual, and the check then goes on from that stripe to
+    the end.  The controller stopped during a check exits 0 and writes
     where the check got to: the next start goes on from there.  One that
     starts degraded waits with it, and check=stop drops it."""
     c = start(tgtd_factory, mode, n=4, spares=2)
@@ -1051,11 +1052,28 @@ def test_box_lost_during_a_check_ends_it(tgtd_factory, mode, report):
     state, checked, total, _, how = check_figures(c)
     assert state == "last" and checked < total and how.startswith("stopped"), show(c)
     assert how == "stopped: a box was lost", how
+    waiting = re.search(r"TPT-RAID check: waiting from_stripe (\d+) of (\d+) "
+                        r"mismatched_stripes 0, stopped by a box's loss", show(c))
+    assert waiting and int(waiting.group(1)) <= checked, show(c)
+    lost_at = int(waiting.group(1))
+    assert f"check {lost_at} 0" in (c.controller.dir / "array.state").read_text()
     set_param(c, "rebuild_rate=0")
     wait_state(c, {"optimal"}, timeout=60)
+    deadline = time.monotonic() + 60
+    while (fig := check_figures(c))[4] != "completed":
+        assert time.monotonic() < deadline, show(c)
+        time.sleep(0.2)
+    assert fig[1:4] == (total, total, 0), show(c)
+    log = c.controller.log()
+    assert f"going on with the check stopped by a box's loss, from stripe {lost_at} of " \
+           f"{total} (0 mismatched before it)" in log, log[-3000:]
+    assert re.search(rf"check completed: {total} of {total} stripes checked in [\d.]+ s "
+                     rf"\(from stripe {lost_at} on, after a box's loss\), 0 mismatched", log), \
+        log[-3000:]
+    wait_no_kept_check(c)
     report(f"{mode}: a spare killed during a check left it running; a member "
            f"killed {checked} of {total} stripes into it: '{how}', rebuilt onto "
-           f"the other spare")
+           f"the other spare, then the check went on from stripe {lost_at} to the end")
     scrub(c)
     assert check_all(c)[1:] == (total, total, 0, "completed"), show(c)
     set_param(c, "rebuild_rate=1")
@@ -1078,7 +1096,7 @@ def test_box_lost_during_a_check_ends_it(tgtd_factory, mode, report):
     fig = wait_check(c)
     assert fig[1:] == (total, total, 0, "completed"), show(c)
     if kept:
-        assert f"going on with the check a restart stopped, from stripe {kept} of " \
+        assert f"going on with the check stopped by a restart, from stripe {kept} of " \
                f"{total} (0 mismatched before it)" in c.controller.log()
     wait_no_kept_check(c)
     # Stopped again, and a box gone meanwhile: the check waits for the
@@ -1093,9 +1111,11 @@ def test_box_lost_during_a_check_ends_it(tgtd_factory, mode, report):
     c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid")
     wait_state(c, {"degraded"}, timeout=30)
     assert check_figures(c) is None, show(c)
+    assert re.search(r"TPT-RAID check: waiting from_stripe \d+ of \d+ mismatched_stripes 0, "
+                     r"stopped by a restart", show(c)), show(c)
     assert "\ncheck " in (c.controller.dir / "array.state").read_text()
     set_param(c, "check=stop")
-    assert re.search(r"check=stop: the check a restart stopped at stripe \d+ does not go on",
+    assert re.search(r"check=stop: the check stopped by a restart does not go on from stripe \d+",
                      c.controller.log())
     wait_no_kept_check(c)
     with pytest.raises(TgtadmError):
@@ -1135,7 +1155,7 @@ def test_controller_crash_during_a_check_goes_on(tgtd_factory, mode, report):
     _, checked, total, mismatched, how = wait_check(c)
     assert (checked, mismatched, how) == (total, 2, "completed"), show(c)
     log = c.controller.log()
-    assert re.search(rf"going on with the check a restart stopped, from stripe \d+ of "
+    assert re.search(rf"going on with the check stopped by a restart, from stripe \d+ of "
                      rf"{total} \(1 mismatched before it\)", log), log[-3000:]
     assert re.search(r"check completed: \d+ of \d+ stripes checked in [\d.]+ s "
                      r"\(from stripe \d+ on, after a restart\), 2 mismatched", log), log[-3000:]

@@ -35,7 +35,8 @@ static const char *member_state(const struct tpt_array *a,
 }
 
 /* The running check's figures so far, else the last check's as it
- * ended; mismatches count stripes. */
+ * ended, and one stopped that waits to go on; mismatches count
+ * stripes. */
 static void show_check(const struct tpt_array *a, struct concat_buf *b)
 {
 	const struct tpt_recovery *rc = &a->recovery;
@@ -43,6 +44,12 @@ static void show_check(const struct tpt_array *a, struct concat_buf *b)
 				    &rc->last_check;
 	unsigned int p;
 
+	if (!rc->check && rc->check_kept)
+		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID check: waiting "
+			      "from_stripe %" PRIu64 " of %" PRIu64
+			      " mismatched_stripes %" PRIu64 ", stopped by %s\n",
+			      rc->kept_from, a->nr_stripes,
+			      rc->kept_mismatches, rc->kept_by);
 	if (!rc->check && !k->end[0]) {
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID check: none\n");
 		return;

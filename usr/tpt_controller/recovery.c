@@ -32,10 +32,13 @@
  * level's tpt_check / bl_check, whose outcome - a syndrome per
  * redundancy unit, zero where it agrees with the data - comes back to us
  * in the span's buffer, and the stripes where it is not zero are counted.
- * It runs only while the array is optimal with nothing else to do, and a
- * member's box lost ends it (md's check stops when an array degrades).
- * A restart does not: where it has got to is kept in the state file, and
- * the next start goes on from there (mdadm's mdcheck keeps its place).
+ * It runs only while the array is optimal with nothing else to do: a
+ * member's box lost stops it (md's check stops when an array degrades),
+ * and so does a restart, but neither loses it.  Where it has got to is
+ * kept in the state file, and once the array is optimal again with
+ * nothing else to do - the box rebuilt or caught up, the controller
+ * started again - it goes on from there (mdadm's mdcheck keeps its
+ * place).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -136,37 +139,50 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
  * crash makes it check again, at most. */
 #define CHECK_SAVE_SECONDS 10
 
-/* The running check is over, as @how says: its figures are the last
- * check's until the next one. */
-static void check_end(struct tpt_array *a, const char *how)
+/* Why a kept check waits (recovery.kept_by). */
+static const char KEPT_BY_RESTART[] = "a restart";
+static const char KEPT_BY_LOSS[] = "a box's loss";
+
+/*
+ * The running check is over, as @how says: its figures are the last
+ * check's until the next one.  With @keep it is only stopped: it goes
+ * on from where it got to once the array can run it again.
+ */
+static void check_end(struct tpt_array *a, const char *how, bool keep)
 {
 	struct tpt_recovery *rc = &a->recovery;
 	struct tpt_check *k = &rc->checking;
-	char where[256] = "", resumed[64] = "", next[64] = "";
+	char where[256] = "", resumed[64] = "", next[96] = "";
 	size_t at = 0;
 	unsigned int p;
 
 	snprintf(k->end, sizeof(k->end), "%s", how);
 	rc->last_check = *k;
 	rc->check = false;
-	/* Only the array's stop keeps it, for the next start to go on
-	 * with (array_files_close() writes where it got to). */
-	if (!a->stopping) {
+	if (keep)
+		rc->kept_by = a->stopping ? KEPT_BY_RESTART : KEPT_BY_LOSS;
+	else
 		rc->check_kept = false;
+	/* At the array's stop array_files_close() writes where it got
+	 * to, after the files thread is done. */
+	if (!a->stopping)
 		array_save_state(a);
-	}
 	for (p = 0; p < a->nr_members && at < sizeof(where); p++)
 		if (k->located[p])
 			at += (size_t)snprintf(where + at, sizeof(where) - at,
 					       "%s position %u: %" PRIu64,
 					       at ? "," : "; one wrong unit "
 					       "each in", p, k->located[p]);
-	if (k->resumed_at)
+	if (k->resumed_after)
 		snprintf(resumed, sizeof(resumed), " (from stripe %" PRIu64
-			 " on, after a restart)", k->resumed_at);
+			 " on, after %s)", k->resumed_at, k->resumed_after);
 	if (a->stopping && rc->check_kept)
 		snprintf(next, sizeof(next), "; the next start goes on from "
 			 "stripe %" PRIu64, rc->kept_from);
+	else if (rc->check_kept)
+		snprintf(next, sizeof(next), "; it goes on from stripe %"
+			 PRIu64 " once the array is optimal again",
+			 rc->kept_from);
 	eprintf("tptraid: check %s: %" PRIu64 " of %" PRIu64 " stripes "
 		"checked in %.2f s%s, %" PRIu64 " mismatched (stripes whose "
 		"%s)%s; nothing was repaired%s%s\n", how, k->checked, k->total,
@@ -283,10 +299,10 @@ static void check_kept_advance(struct tpt_array *a, uint64_t first,
 	}
 }
 
-/* A check from stripe @from on (0, or where a restart stopped one),
- * @mismatches counted before it. */
+/* A check from stripe @from on (0, or where one was stopped, as
+ * @resumed_after says), @mismatches counted before it. */
 static void check_begin(struct tpt_array *a, uint64_t from,
-			uint64_t mismatches)
+			uint64_t mismatches, const char *resumed_after)
 {
 	struct tpt_recovery *rc = &a->recovery;
 
@@ -294,6 +310,7 @@ static void check_begin(struct tpt_array *a, uint64_t from,
 	rc->checking.checked = from;
 	rc->checking.mismatches = mismatches;
 	rc->checking.resumed_at = from;
+	rc->checking.resumed_after = resumed_after;
 	rc->check = true;
 	rc->check_kept = true;
 	rc->kept_from = from;
@@ -308,12 +325,31 @@ void recovery_check_kept(struct tpt_array *a, uint64_t from,
 			 uint64_t mismatches)
 {
 	a->recovery.check_kept = true;
+	a->recovery.kept_by = KEPT_BY_RESTART;
 	a->recovery.kept_from = from;
 	a->recovery.kept_mismatches = mismatches;
 }
 
-/* The check the state file kept, once the array can run it: the first
- * thing recovery_kick() finds nothing else to do. */
+/* Whether a check can run: the array optimal, and no position's box
+ * being failed (it counts as in sync until it is gone, but a check
+ * planned now would stop at once). */
+static bool check_can_run(struct tpt_array *a)
+{
+	unsigned int p;
+
+	if (tpt_array_state(a) != TPT_ARRAY_OPTIMAL)
+		return false;
+	for (p = 0; p < a->nr_members; p++) {
+		const struct tpt_member *m = array_position_member(a, p);
+
+		if (m && m->failing)
+			return false;
+	}
+	return true;
+}
+
+/* The check a restart or a box's loss stopped, once the array can run
+ * it: the first thing recovery_kick() finds nothing else to do. */
 static void check_resume(struct tpt_array *a)
 {
 	struct tpt_recovery *rc = &a->recovery;
@@ -326,7 +362,7 @@ static void check_resume(struct tpt_array *a)
 		array_save_state(a);
 		return;
 	}
-	check_begin(a, rc->kept_from, rc->kept_mismatches);
+	check_begin(a, rc->kept_from, rc->kept_mismatches, rc->kept_by);
 }
 
 int recovery_check_start(struct tpt_array *a, char *why, size_t len)
@@ -339,15 +375,17 @@ int recovery_check_start(struct tpt_array *a, char *why, size_t len)
 		return -EBUSY;
 	}
 	/* Batches of a job stopped a moment ago may still be ending. */
-	if (st != TPT_ARRAY_OPTIMAL || rc->active || rc->in_flight ||
+	if (!check_can_run(a) || rc->active || rc->in_flight ||
 	    rc->paused || a->unsynced) {
 		snprintf(why, len, "the array is %s%s; a check needs every "
 			 "position in sync and no rebuild or resync running",
-			 tpt_array_state_name(st), st == TPT_ARRAY_OPTIMAL ?
-			 " with a recovery to run" : "");
+			 tpt_array_state_name(st), st != TPT_ARRAY_OPTIMAL ? "" :
+			 rc->active || rc->in_flight || rc->paused ||
+			 a->unsynced ? " with a recovery to run" :
+			 " with a box being failed");
 		return -EBUSY;
 	}
-	check_begin(a, 0, 0);
+	check_begin(a, 0, 0, NULL);
 	return 0;
 }
 
@@ -357,15 +395,16 @@ bool recovery_check_stop(struct tpt_array *a)
 
 	if (!rc->active && rc->check_kept) {
 		/* Waiting for the array to be optimal again. */
-		eprintf("tptraid: check=stop: the check a restart stopped at "
-			"stripe %" PRIu64 " does not go on\n", rc->kept_from);
+		eprintf("tptraid: check=stop: the check stopped by %s does "
+			"not go on from stripe %" PRIu64 "\n", rc->kept_by,
+			rc->kept_from);
 		rc->check_kept = false;
 		array_save_state(a);
 		return true;
 	}
 	if (!rc->active || !rc->check)
 		return false;
-	check_end(a, "stopped by the operator");
+	check_end(a, "stopped by the operator", false);
 	recovery_stop(a);
 	if (!rc->in_flight)
 		recovery_kick(a);
@@ -382,7 +421,7 @@ static void recovery_finish(struct tpt_array *a)
 
 	rc->active = false;
 	if (rc->check) {
-		check_end(a, "completed");
+		check_end(a, "completed", false);
 	} else if (rc->position == RAID_PARITY_MEMBER) {
 		array_unsynced_free(a);
 		eprintf("tptraid: parity of %" PRIu64 " stripes computed in "
@@ -508,11 +547,12 @@ static void recovery_span_done(struct tpt_span *s, int result)
 		char how[80];
 
 		/* A box lost or failing (the batch, planned again, found a
-		 * position out of sync), or what the members said. */
+		 * position out of sync): it goes on when the array is
+		 * optimal again.  What the members said ends it. */
 		snprintf(how, sizeof(how), "stopped at stripe %" PRIu64 ": %s",
 			 s_first, result == -ENODATA ?
 			 "a position is not in sync" : strerror(-result));
-		check_end(a, how);
+		check_end(a, how, result == -ENODATA);
 		rc->active = false;
 	}
 	if (!rc->active) {
@@ -706,7 +746,7 @@ static bool recovery_next_batch(struct tpt_array *a)
 		if (!rc->in_flight) {
 			rc->active = false;
 			if (rc->check)
-				check_end(a, "stopped: out of memory");
+				check_end(a, "stopped: out of memory", false);
 		}
 		return false;
 	}
@@ -781,11 +821,12 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 	if (rc->check)
 		rc->checking.total = a->nr_stripes;
 	clock_gettime(CLOCK_MONOTONIC, &rc->started);
-	if (rc->check && rc->kept_from)
-		eprintf("tptraid: check: going on with the check a restart "
-			"stopped, from stripe %" PRIu64 " of %" PRIu64 " (%"
-			PRIu64 " mismatched before it); nothing is repaired\n",
-			rc->kept_from, a->nr_stripes, rc->kept_mismatches);
+	if (rc->check && rc->checking.resumed_after)
+		eprintf("tptraid: check: going on with the check stopped by "
+			"%s, from stripe %" PRIu64 " of %" PRIu64 " (%" PRIu64
+			" mismatched before it); nothing is repaired\n",
+			rc->checking.resumed_after, rc->kept_from,
+			a->nr_stripes, rc->kept_mismatches);
 	else if (rc->check)
 		eprintf("tptraid: check=yes: checking %" PRIu64 " stripes "
 			"online; nothing is repaired\n", rc->total_stripes);
@@ -860,7 +901,7 @@ void recovery_kick(struct tpt_array *a)
 		return;
 	if (a->unsynced)
 		recovery_start(a, RAID_PARITY_MEMBER, false);
-	else if (a->recovery.check_kept)
+	else if (a->recovery.check_kept && check_can_run(a))
 		check_resume(a);
 }
 
@@ -1017,10 +1058,11 @@ void recovery_resync_grew(struct tpt_array *a)
 
 void recovery_stop(struct tpt_array *a)
 {
-	/* Only a member's loss or the array's stop end a check here. */
+	/* Only a member's loss or the array's stop end a check here, and
+	 * neither loses it. */
 	if (a->recovery.active && a->recovery.check)
 		check_end(a, a->stopping ? "stopped: the array stopped" :
-			  "stopped: a box was lost");
+			  "stopped: a box was lost", true);
 	if (a->recovery.paused)
 		del_work(&a->recovery.timer);
 	a->recovery.paused = false;

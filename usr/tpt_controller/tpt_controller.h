@@ -554,9 +554,11 @@ struct tpt_check {
 	/* How it ended, "completed" or "stopped at stripe S: WHY"; ""
 	 * while it runs. */
 	char end[96];
-	/* Where it went on after a restart had stopped it, or 0 (checked
-	 * and mismatches include what it counted before). */
+	/* Where it went on after a restart or a box's loss had stopped
+	 * it, and which ("a restart"); NULL when it began at stripe 0
+	 * (checked and mismatches include what it counted before). */
 	uint64_t resumed_at;
+	const char *resumed_after;
 };
 
 /* A batch of the running check that ended ahead of the stripes before
@@ -591,14 +593,16 @@ struct tpt_recovery {
 	 * WHY"), for the log and show; "" when it did not. */
 	char stopped[224];
 	/*
-	 * A check to go on with after a restart (the state file's "check"
-	 * line): the stripes before @kept_from were checked, and
-	 * @kept_mismatches of them disagreed.  Kept while a check runs
-	 * (saved every CHECK_SAVE_SECONDS) and when the array stops under
-	 * it; dropped when it ends any other way.  Its batches end out of
+	 * A check to go on with once the array is optimal again (the state
+	 * file's "check" line): the stripes before @kept_from were
+	 * checked, and @kept_mismatches of them disagreed.  Kept while a
+	 * check runs (saved every CHECK_SAVE_SECONDS) and when the array
+	 * stops or a member's box is lost under it (@kept_by says which);
+	 * dropped when it ends any other way.  Its batches end out of
 	 * order: those ahead of @kept_from wait in @ahead.
 	 */
 	bool check_kept;
+	const char *kept_by;
 	uint64_t kept_from, kept_mismatches;
 	struct tpt_check_ahead ahead[TPT_RECOVERY_BATCHES];
 	unsigned int nr_ahead;
@@ -607,9 +611,9 @@ struct tpt_recovery {
 
 /* Start whatever the array's state calls for, if nothing runs. */
 void recovery_kick(struct tpt_array *a);
-/* At assembly: the state file keeps a check a restart stopped, to go on
- * with from stripe @from once the array is optimal with nothing else to
- * do. */
+/* At assembly: the state file keeps a check a restart (or a box's loss
+ * before it) stopped, to go on with from stripe @from once the array is
+ * optimal with nothing else to do. */
 void recovery_check_kept(struct tpt_array *a, uint64_t from,
 			 uint64_t mismatches);
 /* Whether region @r still awaits its parity resync: its intent bit stays. */
