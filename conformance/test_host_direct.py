@@ -140,6 +140,14 @@ def test_fallback_on_a_baseline_array(tgtd_factory, workdir, report):
     after = array_stats(c)
     assert after["host_in"] - before["host_in"] == len(data)
     assert after["host_out"] - before["host_out"] == len(data)
+    # SIGPIPE is ignored (a controller that reset the session would
+    # raise it too): a reader gone is an error that says so.
+    dd = subprocess.Popen([str(paths.tool("tpt-dd")), c.url, "of=-", "bs=64k", "--qd", "1"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert len(dd.stdout.read(4096)) == 4096
+    dd.stdout.close()
+    err = dd.stderr.read().decode()
+    assert dd.wait(timeout=60) == 1 and "write: Broken pipe" in err, (dd.returncode, err)
     res = direct_verify(c.url, "--offset", "8m", "--span", "32m", "--zero", "--qd", "8",
                         "--ops", "150", "--final-check")
     assert res["direct"] == "no" and res["direct_in"] == res["direct_out"] == 0

@@ -30,6 +30,13 @@
  *
  * Not thread-safe: one context per thread, like libiscsi.
  *
+ * The controller's session is libiscsi's, whose PDUs go out with
+ * writev(): a controller that has reset the connection raises SIGPIPE,
+ * which kills a process that has not set it to SIG_IGN (as libiscsi's
+ * own users must).  With it ignored, the write fails and so do the
+ * requests on the session.  A library does not change a process's
+ * signals behind its back: that is the application's to do.
+ *
  * Errors are negative errno values; tpt_init_error() has the detail of
  * the last one (the SCSI sense, libiscsi's text, ...). */
 #ifndef TPT_INITIATOR_H

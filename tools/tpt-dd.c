@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -433,6 +434,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", err);
 		return 2;
 	}
+	/* A controller gone mid-copy is an I/O error that says so, not a
+	 * silent death (tpt_initiator.h); so is a closed output pipe. */
+	signal(SIGPIPE, SIG_IGN);
 	ret = tpt_init_connect(d.ctx);
 	if (ret) {
 		fprintf(stderr, PROG ": %s\n", tpt_init_error(d.ctx));

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,6 +276,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", err);
 		return 2;
 	}
+	/* A controller gone mid-run fails its requests, which we report,
+	 * rather than killing us silently (tpt_initiator.h). */
+	signal(SIGPIPE, SIG_IGN);
 	if (tpt_init_connect(v.ctx)) {
 		fprintf(stderr, PROG ": %s\n", tpt_init_error(v.ctx));
 		tpt_init_close(v.ctx);
