@@ -190,22 +190,28 @@ def test_operator_resync_makes_spoiled_copies_equal(tgtd_factory, mode, tmp_path
 
 
 def test_operator_check_counts_copies_that_differ(tgtd_factory, mode, tmp_path, report):
-    """Copies spoiled behind the array's back in 3 stripes, one of them on
-    two members: check=yes under a host's load counts those 3 stripes,
+    """Copies spoiled behind the array's back in 4 stripes, one of them on
+    two members: check=yes under a host's load counts those 4 stripes,
     names the one copy wrong where the other two agree, and changes no
-    copy; resync=yes levels them and a second check finds none.
-    Refused while a box is gone."""
+    copy; resync=yes has the copies vote: the odd copy out is rewritten
+    from the other two (the first copy too, which a resync of two copies
+    would copy over the others), the stripe with no majority gets the
+    first copy, and a second check finds none.  Refused while a box is
+    gone."""
     c = start(tgtd_factory, mode, n=3, raid=1)
     span = ("--span", "4m")
     res, err = Load(c, tmp_path, 3, extra=span).result()
     assert res["errors"] == 0 and res["mismatches"] == 0, err
     # Past the load's 4 MiB (64 units): a write there would level them.
-    spoiled = {1: (100, 130), 2: (130, 131)}
+    spoiled = {1: (100, 130), 2: (130, 131), 0: (140,)}
+    stripes_spoiled = (100, 130, 131, 140)
+    original = units_of(c, 0, stripes_spoiled)
+    assert all(units_of(c, m, stripes_spoiled) == original for m in (1, 2))
     for m, stripes in spoiled.items():
         spoil_units(c, m, stripes)
     before = {m: units_of(c, m, st) for m, st in spoiled.items()}
     # The scrub names the odd copy out as the check does.
-    scrub(c, mismatches=3, wrong_units={100: 1, 131: 2})
+    scrub(c, mismatches=4, wrong_units={100: 1, 131: 2, 140: 0})
     set_param(c, "rebuild_rate=4")
     fig = []
 
@@ -216,19 +222,40 @@ def test_operator_check_counts_copies_that_differ(tgtd_factory, mode, tmp_path, 
     clean_load(c, tmp_path, 6, check_under_load, report, "mirror check=yes under load",
                extra=span)
     _, checked, total, mismatched, how = fig[0]
-    assert (checked, mismatched, how) == (total, 3, "completed"), fig
+    assert (checked, mismatched, how) == (total, 4, "completed"), fig
     said = dict(re.findall(r"check: stripe (\d+) \(array blocks \d+-\d+\): its copies "
                            r"differ(?:: position (\d+)'s unit)?", c.controller.log()))
     # Three copies: the odd one out is named, not where two differ.
-    assert said == {"100": "1", "130": "", "131": "2"}, said
+    assert said == {"100": "1", "130": "", "131": "2", "140": "0"}, said
+    assert "resync=yes repairs them" in c.controller.log()
     assert {m: units_of(c, m, st) for m, st in spoiled.items()} == before
-    scrub(c, mismatches=3)
-    set_param(c, "rebuild_rate=0")
-    resync_all(c)
-    wait_state(c, {"optimal"}, timeout=60)
+    scrub(c, mismatches=4)
+
+    def resync_under_load():
+        # Slow enough that the load's writes meet its checks and repairs.
+        set_param(c, "rebuild_rate=8")
+        resync_all(c)
+        wait_state(c, {"optimal"}, timeout=60)
+
+    clean_load(c, tmp_path, 4, resync_under_load, report, "mirror resync=yes votes under load",
+               extra=span)
+    log = c.controller.log()
+    voted = re.search(r"copies of (\d+) stripes compared in [\d.]+ s: (\d+) had an odd copy out, "
+                      r"rewritten from the others, (\d+) differed with no majority", log)
+    assert voted and voted.groups() == (str(total), "3", "1"), log[-3000:]
+    repaired = dict(re.findall(r"resync: stripe (\d+) \(array blocks \d+-\d+\): (one copy|its "
+                               r"copies differ)", log))
+    assert repaired == {"100": "one copy", "131": "one copy", "140": "one copy",
+                        "130": "its copies differ"}, repaired
+    # Every copy holds what the majority held; where there was none,
+    # the first copy's (here the original too).
+    for m in (0, 1, 2):
+        assert units_of(c, m, stripes_spoiled) == original, m
     assert check_all(c)[1:] == (total, total, 0, "completed"), show(c)
-    report(f"{mode}: mirror copies spoiled in 3 stripes: check=yes counted 3 of {total}, "
-           f"repaired none; after resync=yes a check finds 0")
+    report(f"{mode}: mirror copies spoiled in 4 stripes: check=yes counted 4 of {total}, "
+           f"repaired none; resync=yes rewrote the 3 odd copies out (the first copy's "
+           f"among them) from the others, the first over the others where there was no "
+           f"majority; a check then finds 0")
     scrub(c)
     verify_all(c, tmp_path)
     kill(c.targets[2])

@@ -21,7 +21,8 @@
  * one where it is set is planned without it (its bit stays set) and the
  * recovery gets to it.  A batch that another position lacks too is
  * stepped over and tried again later (two boxes recovering at once).
- * A resync goes over the array's unsynced map the same way.
+ * A resync goes over the array's unsynced map the same way; a mirror of
+ * three or more copies votes (the resync votes, below).
  * Each batch is planned by the RAID level for the array's mode
  * (raid_level_ops.tpt_rebuild / bl_rebuild): in TPT mode the targets
  * compute the missing units, in Baseline mode the controller does.  The
@@ -64,11 +65,18 @@
  * buffers for them stay small. */
 #define RECOVERY_INFLIGHT_BYTES (32u << 20)
 
+/* Whether the running job's batches are checks: the operator's, or a
+ * resync that votes. */
+static bool job_checks(const struct tpt_array *a)
+{
+	return a->recovery.check || a->recovery.vote;
+}
+
 /* What recovering a stripe reads: its data units' worth of blocks; a
  * check reads every member's unit (and holds the outcome, fewer). */
 static uint64_t stripe_read_bytes(const struct tpt_array *a)
 {
-	return a->recovery.check ?
+	return job_checks(a) ?
 	       (uint64_t)a->nr_members * a->spec.unit_bytes :
 	       raid_stripe_data_blocks(a->level, &a->geo) * a->block_size;
 }
@@ -79,7 +87,7 @@ static uint64_t batch_stripes(const struct tpt_array *a)
 {
 	uint64_t n = RECOVERY_INFLIGHT_BYTES / stripe_read_bytes(a);
 
-	if (!a->recovery.check || n >= RECOVERY_BATCH_STRIPES)
+	if (!job_checks(a) || n >= RECOVERY_BATCH_STRIPES)
 		return RECOVERY_BATCH_STRIPES;
 	return n ? n : 1;
 }
@@ -190,16 +198,15 @@ static void check_end(struct tpt_array *a, const char *how, bool keep)
 		a->level->copies ?
 		"copies differ" : "parity disagrees with their data", where,
 		k->located_kept ? ": resync=yes would keep the wrong units "
-		"named that hold data (or the copy it copies from): replace "
-		"their box instead" :
+		"named that hold data: replace their box instead" :
 		k->mismatches ? ": resync=yes repairs them" : "", next);
 }
 
 /*
  * Whether resync=yes, which makes the redundancy agree with the data as
- * it is, would keep @wrong's unit of @stripe wrong: a data unit, or a
- * mirror's copy the resync copies from (the first in sync: position 0
- * of the optimal array a check runs on).
+ * it is, would keep @wrong's unit of @stripe wrong: a data unit.  A
+ * mirror's copies vote in a resync (vote_repair()), so an odd copy out
+ * is rewritten from the others, the first one too.
  */
 static bool resync_keeps(const struct tpt_array *a, uint64_t stripe,
 			 unsigned int wrong)
@@ -207,7 +214,7 @@ static bool resync_keeps(const struct tpt_array *a, uint64_t stripe,
 	unsigned int i;
 
 	if (a->level->copies)
-		return wrong == 0;
+		return false;
 	for (i = 0; i < a->level->nr_parity(&a->geo); i++)
 		if (a->level->parity_member(&a->geo, stripe, i) == wrong)
 			return false;
@@ -424,8 +431,16 @@ static void recovery_finish(struct tpt_array *a)
 		check_end(a, "completed", false);
 	} else if (rc->position == RAID_PARITY_MEMBER) {
 		array_unsynced_free(a);
-		eprintf("tptraid: parity of %" PRIu64 " stripes computed in "
-			"%.2f s\n", rc->done_stripes, secs);
+		if (rc->vote)
+			eprintf("tptraid: copies of %" PRIu64 " stripes "
+				"compared in %.2f s: %" PRIu64 " had an odd "
+				"copy out, rewritten from the others, %" PRIu64
+				" differed with no majority, the first copied "
+				"over the others\n", rc->done_stripes, secs,
+				rc->voted_odd, rc->voted_none);
+		else
+			eprintf("tptraid: parity of %" PRIu64 " stripes "
+				"computed in %.2f s\n", rc->done_stripes, secs);
 	} else {
 		struct tpt_position *pos = &a->pos[rc->position];
 
@@ -523,26 +538,23 @@ static void recovery_pause(struct tpt_array *a, uint64_t at,
 	add_work(&rc->timer, 5);
 }
 
-static void recovery_span_done(struct tpt_span *s, int result)
+static void vote_repair(struct tpt_array *a, uint64_t first, uint64_t n,
+			uint32_t missing, const int *votes);
+static void vote_count(struct tpt_array *a, const struct tpt_span *s,
+		       int *votes);
+
+/*
+ * The batch of stripes [@first, @first + @n), planned without @missing
+ * and rebuilding the positions of @also too, has ended with @result:
+ * what it did is done, and the next batch starts.
+ */
+static void batch_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
+			uint32_t s_missing, uint32_t s_also, int result)
 {
-	struct tpt_array *a = s->array;
 	struct tpt_recovery *rc = &a->recovery;
-	uint64_t n = s->last_stripe - s->first_stripe + 1;
-	uint64_t s_first = s->first_stripe;
-	uint32_t s_missing = s->missing, s_also = s->rebuild_also;
 	unsigned int p;
 
 	rc->in_flight--;
-	if (rc->active && rc->check && !result) {
-		uint64_t before = rc->checking.mismatches;
-
-		check_count(a, s);
-		check_kept_advance(a, s_first, n,
-				   rc->checking.mismatches - before);
-	}
-	if (s->kind == TPT_SPAN_CHECK)
-		free(s->buf);
-	free(s);
 	if (rc->active && rc->check && result) {
 		char how[80];
 
@@ -592,6 +604,176 @@ static void recovery_span_done(struct tpt_span *s, int result)
 		}
 	}
 	recovery_step(a);
+}
+
+static void recovery_span_done(struct tpt_span *s, int result)
+{
+	struct tpt_array *a = s->array;
+	struct tpt_recovery *rc = &a->recovery;
+	uint64_t n = s->last_stripe - s->first_stripe + 1;
+	uint64_t s_first = s->first_stripe;
+	uint32_t s_missing = s->missing, s_also = s->rebuild_also;
+
+	if (rc->active && rc->check && !result) {
+		uint64_t before = rc->checking.mismatches;
+
+		check_count(a, s);
+		check_kept_advance(a, s_first, n,
+				   rc->checking.mismatches - before);
+	} else if (rc->active && rc->vote && !result) {
+		int votes[RECOVERY_BATCH_STRIPES];
+
+		/* The batch ends when its repairs have. */
+		vote_count(a, s, votes);
+		free(s->buf);
+		free(s);
+		vote_repair(a, s_first, n, s_missing, votes);
+		return;
+	}
+	if (s->kind == TPT_SPAN_CHECK)
+		free(s->buf);
+	free(s);
+	batch_ended(a, s_first, n, s_missing, s_also, result);
+}
+
+/* ---- the resync of a mirror of three or more copies votes ---- */
+
+/*
+ * Copies differ where a write was torn by a crash (never acknowledged:
+ * either version is the array's) or where one went bad behind the
+ * array's back, which only a check finds.  Copying the first over the
+ * others, as a resync of two copies must, would spread a bad first copy;
+ * with three or more the copies vote instead, as the check locates the
+ * wrong one (raid_check_locate()).  Each batch is a check, and only the
+ * stripes whose copies differ are written: the odd copy out from the
+ * others (a REBUILD span of its position: the planner copies from a copy
+ * in sync other than it), or, where no single copy is the odd one out,
+ * every copy from the first.  The check and the repairs are separate
+ * spans: a host write between them rewrites every copy, which makes the
+ * vote moot, never wrong.
+ */
+
+/* A stripe's vote: its copies agree, or no single one is the odd one
+ * out (else the position of the one that is). */
+#define VOTE_AGREE (-2)
+#define VOTE_NONE (-1)
+
+/* Odd copies out the log names one by one in a resync, at most. */
+#define VOTE_LOG_STRIPES 16
+
+/* A voting batch whose repairs are in flight. */
+struct vote_batch {
+	uint64_t first, n;
+	uint32_t missing;
+	unsigned int pending;	/* repairs, and 1 while they go out */
+	int result;		/* the first repair's error */
+};
+
+/* The votes of check batch @s's stripes, into @votes. */
+static void vote_count(struct tpt_array *a, const struct tpt_span *s,
+		       int *votes)
+{
+	uint32_t nr = (uint32_t)(s->last_stripe - s->first_stripe + 1), i;
+
+	for (i = 0; i < nr; i++) {
+		int wrong;
+
+		if (!raid_check_mismatch(a->level, &a->geo, a->block_size,
+					 s->buf, nr, i)) {
+			votes[i] = VOTE_AGREE;
+			continue;
+		}
+		wrong = raid_check_locate(a->level, &a->geo, a->block_size,
+					  s->buf, nr, i, s->first_stripe + i);
+		votes[i] = wrong >= 0 && (unsigned int)wrong < a->nr_members ?
+			   wrong : VOTE_NONE;
+	}
+}
+
+static void vote_put(struct tpt_array *a, struct vote_batch *b)
+{
+	if (--b->pending)
+		return;
+	batch_ended(a, b->first, b->n, b->missing, 0, b->result);
+	free(b);
+}
+
+static void vote_repair_done(struct tpt_span *s, int result)
+{
+	struct vote_batch *b = s->priv;
+	struct tpt_array *a = s->array;
+
+	if (result && !b->result)
+		b->result = result;
+	free(s);
+	vote_put(a, b);
+}
+
+/* Stripes [@first, @first + @n) of batch @b get the copies of their
+ * vote @wrong. */
+static int vote_queue(struct tpt_array *a, struct vote_batch *b,
+		      uint64_t first, uint64_t n, int wrong)
+{
+	struct tpt_recovery *rc = &a->recovery;
+	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
+	struct tpt_span *s = calloc(1, sizeof(*s));
+	uint64_t st;
+
+	if (!s)
+		return -ENOMEM;
+	for (st = first; st < first + n; st++)
+		if (rc->voted_odd + rc->voted_none + st - first <
+		    VOTE_LOG_STRIPES)
+			eprintf("tptraid: resync: stripe %" PRIu64 " (array "
+				"blocks %" PRIu64 "-%" PRIu64 "): %s\n", st,
+				st * per_stripe, (st + 1) * per_stripe - 1,
+				wrong >= 0 ? "one copy is the odd one out: "
+				"rewritten from the others" : "its copies "
+				"differ with no majority: the first copied "
+				"over the others");
+	if (wrong >= 0)
+		rc->voted_odd += n;
+	else
+		rc->voted_none += n;
+	s->kind = TPT_SPAN_REBUILD;
+	s->array = a;
+	s->member = wrong >= 0 ? (unsigned int)wrong : RAID_PARITY_MEMBER;
+	s->first_stripe = first;
+	s->last_stripe = first + n - 1;
+	s->lba = first * per_stripe;
+	s->blocks = (uint32_t)(n * per_stripe);
+	s->done = vote_repair_done;
+	s->priv = b;
+	clock_gettime(CLOCK_MONOTONIC, &s->first_try);
+	b->pending++;
+	array_queue_span(a, s);
+	return 0;
+}
+
+/* Voting batch [@first, @first + @n) writes the stripes @votes say
+ * differ, a span per run of stripes with the same vote; it ends when
+ * they have. */
+static void vote_repair(struct tpt_array *a, uint64_t first, uint64_t n,
+			uint32_t missing, const int *votes)
+{
+	struct vote_batch *b = calloc(1, sizeof(*b));
+	uint64_t i, j;
+
+	if (!b) {
+		batch_ended(a, first, n, missing, 0, -ENOMEM);
+		return;
+	}
+	*b = (struct vote_batch){ first, n, missing, 1, 0 };
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n && votes[j] == votes[i]; j++)
+			;
+		if (votes[i] != VOTE_AGREE &&
+		    vote_queue(a, b, first + i, j - i, votes[i])) {
+			b->result = -ENOMEM;
+			break;
+		}
+	}
+	vote_put(a, b);
 }
 
 static void recovery_retry(void *data)
@@ -730,7 +912,7 @@ static bool recovery_next_batch(struct tpt_array *a)
 	     array_missing_at(a, first + n) == missing; n++)
 		;
 	s = calloc(1, sizeof(*s));
-	if (s && rc->check) {
+	if (s && job_checks(a)) {
 		/* Its outcome: whole units, so aligned_alloc()'s size is a
 		 * multiple of the alignment. */
 		s->buf = aligned_alloc(TPT_PARITY_ALIGN,
@@ -750,7 +932,7 @@ static bool recovery_next_batch(struct tpt_array *a)
 		}
 		return false;
 	}
-	s->kind = rc->check ? TPT_SPAN_CHECK : TPT_SPAN_REBUILD;
+	s->kind = job_checks(a) ? TPT_SPAN_CHECK : TPT_SPAN_REBUILD;
 	s->array = a;
 	s->member = rc->position;
 	s->rebuild_also = rebuild_along(a, first, missing);
@@ -813,6 +995,11 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 	rc->stopped[0] = '\0';
 	rc->position = position;
 	rc->catch_up = catch_up;
+	/* Two copies have no majority; RAID-6's located unit is not
+	 * rewritten (docs/controller.md, "Not yet"). */
+	rc->vote = !rc->check && position == RAID_PARITY_MEMBER &&
+		   a->level->copies && a->nr_members >= 3;
+	rc->voted_odd = rc->voted_none = 0;
 	rc->next = rc->check ? rc->kept_from : 0;
 	rc->done_stripes = 0;
 	rc->skipped = 0;

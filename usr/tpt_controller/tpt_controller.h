@@ -577,6 +577,12 @@ struct tpt_recovery {
 	struct tpt_check last_check;
 	unsigned int position;		/* or RAID_PARITY_MEMBER */
 	bool catch_up;			/* only the stripes its box missed */
+	/* The running resync is of a mirror of three or more copies: its
+	 * batches are checks, and only copies that differ are written
+	 * (recovery.c, vote_repair()); the stripes with an odd copy out
+	 * and those whose copies differed with no majority so far. */
+	bool vote;
+	uint64_t voted_odd, voted_none;
 	uint64_t next;			/* next stripe to recover */
 	uint64_t done_stripes, total_stripes;
 	/* Stripes stepped over because another position lacks them too,
