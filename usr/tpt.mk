@@ -14,7 +14,8 @@ TPT_OBJS += $(addprefix tpt_target/, lu.o nexus.o peer_link.o group.o bounds.o \
 	xfer.o cmd.o cmd_setup.o cmd_read.o cmd_write.o cmd_parity.o disk_io.o \
 	plain_io.o)
 # The controller: tptraid LUs are arrays over TPT targets.
-TPT_OBJS += $(addprefix tpt_controller/, bs_tptraid.o array.o array_members.o member.o \
+TPT_OBJS += $(addprefix tpt_controller/, bs_tptraid.o array.o array_assemble.o \
+	array_members.o member.o \
 	member_fence.o array_files.o recovery.o mode_tpt.o mode_baseline.o \
 	array_show.o array_params.o hosts.o)
 TGTD_OBJS += $(TPT_OBJS)

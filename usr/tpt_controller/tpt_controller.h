@@ -4,8 +4,13 @@
  *
  *   bs_tptraid.c     tgt glue: the backing store, SBC semantics of each
  *                    opcode over blocking array I/O on worker threads
- *   array.c          assembly, membership, the request path (spans,
- *                    stripe locks, re-planning) and tpt_array_submit()
+ *   array.c          the request path (spans, stripe locks,
+ *                    re-planning) and tpt_array_submit()
+ *   array_assemble.c assembly from the definition and the state file,
+ *                    and teardown
+ *   array_members.c  boxes joining: claim, superblock, fence, admit
+ *   array_files.c    the state file and the region record, written by
+ *                    a thread of their own
  *   member.c         member sessions on tgtd's event loop: connect,
  *                    commands, failure detection, reconnect
  *   recovery.c       background work: rebuild onto a spare, catching a
@@ -409,6 +414,16 @@ void array_member_refuse(struct tpt_array *a, struct tpt_member *m);
 void array_position_absent(struct tpt_array *a, unsigned int p);
 /* array.c: start the waiting spans that may start now. */
 void array_run_waiting(struct tpt_array *a);
+/* array.c, for array_assemble.c: a new array's request queues and
+ * counters' locks; the spans to plan again are tried
+ * every second for a started array (-ENOMEM), until it is removed (no
+ * error if it was not added); its requests' eventfd woke (tgt event
+ * handler); the bytes of a position's missed_fine map. */
+void array_requests_init(struct tpt_array *a);
+int array_retry_add(struct tpt_array *a);
+void array_retry_remove(struct tpt_array *a);
+void array_submitted(int fd, int events, void *data);
+size_t array_missed_fine_bytes(const struct tpt_array *a);
 /* Record in position @p's missed map the regions of every span that has
  * written and not ended (running, or to be planned again): it may have
  * written some members of a stripe and not the box @p just lost.  One
