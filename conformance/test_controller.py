@@ -8,11 +8,12 @@ import random
 import re
 import struct
 import subprocess
+import threading
 import time
 
 import pytest
 
-from tptlib import cluster, paths, proto
+from tptlib import cluster, net, paths, proto
 from tptlib.client import GOOD
 
 RESERVATION_CONFLICT = 0x18
@@ -178,6 +179,10 @@ def test_bad_array_definitions_are_refused_whole(tgtd_factory, bsopts, says):
     out = c.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
     assert "LUN: 1" not in out
     assert c.alive()
+    # A creation that failed leaves no state file behind (one is written
+    # before the members are claimed, and removed once they are given
+    # back): the same path can define another array.
+    assert not (c.dir / "array.state").exists()
 
 
 CTL_SECRET = "controller-secret-1"     # the controller's, towards members
@@ -391,6 +396,86 @@ def test_dead_member_is_failed_and_io_goes_on(tgtd_factory, client, mode):
     c.controller.stop()
     assert time.monotonic() - t0 < 10
     assert "tgtd did not answer" not in c.controller.log()
+
+
+@pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
+@pytest.mark.parametrize("mode", ["tpt", "baseline"])
+def test_controller_crash_during_creation_creates_it_again(tgtd_factory, client, mode,
+                                                           report):
+    """kill -9 of the controller while it creates an array, two members
+    claimed (bound to the new array's key in TPT mode) and reserved with
+    its id, the third behind a slow link still being claimed: the state
+    file written before any member was claimed ("creating yes") has the
+    id and the key, and the next start from it creates the array again
+    with them, the members taking the same key.  Before, both died with
+    the process, and the members refused every controller until freed by
+    hand."""
+    import time
+
+    link, c = net.Link(0), None
+    try:
+        c = cluster.start(tgtd_factory, n=3, mode=mode, unit=64 << 10, member_bytes=16 << 20,
+                          host=link.host_addr, boxes={2: link}, create=False)
+        state = c.controller.dir / "array.state"
+        # What goes to the third box passes at 1 kB/s once its login and
+        # superblock read have used the first 3 kB: its claim and its
+        # superblock's write take seconds after the other two are done.
+        link.slow(1000)
+
+        def create():
+            try:
+                c.controller.new_lun(1, 1, str(state), bstype="tptraid", bsopts=c.spec)
+            except Exception:       # the controller is killed under it
+                pass
+
+        creating = threading.Thread(target=create, daemon=True)
+        creating.start()
+        deadline = time.monotonic() + 60
+        while not (state.exists() and "\ncreating yes\n" in state.read_text()):
+            assert time.monotonic() < deadline, c.controller.log()[-3000:]
+            time.sleep(0.05)
+        text = state.read_text()
+        array_id = re.search(r"^array (\w+)$", text, re.M).group(1)
+        key = re.search(r"^key (\w+)$", text, re.M).group(1)
+        if mode == "tpt":
+            while not all(f"bound to array {array_id.lstrip('0')}" in t.log()
+                          for t in c.targets[:2]):
+                assert time.monotonic() < deadline, [t.log()[-1000:] for t in c.targets[:2]]
+                time.sleep(0.05)
+        time.sleep(0.3)
+        assert creating.is_alive(), c.controller.log()[-3000:]
+        c.controller.killed_on_purpose = True
+        c.controller.kill()
+        creating.join(timeout=60)
+        link.slow(0)
+        c.controller.start(port=c.controller.port)
+        c.controller.new_target(1, c.iqn)
+        c.controller.new_lun(1, 1, str(state), bstype="tptraid")
+        log = c.controller.log()
+        assert f"creating array {array_id} again, with its key: a crash stopped its " \
+               f"creation" in log, log[-3000:]
+        text = state.read_text()
+        assert "creating" not in text and f"array {array_id}\n" in text and \
+            f"key {key}\n" in text, text
+        out = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+        assert re.search(rf"array_id {array_id} state (optimal|resyncing)", out), out
+        assert len(re.findall(r"TPT-RAID member \d: \S+ up position", out)) == 3, out
+        client.login("a", c.url)
+        client.clear_unit_attentions("a")
+        data = os.urandom(128 << 10)
+        assert client.command("a", proto.write16_cdb(0, len(data) // BS), dir="out",
+                              data=data)["status"] == GOOD
+        r = client.command("a", proto.read16_cdb(0, len(data) // BS), dir="in",
+                           inlen=len(data))
+        assert r["status"] == GOOD and r["data"] == data
+        client.logout("a")
+        report(f"{mode}: controller killed while creating an array, 2 of 3 members "
+               f"claimed: created again from its state file, array {array_id} and its key")
+    finally:
+        link.slow(0)
+        if c is not None:
+            c.controller.stop()
+        link.close()
 
 
 def test_a_definition_over_several_lines_is_recorded_as_one(tgtd_factory):

@@ -74,7 +74,7 @@ static int parse_key(const char *s, uint8_t key[TPT_STATE_KEY_LEN])
 
 /* One line, without its newline: KEY and the rest. */
 static int parse_line(char *l, unsigned int n, struct tpt_state *st,
-		      bool seen[7], char *err, size_t errlen)
+		      bool seen[8], char *err, size_t errlen)
 {
 	char *rest = strchr(l, ' '), *arg2;
 	uint64_t a, b;
@@ -134,11 +134,19 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		seen[rate ? 4 : 5] = true;
 		return 0;
 	}
+	if (!strcmp(l, "creating")) {
+		if (seen[7] || strcmp(rest, "yes"))
+			return state_error(err, errlen, n, "creating: at most "
+					   "once, \"creating yes\"");
+		st->creating = true;
+		seen[7] = true;
+		return 0;
+	}
 	if (strcmp(l, "box") && strcmp(l, "position") && strcmp(l, "check"))
 		return state_error(err, errlen, n, "%s: unknown key (expected "
 				   "tptraid-state, array, key, spec, box, "
 				   "position, rebuild_rate, fail_timeout, "
-				   "check)", l);
+				   "check, creating)", l);
 	arg2 = strchr(rest, ' ');
 	if (!arg2)
 		return state_error(err, errlen, n, "%s: expected two values",
@@ -192,7 +200,7 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 int tpt_state_parse(const char *text, size_t len, struct tpt_state *out,
 		    char *err, size_t errlen)
 {
-	bool seen[7] = { false }, used[TPT_STATE_MAX_BOXES] = { false };
+	bool seen[8] = { false }, used[TPT_STATE_MAX_BOXES] = { false };
 	unsigned int line = 0, p;
 	char buf[TPT_STATE_SPEC_MAX + 64];
 	size_t at = 0;
@@ -301,6 +309,8 @@ int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 	if (st->has_check &&
 	    !state_append(buf, len, &at, "check %" PRIu64 " %" PRIu64 "\n",
 			  st->check_from, st->check_mismatches))
+		return -ENOSPC;
+	if (st->creating && !state_append(buf, len, &at, "creating yes\n"))
 		return -ENOSPC;
 	return (int)at;
 }

@@ -14,6 +14,7 @@
  *   rebuild_rate 200
  *   fail_timeout 10
  *   check 1024 3
+ *   creating yes
  *
  * "spec" is the definition as --bsopts gave it, so that the LU can be
  * created again from the file alone; "box" lines are every member and
@@ -28,7 +29,11 @@
  * the definition's values, so a restart keeps them.  "check", at most
  * once, is an operator's check (check=yes) that a restart interrupted:
  * stripes 0 to FROM-1 were checked and MISMATCHES of them disagreed, and
- * the controller goes on from FROM.  Parsing is strict: a damaged file
+ * the controller goes on from FROM.  "creating yes" is a file written
+ * while the array was being created, before its members were claimed
+ * with its key: a crash then left them bound to this key and id, and the
+ * next start creates the array again with them instead of finding the
+ * members held by an array nobody knows.  Parsing is strict: a damaged file
  * is refused with the line and what is wrong, never half used.  Pure: no
  * I/O.
  */
@@ -61,6 +66,8 @@ struct tpt_state {
 	/* A check to go on with (has_check): FROM and MISMATCHES. */
 	bool has_check;
 	uint64_t check_from, check_mismatches;
+	/* The array's creation has not finished ("creating yes"). */
+	bool creating;
 };
 
 /*

@@ -32,11 +32,14 @@ class Cluster:
     # target URLs carry the controller's credentials.
     chap: Chap = None
     raid: int = 5
+    # The array's definition (--bsopts), as start() gave it.
+    spec: str = ""
 
 
 def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
           block_size=512, spares=0, host="127.0.0.1", boxes=None, extra_opts=(), name="",
-          chap=False, controller_box=None, assume_clean=True, spec_sep=";", raid=5):
+          chap=False, controller_box=None, assume_clean=True, spec_sep=";", raid=5,
+          create=True):
     """n members and `spares` spares; boxes maps a target index to a
     tptlib.net.Link (or a net.Switch port) that target runs behind (its
     own namespace and address); controller_box is such a box for the
@@ -49,7 +52,8 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     superblock goes), whose parity the new array computes (its first
     resync).  spec_sep joins the array definition's items (";\n  ": one
     written over several lines).  raid: the array's level, 5 or 1 (every
-    member a copy of the whole array)."""
+    member a copy of the whole array).  create=False: everything but the
+    array's LU, whose definition is the cluster's spec."""
     targets, backings, urls = [], [], []
     boxes = boxes or {}
     for i in range(n + spares):
@@ -81,10 +85,11 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     opts += [f"member={u}" for u in urls[:n]]
     opts += [f"spare={u}" for u in urls[n:]]
     opts += list(extra_opts)
-    c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid", bsopts=spec_sep.join(opts),
-              blocksize=None if block_size == 512 else block_size)
+    if create:
+        c.new_lun(1, 1, str(c.dir / "array.state"), bstype="tptraid",
+                  bsopts=spec_sep.join(opts), blocksize=None if block_size == 512 else block_size)
     return Cluster(targets, c, backings, c.url(ciqn, 1), mode, unit, ciqn, urls, host_chap,
-                   raid)
+                   raid, spec_sep.join(opts))
 
 
 def _tpt_on(t, addr, box, host):

@@ -76,6 +76,18 @@ class Link:
     def restore(self):
         _ip("link", "set", self.host_if, "up")
 
+    def slow(self, bytes_per_s: int):
+        """What goes towards the box passes at bytes_per_s after a first
+        3,000 bytes (tbf; this kernel has no netem): a slow link, each
+        exchange with the box that sends more taking longer.  0 ends it."""
+        if bytes_per_s:
+            subprocess.run(["tc", "qdisc", "replace", "dev", self.host_if, "root", "tbf",
+                            "rate", f"{bytes_per_s * 8}bit", "burst", "3000",
+                            "limit", "1000000"], capture_output=True, text=True, check=True)
+        else:
+            subprocess.run(["tc", "qdisc", "del", "dev", self.host_if, "root"],
+                           capture_output=True, text=True, check=False)
+
     def close(self):
         _ip("link", "del", self.host_if, check=False)
         _ip("netns", "del", self.name, check=False)

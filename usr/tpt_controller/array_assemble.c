@@ -150,10 +150,17 @@ static int array_key(struct tpt_array *a, const struct tpt_state *state)
 	return 0;
 }
 
+/*
+ * Which array the members hold, from their superblocks and the state
+ * file: 0 with the newest superblock in *@found, or with none for a new
+ * array (a->fresh; its id drawn now, or the state file's when a crash
+ * stopped its creation).
+ */
 static int array_identity(struct tpt_array *a, const struct tpt_state *state,
 			  const struct tpt_member_sb **found)
 {
-	uint64_t id = state ? state->array_id : 0, event = 0;
+	bool again = state && state->creating;
+	uint64_t id = state && !again ? state->array_id : 0, event = 0;
 	unsigned int i;
 
 	*found = NULL;
@@ -162,6 +169,18 @@ static int array_identity(struct tpt_array *a, const struct tpt_state *state,
 
 		if (!m->sb_read || m->sb_status)
 			continue;
+		/* Written by the creation a crash stopped: nothing is in
+		 * them yet.  Another array's box was not there then. */
+		if (again && m->sb.array_id == state->array_id)
+			continue;
+		if (again) {
+			eprintf("tptraid: member %u (%s) holds array %016"
+				PRIx64 ", which it did not when array %016"
+				PRIx64 " was being created: not creating it "
+				"again over it\n", m->id, m->url,
+				m->sb.array_id, state->array_id);
+			return -EINVAL;
+		}
 		/* The state file names the array: others are refused later. */
 		if (state && m->sb.array_id != id)
 			continue;
@@ -177,7 +196,7 @@ static int array_identity(struct tpt_array *a, const struct tpt_state *state,
 			*found = &m->sb;
 		}
 	}
-	if (state && !*found) {
+	if (state && !again && !*found) {
 		eprintf("tptraid: no member of array %016" PRIx64 " (its state "
 			"file) can be read: cannot assemble it\n", id);
 		return -ENODEV;
@@ -190,9 +209,14 @@ static int array_identity(struct tpt_array *a, const struct tpt_state *state,
 			"its members' superblocks");
 		return 0;
 	}
-	if (getrandom(&a->array_id, sizeof(a->array_id), 0) !=
-	    sizeof(a->array_id))
+	if (again) {
+		a->array_id = state->array_id;
+		eprintf("tptraid: creating array %016" PRIx64 " again, with "
+			"its key: a crash stopped its creation\n", a->array_id);
+	} else if (getrandom(&a->array_id, sizeof(a->array_id), 0) !=
+		   sizeof(a->array_id)) {
 		return -EIO;
+	}
 	a->array_id |= 1;	/* non-zero */
 	a->event = 0;
 	a->fresh = true;
@@ -408,6 +432,7 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		     const char *path, struct tpt_array **out)
 {
 	const struct tpt_member_sb *sb;
+	bool wrote_creating = false;
 	struct tpt_array *a;
 	uint8_t *dirty = NULL;
 	unsigned int i;
@@ -468,6 +493,13 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		member_connect(&a->member[i]);
 	member_wait(a, TPT_ASSEMBLE_SECONDS);
 	ret = array_identity(a, state, &sb);
+	/* A new array's key and id are on disk before any member is
+	 * claimed with them: a crash from here on leaves no member bound
+	 * to an array nobody knows. */
+	if (!ret && a->fresh && !state) {
+		ret = array_save_state_creating(a, path);
+		wrote_creating = !ret;
+	}
 	if (!ret) {
 		a->identified = true;
 		a->known = true;
@@ -545,6 +577,11 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 fail:
 	free(dirty);
 	array_free(a, true);
+	/* Its members given back (array_free()): none holds the key.  One
+	 * created again after a crash keeps its file for the next try. */
+	if (wrote_creating && !unlink(path))
+		eprintf("tptraid: the array was not created: %s removed\n",
+			path);
 	return ret;
 }
 

@@ -99,13 +99,13 @@ static int write_all(int fd, const void *buf, size_t len, off_t at)
 
 /* The state file, replaced atomically: a crash leaves the old one or the
  * new one, never a mix. */
-static int write_state(struct array_files *f, const char *text, size_t len,
+static int write_state(const char *path, const char *text, size_t len,
 		       const char *suffix)
 {
 	char tmp[PATH_MAX + 8], dir[PATH_MAX], *slash;
 	int fd, err, dfd;
 
-	snprintf(tmp, sizeof(tmp), "%s%s", f->path, suffix);
+	snprintf(tmp, sizeof(tmp), "%s%s", path, suffix);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
@@ -113,9 +113,9 @@ static int write_state(struct array_files *f, const char *text, size_t len,
 	if (!err && fsync(fd))
 		err = -errno;
 	close(fd);
-	if (!err && rename(tmp, f->path))
+	if (!err && rename(tmp, path))
 		err = -errno;
-	snprintf(dir, sizeof(dir), "%s", f->path);
+	snprintf(dir, sizeof(dir), "%s", path);
 	slash = strrchr(dir, '/');
 	if (slash)
 		*slash = '\0';
@@ -150,7 +150,7 @@ static void *files_thread(void *arg)
 		gen = f->regions_gen;
 		pthread_mutex_unlock(&f->lock);
 		if (text)
-			err = write_state(f, text, len, ".new");
+			err = write_state(f->path, text, len, ".new");
 		if (buf) {
 			seq = tpt_get_be(&buf[16], 8);
 			werr = write_all(f->regions_fd, buf, f->copy_len,
@@ -402,10 +402,11 @@ void array_regions_changed(struct tpt_array *a)
 /* ---- the state file ---- */
 
 /* The state file's text as the array now stands (malloc'ed, its length
- * in *@len), or NULL, said in the log. */
-static char *state_text(struct tpt_array *a, size_t *len)
+ * in *@len), or NULL, said in the log (of the file at @path); with
+ * @creating, of an array whose creation has not finished. */
+static char *state_text(struct tpt_array *a, const char *path,
+			bool creating, size_t *len)
 {
-	struct array_files *f = files_of(a);
 	struct tpt_state *st;
 	unsigned int i;
 	char *text;
@@ -416,10 +417,11 @@ static char *state_text(struct tpt_array *a, size_t *len)
 	if (!st || !text) {
 		free(st);
 		free(text);
-		eprintf("tptraid: cannot write %s: out of memory\n", f->path);
+		eprintf("tptraid: cannot write %s: out of memory\n", path);
 		return NULL;
 	}
 	st->array_id = a->array_id;
+	st->creating = creating;
 	memcpy(st->key, a->array_key, sizeof(st->key));
 	snprintf(st->spec, sizeof(st->spec), "%s", a->spec_text);
 	st->nr_boxes = a->nr_boxes;
@@ -442,7 +444,7 @@ static char *state_text(struct tpt_array *a, size_t *len)
 		/* Said every time: without the file, a crash loses the key
 		 * the members are bound with. */
 		eprintf("tptraid: cannot write %s: the array's state does not "
-			"fit its format (%s)\n", f->path, strerror(-n));
+			"fit its format (%s)\n", path, strerror(-n));
 		free(text);
 		return NULL;
 	}
@@ -462,7 +464,7 @@ void array_save_state(struct tpt_array *a)
 		f->state_again = true;
 		return;
 	}
-	text = state_text(a, &len);
+	text = state_text(a, f->path, false, &len);
 	if (!text)
 		return;
 	f->state_busy = true;
@@ -477,19 +479,35 @@ int array_save_state_now(struct tpt_array *a)
 {
 	struct array_files *f = files_of(a);
 	size_t len;
-	char *text = state_text(a, &len);
+	char *text = state_text(a, f->path, false, &len);
 	int ret;
 
 	if (!text)
 		return -EINVAL;
 	/* Beside a write of the thread's, if one runs: its own temporary
 	 * file, and the thread writes again after it, as things are then. */
-	ret = write_state(f, text, len, ".now");
+	ret = write_state(f->path, text, len, ".now");
 	free(text);
 	if (f->state_busy)
 		f->state_again = true;
 	if (ret)
 		eprintf("tptraid: cannot write %s: %s\n", f->path,
+			strerror(-ret));
+	return ret;
+}
+
+int array_save_state_creating(struct tpt_array *a, const char *path)
+{
+	size_t len;
+	char *text = state_text(a, path, true, &len);
+	int ret;
+
+	if (!text)
+		return -EINVAL;
+	ret = write_state(path, text, len, ".now");
+	free(text);
+	if (ret)
+		eprintf("tptraid: cannot write %s: %s\n", path,
 			strerror(-ret));
 	return ret;
 }

@@ -203,6 +203,11 @@ void array_member_admit(struct tpt_array *a, struct tpt_member *m)
 		m->refused = true;
 		return;
 	}
+	/* A new array created again after a crash (array_identity()):
+	 * what the first attempt wrote is no array yet, whatever its
+	 * event and position, and every member is current. */
+	if (a->fresh && m->sb_status == 0)
+		return;
 	if (m->sb_status == 0 && sb->event > a->event) {
 		eprintf("tptraid: member %u (%s) is at event %" PRIu64 ", newer "
 			"than the array's %" PRIu64 ": refused\n", m->id,

@@ -616,11 +616,20 @@ static int tptraid_open(struct scsi_lu *lu, char *path, int *fd,
 		if (shown)
 			tpt_spec_hide_secrets(state->spec, shown,
 					      sizeof(state->spec));
-		eprintf("tptraid: %s records array %016" PRIx64 " defined as "
-			"\"%s\": give no --bsopts to assemble it (or only "
-			DIRTY_DEGRADED_OPT "), or remove the file to define a "
-			"new array\n", path, state->array_id,
-			shown ? shown : "(out of memory)");
+		if (state->creating)
+			eprintf("tptraid: %s records array %016" PRIx64 ", whose "
+				"creation a crash stopped, defined as \"%s\": "
+				"give no --bsopts to create it again with the "
+				"members it claimed, or remove the file to define "
+				"a new array (and free those members by hand, "
+				"docs/target.md)\n", path, state->array_id,
+				shown ? shown : "(out of memory)");
+		else
+			eprintf("tptraid: %s records array %016" PRIx64 " defined "
+				"as \"%s\": give no --bsopts to assemble it (or "
+				"only " DIRTY_DEGRADED_OPT "), or remove the file "
+				"to define a new array\n", path, state->array_id,
+				shown ? shown : "(out of memory)");
 		free(shown);
 		ret = -EINVAL;
 		goto out;

@@ -536,6 +536,11 @@ void array_save_state(struct tpt_array *a);
  * assembly, so that tgtadm's answer comes once the array's key is on
  * disk.  The file's thread must have nothing of it queued. */
 int array_save_state_now(struct tpt_array *a);
+/* A new array's state file at @path, written and synced before its
+ * members are claimed with its key ("creating yes": a crash from then on
+ * leaves the key and the id on disk, and the next start creates the
+ * array again with them).  0 or -errno, logged. */
+int array_save_state_creating(struct tpt_array *a, const char *path);
 /* The region record changed (a position went missing, a map was cleared):
  * write it, nothing waits for it. */
 void array_regions_changed(struct tpt_array *a);

@@ -218,7 +218,8 @@ static const char good_state[] =
 	"position 2 -1\n"
 	"rebuild_rate 0\n"
 	"fail_timeout 12\n"
-	"check 1024 3\n";
+	"check 1024 3\n"
+	"creating yes\n";
 
 static void expect_refused(const char *text, const char *why)
 {
@@ -257,6 +258,7 @@ static void state_file(void)
 	n = tpt_state_format(st, buf, 1 << 16);
 	CHECK(n > 0);
 	CHECK(strstr(buf, "\ncheck 1024 3\n") != NULL);
+	CHECK(st->creating && strstr(buf, "\ncreating yes\n") != NULL);
 	CHECK(strstr(buf, "\nkey 00112233445566778899aabbccddeeff\n") != NULL);
 	CHECK_EQ(tpt_state_parse(buf, (size_t)n, back, err, sizeof(err)), 0);
 	CHECK_MEM(back, st, sizeof(*st));
@@ -310,6 +312,10 @@ static void state_file(void)
 	expect_refused("tptraid-state 1\ncheck 0x10 0\n", "line 2: check");
 	expect_refused("tptraid-state 1\ncheck 5 0\ncheck 5 0\n",
 		       "line 3: check: at most once");
+	expect_refused("tptraid-state 1\ncreating no\n",
+		       "line 2: creating: at most once, \"creating yes\"");
+	expect_refused("tptraid-state 1\ncreating yes\ncreating yes\n",
+		       "line 3: creating: at most once");
 	/* Untuned and no check interrupted: no lines, and none written. */
 	{
 		static const char plain[] = "tptraid-state 1\n"
@@ -319,10 +325,11 @@ static void state_file(void)
 		CHECK_EQ(tpt_state_parse(plain, strlen(plain), st, err,
 					 sizeof(err)), 0);
 		CHECK(!st->has_rebuild_rate && !st->has_fail_timeout &&
-		      !st->has_check);
+		      !st->has_check && !st->creating);
 		n = tpt_state_format(st, buf, 1 << 16);
 		CHECK(n > 0 && !strstr(buf, "rebuild_rate") &&
-		      !strstr(buf, "fail_timeout") && !strstr(buf, "check"));
+		      !strstr(buf, "fail_timeout") && !strstr(buf, "check") &&
+		      !strstr(buf, "creating"));
 	}
 	free(st);
 	free(back);
