@@ -139,8 +139,9 @@ def crash_controller_under_writes(c, model_dir):
 def test_controller_crash_mid_write_makes_the_copies_equal(tgtd_factory, mode, tmp_path,
                                                            report):
     """kill -9 of the controller under writes leaves copies that may
-    differ where writes were in flight; started again, it copies the
-    first member over the others in the write-intent regions."""
+    differ where writes were in flight; started again, it levels them in
+    the write-intent regions (three copies: by vote, the odd copy out
+    rewritten from the others)."""
     c = start(tgtd_factory, mode, n=3, raid=1)
     crash_controller_under_writes(c, tmp_path)
     wait_state(c, {"optimal"}, timeout=60)
@@ -173,9 +174,10 @@ def test_controller_crash_while_degraded_starts_a_mirror(tgtd_factory, mode, tmp
 
 
 def test_operator_resync_makes_spoiled_copies_equal(tgtd_factory, mode, tmp_path, report):
-    """Units of member 1 spoiled behind the array's back: tpt-scrub --raid 1
-    counts them; resync=yes copies member 0 over the others online, and
-    every write reads back."""
+    """Units of members 1 and 2 spoiled behind the array's back: tpt-scrub
+    --raid 1 counts them; resync=yes levels them online (the odd copy out
+    rewritten from the others; member 0 over the others in the stripe
+    where two differ), and every write reads back."""
     c = start(tgtd_factory, mode, n=3, raid=1)
     res, err = Load(c, tmp_path, 3, extra=("--span", "4m")).result()
     assert res["errors"] == 0 and res["mismatches"] == 0, err
