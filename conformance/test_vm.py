@@ -5,6 +5,9 @@ booted under qemu (scripts/vm/), run time printed in the closing figures.
   loopback (qemu user networking: the guest's 10.0.2.2:PORT is the host's
   127.0.0.1:PORT), makes an ext4 file system, writes files with known
   checksums, logs out and in again, verifies them and runs fsck -n.
+  The plain LUN's sessions carry HeaderDigest and DataDigest CRC32C, so
+  the reads our tgtd would splice from the file's pages (patches/tgt
+  0018) must go from a buffer, digested.
   iscsi_cycle() takes the portal, IQN and LUN, so any target can be put
   through the same cycle.  Every login is mutual CHAP, the TPT-RAID arrays
   are CHAP on every hop (tptlib.cluster.start(chap=True), as tpt-cluster
@@ -118,11 +121,14 @@ class VmRun:
 
 
 def run_vm(test: str, log: Path, portal: str = None, iqn: str = None, lun: int = 1,
-           isolated: bool = False, on_line=None, chap: Chap = None) -> VmRun:
+           isolated: bool = False, on_line=None, chap: Chap = None,
+           digest: bool = False) -> VmRun:
     """Boot the image with vmtest=TEST (scripts/vm/run) and parse its console.
     on_line(line), if given, sees each console line as the guest prints it.
     chap: the guest logs in to PORTAL with it (a host-chap.env next to the
-    log, handed over by scripts/vm/run --chap)."""
+    log, handed over by scripts/vm/run --chap).  digest: the TCP logins ask
+    for HeaderDigest and DataDigest CRC32C, and a session without both fails
+    the login step."""
     cmd = [str(VM_SCRIPTS / "run"), "--build", str(paths.BUILD), "--test", test,
            "--lun", str(lun), "--timeout", str(BOOT_TIMEOUT), "--log", str(log)]
     if portal:
@@ -133,6 +139,8 @@ def run_vm(test: str, log: Path, portal: str = None, iqn: str = None, lun: int =
         cmd.append("--isolated")
     if chap:
         cmd += ["--chap", str(chap.write_host_env(log.with_name(log.stem + "-host-chap.env")))]
+    if digest:
+        cmd += ["--append", "digest=crc32c"]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
@@ -191,15 +199,18 @@ def cycle_figures(run: VmRun, label: str) -> str:
 
 
 def iscsi_cycle(log: Path, portal: str, iqn: str, lun: int = 1, with_rdma: bool = False,
-                chap: Chap = None) -> VmRun:
+                chap: Chap = None, digest: bool = False) -> VmRun:
     """The whole TCP cycle against any target the guest can reach: PORTAL as
     the guest sees it (10.0.2.2:PORT for the host's 127.0.0.1:PORT), with
     mutual CHAP when chap is given.  With with_rdma the same boot goes on
     with the soft-RoCE steps (vmtest=all)."""
-    run = run_vm("all" if with_rdma else "iscsi", log, portal=portal, iqn=iqn, lun=lun, chap=chap)
+    run = run_vm("all" if with_rdma else "iscsi", log, portal=portal, iqn=iqn, lun=lun, chap=chap,
+                 digest=digest)
     run.require("modules")
     run.require("net")
     check_cycle(run, "tcp", "tcp", chap)
+    if digest:
+        assert "DataDigest CRC32C" in run.require("tcp.login").detail
     return run
 
 
@@ -242,9 +253,14 @@ def test_vm_iscsi_tcp_on_plain_lun(vm_image, tgtd_factory, workdir, report):
     chap = Chap.new("host", "array")
     iqn = t.new_target(1, IQN, chap=chap)
     t.new_file_lun(1, 1, 256 << 20)
+    # tgt offers no digest unless told to.
+    for name in ("HeaderDigest", "DataDigest"):
+        t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "update", "--tid", 1,
+                 "--name", name, "--value", "CRC32C,None")
     log = workdir / "console.log"
     try:
-        run = iscsi_cycle(log, f"{HOST_FROM_GUEST}:{t.port}", iqn, lun=1, with_rdma=True, chap=chap)
+        run = iscsi_cycle(log, f"{HOST_FROM_GUEST}:{t.port}", iqn, lun=1, with_rdma=True, chap=chap,
+                          digest=True)
     finally:
         # The RDMA steps of this boot stand on their own: keep them even
         # when a TCP step failed.
@@ -253,7 +269,8 @@ def test_vm_iscsi_tcp_on_plain_lun(vm_image, tgtd_factory, workdir, report):
     _boots["all"] = run
     report(f"VM boot, iSCSI/TCP + iSER/soft-RoCE + datamover (qemu TCG, 1 vCPU): {run.wall:.1f}s wall, "
            f"guest {run.guest_total}s")
-    report(f"  iSCSI/TCP vs our tgtd (plain 256 MiB LUN), mutual CHAP: PASS in "
+    report(f"  iSCSI/TCP vs our tgtd (plain 256 MiB LUN), mutual CHAP, header and data "
+           f"digests CRC32C: PASS in "
            f"{phase_seconds(run, 'tcp.'):.1f}s ({cycle_figures(run, 'tcp')}; {chap_figures(run, 'tcp')})")
     assert TGTD_REFUSED in t.log()
     assert t.alive()

@@ -241,11 +241,13 @@ static void check_say(struct tpt_array *a, uint64_t st, int wrong)
 		which);
 }
 
-/* The stripes of check batch @s whose syndromes are not all zero. */
-static void check_count(struct tpt_array *a, const struct tpt_span *s)
+/* The stripes of check batch @s whose syndromes are not all zero,
+ * counted in the running check's figures: how many. */
+static uint64_t check_count(struct tpt_array *a, const struct tpt_span *s)
 {
 	struct tpt_check *k = &a->recovery.checking;
 	uint32_t nr = (uint32_t)(s->last_stripe - s->first_stripe + 1), i;
+	uint64_t found = 0;
 
 	for (i = 0; i < nr; i++) {
 		uint64_t st = s->first_stripe + i;
@@ -263,8 +265,10 @@ static void check_count(struct tpt_array *a, const struct tpt_span *s)
 		}
 		if (k->mismatches++ < CHECK_LOG_STRIPES)
 			check_say(a, st, wrong);
+		found++;
 	}
 	k->checked += nr;
+	return found;
 }
 
 /*
@@ -615,11 +619,7 @@ static void recovery_span_done(struct tpt_span *s, int result)
 	uint32_t s_missing = s->missing, s_also = s->rebuild_also;
 
 	if (rc->active && rc->check && !result) {
-		uint64_t before = rc->checking.mismatches;
-
-		check_count(a, s);
-		check_kept_advance(a, s_first, n,
-				   rc->checking.mismatches - before);
+		check_kept_advance(a, s_first, n, check_count(a, s));
 	} else if (rc->active && rc->vote && !result) {
 		int votes[RECOVERY_BATCH_STRIPES];
 
