@@ -213,11 +213,12 @@ static int array_identity(struct tpt_array *a, const struct tpt_state *state,
 		a->array_id = state->array_id;
 		eprintf("tptraid: creating array %016" PRIx64 " again, with "
 			"its key: a crash stopped its creation\n", a->array_id);
-	} else if (getrandom(&a->array_id, sizeof(a->array_id), 0) !=
-		   sizeof(a->array_id)) {
-		return -EIO;
+	} else {
+		if (getrandom(&a->array_id, sizeof(a->array_id), 0) !=
+		    sizeof(a->array_id))
+			return -EIO;
+		a->array_id |= 1;	/* non-zero */
 	}
-	a->array_id |= 1;	/* non-zero */
 	a->event = 0;
 	a->fresh = true;
 	return 0;

@@ -475,31 +475,14 @@ void array_save_state(struct tpt_array *a)
 	pthread_mutex_unlock(&f->lock);
 }
 
-int array_save_state_now(struct tpt_array *a)
-{
-	struct array_files *f = files_of(a);
-	size_t len;
-	char *text = state_text(a, f->path, false, &len);
-	int ret;
-
-	if (!text)
-		return -EINVAL;
-	/* Beside a write of the thread's, if one runs: its own temporary
-	 * file, and the thread writes again after it, as things are then. */
-	ret = write_state(f->path, text, len, ".now");
-	free(text);
-	if (f->state_busy)
-		f->state_again = true;
-	if (ret)
-		eprintf("tptraid: cannot write %s: %s\n", f->path,
-			strerror(-ret));
-	return ret;
-}
-
-int array_save_state_creating(struct tpt_array *a, const char *path)
+/* The state file at @path written and synced now, from this thread: 0
+ * or -errno, logged.  Beside a write of the files thread's, if one runs:
+ * its own temporary file (PATH.now). */
+static int save_state_sync(struct tpt_array *a, const char *path,
+			   bool creating)
 {
 	size_t len;
-	char *text = state_text(a, path, true, &len);
+	char *text = state_text(a, path, creating, &len);
 	int ret;
 
 	if (!text)
@@ -510,6 +493,22 @@ int array_save_state_creating(struct tpt_array *a, const char *path)
 		eprintf("tptraid: cannot write %s: %s\n", path,
 			strerror(-ret));
 	return ret;
+}
+
+int array_save_state_now(struct tpt_array *a)
+{
+	struct array_files *f = files_of(a);
+	int ret = save_state_sync(a, f->path, false);
+
+	/* The thread writes again after it, as things are then. */
+	if (f->state_busy)
+		f->state_again = true;
+	return ret;
+}
+
+int array_save_state_creating(struct tpt_array *a, const char *path)
+{
+	return save_state_sync(a, path, true);
 }
 
 /* ---- open, load, close ---- */
