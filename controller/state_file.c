@@ -72,9 +72,28 @@ static int parse_key(const char *s, uint8_t key[TPT_STATE_KEY_LEN])
 	return any ? 0 : -1;
 }
 
+/* Whether @st's check_located, if any, fits its check: a count per
+ * position, no more located than mismatched, KEPT at most their sum. */
+static bool check_located_valid(const struct tpt_state *st)
+{
+	uint64_t sum = 0;
+	unsigned int i;
+
+	if (!st->nr_check_located)
+		return !st->check_located_kept;
+	if (!st->has_check || st->nr_check_located != st->nr_positions)
+		return false;
+	for (i = 0; i < st->nr_check_located; i++) {
+		if (st->check_located[i] > st->check_mismatches - sum)
+			return false;
+		sum += st->check_located[i];
+	}
+	return st->check_located_kept <= sum;
+}
+
 /* One line, without its newline: KEY and the rest. */
 static int parse_line(char *l, unsigned int n, struct tpt_state *st,
-		      bool seen[8], char *err, size_t errlen)
+		      bool seen[9], char *err, size_t errlen)
 {
 	char *rest = strchr(l, ' '), *arg2;
 	uint64_t a, b;
@@ -134,6 +153,26 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		seen[rate ? 4 : 5] = true;
 		return 0;
 	}
+	if (!strcmp(l, "check_located")) {
+		char *save = NULL, *tok = strtok_r(rest, " ", &save);
+
+		if (seen[8] || !tok || !parse_uint(tok, UINT64_MAX, &a, 10))
+			return state_error(err, errlen, n, "check_located: at "
+					   "most once, KEPT and a count per "
+					   "position (decimal)");
+		st->check_located_kept = a;
+		while ((tok = strtok_r(NULL, " ", &save))) {
+			if (st->nr_check_located == TPT_SPEC_MAX_MEMBERS ||
+			    !parse_uint(tok, UINT64_MAX, &a, 10))
+				return state_error(err, errlen, n, "check_"
+						   "located: at most %u counts,"
+						   " decimal",
+						   TPT_SPEC_MAX_MEMBERS);
+			st->check_located[st->nr_check_located++] = a;
+		}
+		seen[8] = true;
+		return 0;
+	}
 	if (!strcmp(l, "creating")) {
 		if (seen[7] || strcmp(rest, "yes"))
 			return state_error(err, errlen, n, "creating: at most "
@@ -146,7 +185,7 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		return state_error(err, errlen, n, "%s: unknown key (expected "
 				   "tptraid-state, array, key, spec, box, "
 				   "position, rebuild_rate, fail_timeout, "
-				   "check, creating)", l);
+				   "check, check_located, creating)", l);
 	arg2 = strchr(rest, ' ');
 	if (!arg2)
 		return state_error(err, errlen, n, "%s: expected two values",
@@ -200,7 +239,7 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 int tpt_state_parse(const char *text, size_t len, struct tpt_state *out,
 		    char *err, size_t errlen)
 {
-	bool seen[8] = { false }, used[TPT_STATE_MAX_BOXES] = { false };
+	bool seen[9] = { false }, used[TPT_STATE_MAX_BOXES] = { false };
 	unsigned int line = 0, p;
 	char buf[TPT_STATE_SPEC_MAX + 64];
 	size_t at = 0;
@@ -241,7 +280,10 @@ int tpt_state_parse(const char *text, size_t len, struct tpt_state *out,
 					   "two positions", b);
 		used[b] = true;
 	}
-	return 0;
+	return check_located_valid(out) ? 0 :
+	       state_error(err, errlen, line, "check_located: only with "
+			   "check, a count per position, at most MISMATCHES "
+			   "in all and KEPT at most their sum");
 }
 
 /* Appends to @buf (@len bytes, @at used): false when it does not fit. */
@@ -304,12 +346,24 @@ int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 	if (st->has_fail_timeout &&
 	    !state_append(buf, len, &at, "fail_timeout %u\n", st->fail_timeout))
 		return -ENOSPC;
-	if (st->has_check && st->check_mismatches > st->check_from)
+	if ((st->has_check && st->check_mismatches > st->check_from) ||
+	    !check_located_valid(st))
 		return -EINVAL;
 	if (st->has_check &&
 	    !state_append(buf, len, &at, "check %" PRIu64 " %" PRIu64 "\n",
 			  st->check_from, st->check_mismatches))
 		return -ENOSPC;
+	if (st->nr_check_located) {
+		if (!state_append(buf, len, &at, "check_located %" PRIu64,
+				  st->check_located_kept))
+			return -ENOSPC;
+		for (i = 0; i < st->nr_check_located; i++)
+			if (!state_append(buf, len, &at, " %" PRIu64,
+					  st->check_located[i]))
+				return -ENOSPC;
+		if (!state_append(buf, len, &at, "\n"))
+			return -ENOSPC;
+	}
 	if (st->creating && !state_append(buf, len, &at, "creating yes\n"))
 		return -ENOSPC;
 	return (int)at;

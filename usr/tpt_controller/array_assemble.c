@@ -458,9 +458,16 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		a->rebuild_rate = state->rebuild_rate;
 		a->rebuild_rate_tuned = true;
 	}
-	if (state && state->has_check)
-		recovery_check_kept(a, state->check_from,
-				    state->check_mismatches);
+	if (state && state->has_check) {
+		struct tpt_check_tally found = {
+			.mismatches = state->check_mismatches,
+			.located_kept = state->check_located_kept,
+		};
+
+		memcpy(found.located, state->check_located,
+		       sizeof(found.located));
+		recovery_check_kept(a, state->check_from, &found);
+	}
 	array_requests_init(a);
 	INIT_LIST_HEAD(&a->intent_waiting);
 	INIT_LIST_HEAD(&a->hosts);

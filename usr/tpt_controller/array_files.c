@@ -437,7 +437,15 @@ static char *state_text(struct tpt_array *a, const char *path,
 	st->fail_timeout = a->fail_timeout;
 	st->has_check = a->recovery.check_kept;
 	st->check_from = a->recovery.kept_from;
-	st->check_mismatches = a->recovery.kept_mismatches;
+	st->check_mismatches = a->recovery.kept.mismatches;
+	/* What it located, if anything: a count per position. */
+	for (i = 0; i < a->nr_members && st->has_check; i++)
+		if (a->recovery.kept.located[i])
+			st->nr_check_located = a->nr_members;
+	memcpy(st->check_located, a->recovery.kept.located,
+	       sizeof(st->check_located));
+	st->check_located_kept = st->nr_check_located ?
+				 a->recovery.kept.located_kept : 0;
 	n = tpt_state_format(st, text, 1 << 16);
 	free(st);
 	if (n < 0) {

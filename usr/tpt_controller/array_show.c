@@ -49,7 +49,7 @@ static void show_check(const struct tpt_array *a, struct concat_buf *b)
 			      "from_stripe %" PRIu64 " of %" PRIu64
 			      " mismatched_stripes %" PRIu64 ", stopped by %s\n",
 			      rc->kept_from, a->nr_stripes,
-			      rc->kept_mismatches, rc->kept_by);
+			      rc->kept.mismatches, rc->kept_by);
 	if (!rc->check && !k->end[0]) {
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID check: none\n");
 		return;
@@ -57,13 +57,13 @@ static void show_check(const struct tpt_array *a, struct concat_buf *b)
 	concat_printf(b, TPT_SHOW_INDENT "TPT-RAID check: %s stripes %" PRIu64
 		      " of %" PRIu64 " mismatched_stripes %" PRIu64 "%s%s\n",
 		      rc->check ? "running" : "last", k->checked, k->total,
-		      k->mismatches, rc->check ? "" : " ",
+		      k->found.mismatches, rc->check ? "" : " ",
 		      rc->check ? "" : k->end);
 	for (p = 0; p < a->nr_members; p++)
-		if (k->located[p])
+		if (k->found.located[p])
 			concat_printf(b, TPT_SHOW_INDENT "TPT-RAID check: "
 				      "position %u wrong_units %" PRIu64 "\n",
-				      p, k->located[p]);
+				      p, k->found.located[p]);
 }
 
 void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)

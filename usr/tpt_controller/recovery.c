@@ -176,11 +176,12 @@ static void check_end(struct tpt_array *a, const char *how, bool keep)
 	if (!a->stopping)
 		array_save_state(a);
 	for (p = 0; p < a->nr_members && at < sizeof(where); p++)
-		if (k->located[p])
+		if (k->found.located[p])
 			at += (size_t)snprintf(where + at, sizeof(where) - at,
 					       "%s position %u: %" PRIu64,
 					       at ? "," : "; one wrong unit "
-					       "each in", p, k->located[p]);
+					       "each in", p,
+					       k->found.located[p]);
 	if (k->resumed_after)
 		snprintf(resumed, sizeof(resumed), " (from stripe %" PRIu64
 			 " on, after %s)", k->resumed_at, k->resumed_after);
@@ -194,12 +195,12 @@ static void check_end(struct tpt_array *a, const char *how, bool keep)
 	eprintf("tptraid: check %s: %" PRIu64 " of %" PRIu64 " stripes "
 		"checked in %.2f s%s, %" PRIu64 " mismatched (stripes whose "
 		"%s)%s; nothing was repaired%s%s\n", how, k->checked, k->total,
-		elapsed(&rc->started), resumed, k->mismatches,
+		elapsed(&rc->started), resumed, k->found.mismatches,
 		a->level->copies ?
 		"copies differ" : "parity disagrees with their data", where,
-		k->located_kept ? ": resync=yes would keep the wrong units "
+		k->found.located_kept ? ": resync=yes would keep the wrong units "
 		"named that hold data: replace their box instead" :
-		k->mismatches ? ": resync=yes repairs them" : "", next);
+		k->found.mismatches ? ": resync=yes repairs them" : "", next);
 }
 
 /*
@@ -241,14 +242,27 @@ static void check_say(struct tpt_array *a, uint64_t st, int wrong)
 		which);
 }
 
-/* The stripes of check batch @s whose syndromes are not all zero,
- * counted in the running check's figures: how many. */
-static uint64_t check_count(struct tpt_array *a, const struct tpt_span *s)
+/* Adds @b's counts to @a's. */
+static void tally_add(struct tpt_check_tally *a,
+		      const struct tpt_check_tally *b)
+{
+	unsigned int p;
+
+	a->mismatches += b->mismatches;
+	a->located_kept += b->located_kept;
+	for (p = 0; p < TPT_SPEC_MAX_MEMBERS; p++)
+		a->located[p] += b->located[p];
+}
+
+/* The stripes of check batch @s whose syndromes are not all zero: what
+ * it found, into @t, counted in the running check's figures too. */
+static void check_count(struct tpt_array *a, const struct tpt_span *s,
+			struct tpt_check_tally *t)
 {
 	struct tpt_check *k = &a->recovery.checking;
 	uint32_t nr = (uint32_t)(s->last_stripe - s->first_stripe + 1), i;
-	uint64_t found = 0;
 
+	memset(t, 0, sizeof(*t));
 	for (i = 0; i < nr; i++) {
 		uint64_t st = s->first_stripe + i;
 		int wrong;
@@ -259,16 +273,15 @@ static uint64_t check_count(struct tpt_array *a, const struct tpt_span *s)
 		wrong = raid_check_locate(a->level, &a->geo, a->block_size,
 					  s->buf, nr, i, st);
 		if (wrong >= 0 && (unsigned int)wrong < a->nr_members) {
-			k->located[wrong]++;
-			k->located_kept += resync_keeps(a, st,
+			t->located[wrong]++;
+			t->located_kept += resync_keeps(a, st,
 							(unsigned int)wrong);
 		}
-		if (k->mismatches++ < CHECK_LOG_STRIPES)
+		if (k->found.mismatches + t->mismatches++ < CHECK_LOG_STRIPES)
 			check_say(a, st, wrong);
-		found++;
 	}
+	tally_add(&k->found, t);
 	k->checked += nr;
-	return found;
 }
 
 /*
@@ -278,7 +291,8 @@ static uint64_t check_count(struct tpt_array *a, const struct tpt_span *s)
  * CHECK_SAVE_SECONDS.
  */
 static void check_kept_advance(struct tpt_array *a, uint64_t first,
-			       uint64_t stripes, uint64_t mismatches)
+			       uint64_t stripes,
+			       const struct tpt_check_tally *found)
 {
 	struct tpt_recovery *rc = &a->recovery;
 	bool folded;
@@ -288,18 +302,18 @@ static void check_kept_advance(struct tpt_array *a, uint64_t first,
 		/* At most the batches in flight with it are ahead. */
 		if (rc->nr_ahead < TPT_RECOVERY_BATCHES)
 			rc->ahead[rc->nr_ahead++] = (struct tpt_check_ahead) {
-				first, stripes, mismatches };
+				first, stripes, *found };
 		return;
 	}
 	rc->kept_from += stripes;
-	rc->kept_mismatches += mismatches;
+	tally_add(&rc->kept, found);
 	do {
 		folded = false;
 		for (i = 0; i < rc->nr_ahead && !folded; i++) {
 			if (rc->ahead[i].first != rc->kept_from)
 				continue;
 			rc->kept_from += rc->ahead[i].stripes;
-			rc->kept_mismatches += rc->ahead[i].mismatches;
+			tally_add(&rc->kept, &rc->ahead[i].found);
 			rc->ahead[i] = rc->ahead[--rc->nr_ahead];
 			folded = true;
 		}
@@ -311,21 +325,23 @@ static void check_kept_advance(struct tpt_array *a, uint64_t first,
 }
 
 /* A check from stripe @from on (0, or where one was stopped, as
- * @resumed_after says), @mismatches counted before it. */
+ * @resumed_after says), having @found what it found before it. */
 static void check_begin(struct tpt_array *a, uint64_t from,
-			uint64_t mismatches, const char *resumed_after)
+			const struct tpt_check_tally *found,
+			const char *resumed_after)
 {
 	struct tpt_recovery *rc = &a->recovery;
+	struct tpt_check_tally before = *found;
 
 	memset(&rc->checking, 0, sizeof(rc->checking));
 	rc->checking.checked = from;
-	rc->checking.mismatches = mismatches;
+	rc->checking.found = before;
 	rc->checking.resumed_at = from;
 	rc->checking.resumed_after = resumed_after;
 	rc->check = true;
 	rc->check_kept = true;
 	rc->kept_from = from;
-	rc->kept_mismatches = mismatches;
+	rc->kept = before;
 	rc->nr_ahead = 0;
 	clock_gettime(CLOCK_MONOTONIC, &rc->kept_saved);
 	array_save_state(a);
@@ -333,12 +349,12 @@ static void check_begin(struct tpt_array *a, uint64_t from,
 }
 
 void recovery_check_kept(struct tpt_array *a, uint64_t from,
-			 uint64_t mismatches)
+			 const struct tpt_check_tally *found)
 {
 	a->recovery.check_kept = true;
 	a->recovery.kept_by = KEPT_BY_RESTART;
 	a->recovery.kept_from = from;
-	a->recovery.kept_mismatches = mismatches;
+	a->recovery.kept = *found;
 }
 
 /* Whether a check can run: the array optimal, and no position's box
@@ -373,7 +389,7 @@ static void check_resume(struct tpt_array *a)
 		array_save_state(a);
 		return;
 	}
-	check_begin(a, rc->kept_from, rc->kept_mismatches, rc->kept_by);
+	check_begin(a, rc->kept_from, &rc->kept, rc->kept_by);
 }
 
 int recovery_check_start(struct tpt_array *a, char *why, size_t len)
@@ -396,7 +412,7 @@ int recovery_check_start(struct tpt_array *a, char *why, size_t len)
 			 " with a box being failed");
 		return -EBUSY;
 	}
-	check_begin(a, 0, 0, NULL);
+	check_begin(a, 0, &(struct tpt_check_tally){ 0 }, NULL);
 	return 0;
 }
 
@@ -619,7 +635,10 @@ static void recovery_span_done(struct tpt_span *s, int result)
 	uint32_t s_missing = s->missing, s_also = s->rebuild_also;
 
 	if (rc->active && rc->check && !result) {
-		check_kept_advance(a, s_first, n, check_count(a, s));
+		struct tpt_check_tally found;
+
+		check_count(a, s, &found);
+		check_kept_advance(a, s_first, n, &found);
 	} else if (rc->active && rc->vote && !result) {
 		int votes[RECOVERY_BATCH_STRIPES];
 
@@ -1013,7 +1032,7 @@ static void recovery_start(struct tpt_array *a, unsigned int position,
 			"%s, from stripe %" PRIu64 " of %" PRIu64 " (%" PRIu64
 			" mismatched before it); nothing is repaired\n",
 			rc->checking.resumed_after, rc->kept_from,
-			a->nr_stripes, rc->kept_mismatches);
+			a->nr_stripes, rc->kept.mismatches);
 	else if (rc->check)
 		eprintf("tptraid: check=yes: checking %" PRIu64 " stripes "
 			"online; nothing is repaired\n", rc->total_stripes);

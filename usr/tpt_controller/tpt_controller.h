@@ -561,9 +561,8 @@ void array_intent_release(struct tpt_array *a, struct tpt_span *s);
  * step, the next ones keep the other links and disks busy. */
 #define TPT_RECOVERY_BATCHES 4
 
-/* An online check's figures (check=yes), running or the last one's. */
-struct tpt_check {
-	uint64_t checked, total;	/* stripes */
+/* What a check found in some stripes. */
+struct tpt_check_tally {
 	uint64_t mismatches;		/* stripes whose redundancy disagrees */
 	/* Of those, the ones a single wrong unit explains, per position
 	 * holding it (raid_check_locate(): RAID-6, mirrors of 3 or more). */
@@ -571,12 +570,18 @@ struct tpt_check {
 	/* Of those, the ones resync=yes would keep wrong (recovery.c,
 	 * resync_keeps()). */
 	uint64_t located_kept;
+};
+
+/* An online check's figures (check=yes), running or the last one's. */
+struct tpt_check {
+	uint64_t checked, total;	/* stripes */
+	struct tpt_check_tally found;
 	/* How it ended, "completed" or "stopped at stripe S: WHY"; ""
 	 * while it runs. */
 	char end[96];
 	/* Where it went on after a restart or a box's loss had stopped
 	 * it, and which ("a restart"); NULL when it began at stripe 0
-	 * (checked and mismatches include what it counted before). */
+	 * (checked and found include what it found before). */
 	uint64_t resumed_at;
 	const char *resumed_after;
 };
@@ -584,7 +589,8 @@ struct tpt_check {
 /* A batch of the running check that ended ahead of the stripes before
  * it (recovery.c, check_kept_advance()). */
 struct tpt_check_ahead {
-	uint64_t first, stripes, mismatches;
+	uint64_t first, stripes;
+	struct tpt_check_tally found;
 };
 
 struct tpt_recovery {
@@ -621,7 +627,7 @@ struct tpt_recovery {
 	/*
 	 * A check to go on with once the array is optimal again (the state
 	 * file's "check" line): the stripes before @kept_from were
-	 * checked, and @kept_mismatches of them disagreed.  Kept while a
+	 * checked, and @kept says what was found in them.  Kept while a
 	 * check runs (saved every CHECK_SAVE_SECONDS) and when the array
 	 * stops or a member's box is lost under it (@kept_by says which);
 	 * dropped when it ends any other way.  Its batches end out of
@@ -629,7 +635,8 @@ struct tpt_recovery {
 	 */
 	bool check_kept;
 	const char *kept_by;
-	uint64_t kept_from, kept_mismatches;
+	uint64_t kept_from;
+	struct tpt_check_tally kept;
 	struct tpt_check_ahead ahead[TPT_RECOVERY_BATCHES];
 	unsigned int nr_ahead;
 	struct timespec kept_saved;
@@ -641,7 +648,7 @@ void recovery_kick(struct tpt_array *a);
  * before it) stopped, to go on with from stripe @from once the array is
  * optimal with nothing else to do. */
 void recovery_check_kept(struct tpt_array *a, uint64_t from,
-			 uint64_t mismatches);
+			 const struct tpt_check_tally *found);
 /* Whether region @r still awaits its parity resync: its intent bit stays. */
 bool recovery_keeps_region(const struct tpt_array *a, uint64_t r);
 void recovery_stop(struct tpt_array *a);

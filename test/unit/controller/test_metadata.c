@@ -219,6 +219,7 @@ static const char good_state[] =
 	"rebuild_rate 0\n"
 	"fail_timeout 12\n"
 	"check 1024 3\n"
+	"check_located 1 0 2 0\n"
 	"creating yes\n";
 
 static void expect_refused(const char *text, const char *why)
@@ -259,6 +260,9 @@ static void state_file(void)
 	CHECK(n > 0);
 	CHECK(strstr(buf, "\ncheck 1024 3\n") != NULL);
 	CHECK(st->creating && strstr(buf, "\ncreating yes\n") != NULL);
+	CHECK(st->nr_check_located == 3 && st->check_located[1] == 2 &&
+	      st->check_located_kept == 1);
+	CHECK(strstr(buf, "\ncheck_located 1 0 2 0\n") != NULL);
 	CHECK(strstr(buf, "\nkey 00112233445566778899aabbccddeeff\n") != NULL);
 	CHECK_EQ(tpt_state_parse(buf, (size_t)n, back, err, sizeof(err)), 0);
 	CHECK_MEM(back, st, sizeof(*st));
@@ -312,6 +316,34 @@ static void state_file(void)
 	expect_refused("tptraid-state 1\ncheck 0x10 0\n", "line 2: check");
 	expect_refused("tptraid-state 1\ncheck 5 0\ncheck 5 0\n",
 		       "line 3: check: at most once");
+	expect_refused("tptraid-state 1\ncheck_located\n",
+		       "line 2: expected KEY VALUE");
+	expect_refused("tptraid-state 1\ncheck_located x 1\n",
+		       "line 2: check_located: at most once");
+	expect_refused("tptraid-state 1\ncheck_located 0 1\ncheck_located 0 1\n",
+		       "line 3: check_located: at most once");
+	expect_refused("tptraid-state 1\ncheck_located 0 1 -2\n",
+		       "line 2: check_located: at most 32 counts, decimal");
+	{
+		/* Only with a check, a count per position, no more located
+		 * than mismatched, KEPT no more than located. */
+		static const char *const bad[] = {
+			"check_located 0 1\n",
+			"check 9 3\ncheck_located 0 1 1\n",
+			"check 9 3\ncheck_located 0 1 2 1\n",
+			"check 9 3\ncheck_located 2 1 0 0\n",
+		};
+		char text[512];
+		unsigned int i;
+
+		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			snprintf(text, sizeof(text), "tptraid-state 1\n"
+				 "array 0000000000000001\nspec x\n"
+				 "box 0 iscsi://h/iqn.x:a/1\nposition 0 0\n"
+				 "position 1 -1\nposition 2 -1\n%s", bad[i]);
+			expect_refused(text, "check_located: only with check");
+		}
+	}
 	expect_refused("tptraid-state 1\ncreating no\n",
 		       "line 2: creating: at most once, \"creating yes\"");
 	expect_refused("tptraid-state 1\ncreating yes\ncreating yes\n",
