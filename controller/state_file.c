@@ -209,6 +209,10 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 			return state_error(err, errlen, n, "box %s: ids go "
 					   "0, 1, 2... in order, at most %u",
 					   rest, TPT_STATE_MAX_BOXES);
+		/* One word: the format writes none with a space. */
+		if (strchr(arg2, ' '))
+			return state_error(err, errlen, n, "box %s: one URL, "
+					   "without spaces", rest);
 		if (tpt_spec_member_url(arg2, check, sizeof(check)))
 			return state_error(err, errlen, n, "box %s", check);
 		strcpy(st->box[st->nr_boxes++], arg2);

@@ -277,6 +277,9 @@ static void state_file(void)
 	expect_refused("tptraid-state 1\narray 0000000000000001\nspec x\n"
 		       "box 0 http://h/\n", "line 4: box");
 	expect_refused("tptraid-state 1\narray 0000000000000001\nspec x\n"
+		       "box 0 iscsi://h/iqn.x:a b/1\n",
+		       "line 4: box 0: one URL, without spaces");
+	expect_refused("tptraid-state 1\narray 0000000000000001\nspec x\n"
 		       "box 0 iscsi://h/iqn.x:a/1\nposition 0 1\n",
 		       "line 5: position 0: box 1");
 	expect_refused("tptraid-state 1\narray 0000000000000001\nspec x\n"
