@@ -205,8 +205,9 @@ void array_member_admit(struct tpt_array *a, struct tpt_member *m)
 	}
 	/* A new array created again after a crash (array_identity()):
 	 * what the first attempt wrote is no array yet, whatever its
-	 * event and position, and every member is current. */
-	if (a->fresh && m->sb_status == 0)
+	 * event and position, and every member is current.  Only at its
+	 * creation: a box that returns later is what it says. */
+	if (a->fresh && !a->started && m->sb_status == 0)
 		return;
 	if (m->sb_status == 0 && sb->event > a->event) {
 		eprintf("tptraid: member %u (%s) is at event %" PRIu64 ", newer "
