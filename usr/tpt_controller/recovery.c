@@ -222,6 +222,27 @@ static bool resync_keeps(const struct tpt_array *a, uint64_t stripe,
 	return true;
 }
 
+/* What stripe @i of check batch @s holds: its units agree, or no single
+ * one is the wrong one (no copy is the odd one out), else the position
+ * of the one that is. */
+#define VOTE_AGREE (-2)
+#define VOTE_NONE (-1)
+
+static int stripe_vote(const struct tpt_array *a, const struct tpt_span *s,
+		       uint32_t i)
+{
+	uint32_t nr = (uint32_t)(s->last_stripe - s->first_stripe + 1);
+	int wrong;
+
+	if (!raid_check_mismatch(a->level, &a->geo, a->block_size, s->buf,
+				 nr, i))
+		return VOTE_AGREE;
+	wrong = raid_check_locate(a->level, &a->geo, a->block_size, s->buf,
+				  nr, i, s->first_stripe + i);
+	return wrong >= 0 && (unsigned int)wrong < a->nr_members ? wrong :
+	       VOTE_NONE;
+}
+
 /* What a check says of a mismatched stripe: which unit is the wrong one
  * when a single unit explains it. */
 static void check_say(struct tpt_array *a, uint64_t st, int wrong)
@@ -265,14 +286,11 @@ static void check_count(struct tpt_array *a, const struct tpt_span *s,
 	memset(t, 0, sizeof(*t));
 	for (i = 0; i < nr; i++) {
 		uint64_t st = s->first_stripe + i;
-		int wrong;
+		int wrong = stripe_vote(a, s, i);
 
-		if (!raid_check_mismatch(a->level, &a->geo, a->block_size,
-					 s->buf, nr, i))
+		if (wrong == VOTE_AGREE)
 			continue;
-		wrong = raid_check_locate(a->level, &a->geo, a->block_size,
-					  s->buf, nr, i, st);
-		if (wrong >= 0 && (unsigned int)wrong < a->nr_members) {
+		if (wrong >= 0) {
 			t->located[wrong]++;
 			t->located_kept += resync_keeps(a, st,
 							(unsigned int)wrong);
@@ -357,22 +375,19 @@ void recovery_check_kept(struct tpt_array *a, uint64_t from,
 	a->recovery.kept = *found;
 }
 
-/* Whether a check can run: the array optimal, and no position's box
- * being failed (it counts as in sync until it is gone, but a check
- * planned now would stop at once). */
-static bool check_can_run(struct tpt_array *a)
+/* Whether a position's box is being failed: it counts as in sync until
+ * it is gone, but a check planned now would stop at once. */
+static bool box_failing(struct tpt_array *a)
 {
 	unsigned int p;
 
-	if (tpt_array_state(a) != TPT_ARRAY_OPTIMAL)
-		return false;
 	for (p = 0; p < a->nr_members; p++) {
 		const struct tpt_member *m = array_position_member(a, p);
 
 		if (m && m->failing)
-			return false;
+			return true;
 	}
-	return true;
+	return false;
 }
 
 /* The check a restart or a box's loss stopped, once the array can run
@@ -402,7 +417,7 @@ int recovery_check_start(struct tpt_array *a, char *why, size_t len)
 		return -EBUSY;
 	}
 	/* Batches of a job stopped a moment ago may still be ending. */
-	if (!check_can_run(a) || rc->active || rc->in_flight ||
+	if (st != TPT_ARRAY_OPTIMAL || box_failing(a) || rc->active || rc->in_flight ||
 	    rc->paused || a->unsynced) {
 		snprintf(why, len, "the array is %s%s; a check needs every "
 			 "position in sync and no rebuild or resync running",
@@ -672,10 +687,32 @@ static void recovery_span_done(struct tpt_span *s, int result)
  * vote moot, never wrong.
  */
 
-/* A stripe's vote: its copies agree, or no single one is the odd one
- * out (else the position of the one that is). */
-#define VOTE_AGREE (-2)
-#define VOTE_NONE (-1)
+
+/* A span of background work over stripes [@first, @first + @n) for
+ * position @member (RAID_PARITY_MEMBER: every position, or parity),
+ * ending in @done; NULL when out of memory. */
+static struct tpt_span *background_span(struct tpt_array *a,
+					enum tpt_span_kind kind,
+					unsigned int member, uint64_t first,
+					uint64_t n,
+					void (*done)(struct tpt_span *, int))
+{
+	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
+	struct tpt_span *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->kind = kind;
+	s->array = a;
+	s->member = member;
+	s->first_stripe = first;
+	s->last_stripe = first + n - 1;
+	s->lba = first * per_stripe;
+	s->blocks = (uint32_t)(n * per_stripe);
+	s->done = done;
+	clock_gettime(CLOCK_MONOTONIC, &s->first_try);
+	return s;
+}
 
 /* Odd copies out the log names one by one in a resync, at most. */
 #define VOTE_LOG_STRIPES 16
@@ -694,19 +731,8 @@ static void vote_count(struct tpt_array *a, const struct tpt_span *s,
 {
 	uint32_t nr = (uint32_t)(s->last_stripe - s->first_stripe + 1), i;
 
-	for (i = 0; i < nr; i++) {
-		int wrong;
-
-		if (!raid_check_mismatch(a->level, &a->geo, a->block_size,
-					 s->buf, nr, i)) {
-			votes[i] = VOTE_AGREE;
-			continue;
-		}
-		wrong = raid_check_locate(a->level, &a->geo, a->block_size,
-					  s->buf, nr, i, s->first_stripe + i);
-		votes[i] = wrong >= 0 && (unsigned int)wrong < a->nr_members ?
-			   wrong : VOTE_NONE;
-	}
+	for (i = 0; i < nr; i++)
+		votes[i] = stripe_vote(a, s, i);
 }
 
 static void vote_put(struct tpt_array *a, struct vote_batch *b)
@@ -735,7 +761,10 @@ static int vote_queue(struct tpt_array *a, struct vote_batch *b,
 {
 	struct tpt_recovery *rc = &a->recovery;
 	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
-	struct tpt_span *s = calloc(1, sizeof(*s));
+	struct tpt_span *s = background_span(a, TPT_SPAN_REBUILD, wrong >= 0 ?
+					     (unsigned int)wrong :
+					     RAID_PARITY_MEMBER, first, n,
+					     vote_repair_done);
 	uint64_t st;
 
 	if (!s)
@@ -754,16 +783,7 @@ static int vote_queue(struct tpt_array *a, struct vote_batch *b,
 		rc->voted_odd += n;
 	else
 		rc->voted_none += n;
-	s->kind = TPT_SPAN_REBUILD;
-	s->array = a;
-	s->member = wrong >= 0 ? (unsigned int)wrong : RAID_PARITY_MEMBER;
-	s->first_stripe = first;
-	s->last_stripe = first + n - 1;
-	s->lba = first * per_stripe;
-	s->blocks = (uint32_t)(n * per_stripe);
-	s->done = vote_repair_done;
 	s->priv = b;
-	clock_gettime(CLOCK_MONOTONIC, &s->first_try);
 	b->pending++;
 	array_queue_span(a, s);
 	return 0;
@@ -888,7 +908,6 @@ static uint32_t rebuild_along(struct tpt_array *a, uint64_t first,
 static bool recovery_next_batch(struct tpt_array *a)
 {
 	struct tpt_recovery *rc = &a->recovery;
-	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
 	uint64_t first, n, region_end;
 	uint32_t missing;
 	struct tpt_span *s;
@@ -930,7 +949,9 @@ static bool recovery_next_batch(struct tpt_array *a)
 	     first + n < a->nr_stripes && recovery_wants(a, first + n) &&
 	     array_missing_at(a, first + n) == missing; n++)
 		;
-	s = calloc(1, sizeof(*s));
+	s = background_span(a, job_checks(a) ? TPT_SPAN_CHECK :
+			    TPT_SPAN_REBUILD, rc->position, first, n,
+			    recovery_span_done);
 	if (s && job_checks(a)) {
 		/* Its outcome: whole units, so aligned_alloc()'s size is a
 		 * multiple of the alignment. */
@@ -951,16 +972,7 @@ static bool recovery_next_batch(struct tpt_array *a)
 		}
 		return false;
 	}
-	s->kind = job_checks(a) ? TPT_SPAN_CHECK : TPT_SPAN_REBUILD;
-	s->array = a;
-	s->member = rc->position;
 	s->rebuild_also = rebuild_along(a, first, missing);
-	s->first_stripe = first;
-	s->last_stripe = first + n - 1;
-	s->lba = first * per_stripe;
-	s->blocks = (uint32_t)(n * per_stripe);
-	s->done = recovery_span_done;
-	clock_gettime(CLOCK_MONOTONIC, &s->first_try);
 	rc->next = first + n;
 	rc->in_flight++;
 	array_queue_span(a, s);
@@ -1107,7 +1119,7 @@ void recovery_kick(struct tpt_array *a)
 		return;
 	if (a->unsynced)
 		recovery_start(a, RAID_PARITY_MEMBER, false);
-	else if (a->recovery.check_kept && check_can_run(a))
+	else if (a->recovery.check_kept && !box_failing(a))
 		check_resume(a);
 }
 
