@@ -48,8 +48,9 @@ def test_prep_read_multi_block_reads_disk_and_puts_to_host(tpt):
 def test_prep_read_steps_over_skipped_bytes(tpt):
     """5.1, 7.1: a PREP READ of three units whose middle one is a skip
     (PEER ID FFFDh) puts the first and third where the host wants them and
-    nothing of the second anywhere; a skip first, last, with memory named
-    or outside PREP READ is refused with its field pointer."""
+    nothing of the second anywhere; a skip first, last, with memory named,
+    in a command other than PREP READ and PREP WRITE, or in PREP WRITE not
+    of whole blocks is refused with its field pointer."""
     tpt.start(1)
     t0 = tpt.targets[0]
     unit = 64 << 10
@@ -76,8 +77,12 @@ def test_prep_read_steps_over_skipped_bytes(tpt):
                                                         host.desc(unit, unit)])),
                  "INVALID_PARAM_FIELD", 16 + 24 + 8)
     write = proto.vendor_cdb(proto.PREP_WRITE, 4 * blocks, 3 * blocks, 10, proto.FINAL)
-    assert_field(tpt.cmd(t0, write, out=proto.xfer_list([host.desc(0, unit), skip,
-                                                         host.desc(unit, unit)])),
+    assert_field(tpt.cmd(t0, write, out=proto.xfer_list([host.desc(0, unit), proto.Desc(
+        proto.PEER_NONE, unit - BS // 2), host.desc(unit, unit + BS // 2)])),
+                 "INVALID_PARAM_FIELD", 16 + 24 + 4)
+    send = proto.vendor_cdb(proto.SEND_RESULT, 4 * blocks, 3 * blocks, 10)
+    assert_field(tpt.cmd(t0, send, out=proto.xfer_list([host.desc(0, unit), skip,
+                                                        host.desc(unit, unit)])),
                  "INVALID_PARAM_FIELD", 16 + 24)
     # Still serving, and nothing written.
     assert tpt.cmd(t0, read, out=xl).good
@@ -283,6 +288,87 @@ def test_flat_parity_and_xor_passes(tpt):
                 out=proto.xfer_list(many))
     assert_field(r, "INVALID_PARAM_FIELD", 8)
     assert pt.tgtd.alive()
+
+
+def test_prep_write_steps_over_the_parity_it_holds(tpt):
+    """4.5, 7.4 flat over three stripes of three targets: each target's
+    one PREP WRITE covers its rows, a skip over the row it holds the
+    parity of, and exports its data units into slots 0 and 1, one per run
+    piece; each parity target's COMP BLOCK reads its stripe's blocks from
+    those slots and stages the parity in the skipped row, and one WRITE
+    NEW DATA per target writes all three rows.  A run may come inline.
+    Another PREP WRITE of the group over a run is refused; over the
+    skipped row alone it is not."""
+    tpt.start(3)
+    rows, group = (20, 21, 22), 0x2201
+    parity_of = {20: 2, 21: 0, 22: 1}
+    new = {(r, t): os.urandom(UNIT) for r in rows for t in range(3) if parity_of[r] != t}
+    before = snapshot(tpt)
+    host = tpt.host_buffer("hs", b"".join(new[k] for k in sorted(new)))
+    where = {k: i * UNIT for i, k in enumerate(sorted(new))}
+    lba = rows[0] * UBLK
+    tags = []
+    for t in tpt.targets:
+        descs, inline = [], b""
+        for r in rows:
+            if parity_of[r] == t.index:
+                descs.append(proto.Desc(proto.PEER_NONE, UNIT))
+            elif t.index == 0 and r == 22:
+                # Target 0's second run travels inline.
+                descs.append(proto.Desc(proto.PEER_CONTROLLER, UNIT))
+                inline += new[(r, 0)]
+            else:
+                descs.append(host.desc(where[(r, t.index)], UNIT))
+        if descs[0].peer == proto.PEER_NONE:
+            descs, first = descs[1:], lba + UBLK
+        else:
+            first = lba
+        if descs[-1].peer == proto.PEER_NONE:
+            descs = descs[:-1]
+        tags.append(tpt.send(t, proto.vendor_cdb(proto.PREP_WRITE, first, len(descs) * UBLK,
+                                                  group, proto.FINAL),
+                             out=proto.xfer_list(descs, result_slot=0, inline=inline)))
+    for r in tpt.wait(tags):
+        assert r.good, r
+    # The runs are the group's records, the skipped row is not: in a
+    # second group, a PREP WRITE over the skip alone is taken, one over a
+    # run is refused.
+    t0, other = tpt.targets[0], group + 1
+    three = proto.xfer_list([host.desc(0, UNIT), proto.Desc(proto.PEER_NONE, UNIT),
+                             host.desc(UNIT, UNIT)])
+    assert tpt.cmd(t0, proto.vendor_cdb(proto.PREP_WRITE, lba, 3 * UBLK, other), out=three).good
+    one = proto.xfer_list([host.desc(0, UNIT)])
+    assert tpt.cmd(t0, proto.vendor_cdb(proto.PREP_WRITE, lba + UBLK, UBLK, other), out=one).good
+    assert_sense(tpt.cmd(t0, proto.vendor_cdb(proto.PREP_WRITE, lba + 2 * UBLK, UBLK, other),
+                         out=one), "GROUP_IN_USE")
+    assert tpt.cmd(t0, proto.release_cdb(other)).good
+    # Target 0's slot 1 holds its row 22 unit, the piece after the skip.
+    hdr = tpt.slot_header(t0, 1)
+    assert (hdr["lba"], hdr["length"], hdr["group"]) == (22 * UBLK, UNIT, group), hdr
+    slot_of = {(r, t): (0 if r == min(x for x in rows if parity_of[x] != t) else 1)
+               for (r, t) in new}
+    tags = []
+    for r in rows:
+        pt = tpt.targets[parity_of[r]]
+        descs = [tpt.slot_desc(tpt.targets[t], slot_of[(r, t)], UNIT)
+                 for t in range(3) if t != parity_of[r]]
+        tags.append(tpt.send(pt, proto.vendor_cdb(proto.READ_PARITY_COMP_BLOCK, r * UBLK, UBLK,
+                                                   group), out=proto.xfer_list(descs)))
+    for r in tpt.wait(tags):
+        assert r.good, r
+    assert snapshot(tpt) == before
+    tags = [tpt.send(t, proto.vendor_cdb(proto.WRITE_NEW_DATA, lba, 3 * UBLK, group))
+            for t in tpt.targets]
+    for r in tpt.wait(tags):
+        assert r.good, r
+    for r in rows:
+        got = [t.read_backing(r * UNIT, UNIT) for t in tpt.targets]
+        for t in range(3):
+            if t != parity_of[r]:
+                assert got[t] == new[(r, t)]
+        assert got[parity_of[r]] == xor_fast(*(new[(r, t)] for t in range(3)
+                                               if t != parity_of[r]))
+    assert all(t.tgtd.alive() for t in tpt.targets)
 
 
 def test_prep_after_final_is_refused(tpt):

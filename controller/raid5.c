@@ -552,6 +552,36 @@ static int gather_role(const struct raid_geometry *g,
 	return t >= 0 && !receives[t] ? GATHER_SENDS : t;
 }
 
+/*
+ * How many stripes from @s on (before @end, at most @max_run) member @m's
+ * PREP WRITE covers as a sender: it goes on over a stripe it holds the
+ * parity of when it sends again in the next, with a skip there that the
+ * stripe's COMP BLOCK fills (protocol.md 4.5, 7.4).  A receiver's runs
+ * stay cut there, as its COMP TMP's operand must be one result.
+ */
+static uint64_t sender_run(const struct raid_geometry *g,
+			   const struct raid_level_ops *l, uint64_t s,
+			   uint64_t end, unsigned int root, unsigned int m,
+			   const bool *receives, uint64_t max_run)
+{
+	uint64_t len = 1;
+
+	while (s + len < end && len < max_run) {
+		int next = gather_role(g, l, s + len, root, m, receives);
+
+		if (next == GATHER_SENDS)
+			len++;
+		else if (next == -1 && s + len + 1 < end &&
+			 len + 1 < max_run &&
+			 gather_role(g, l, s + len + 1, root, m,
+				     receives) == GATHER_SENDS)
+			len += 2;
+		else
+			break;
+	}
+	return len;
+}
+
 /* A receiver's run of stripes: one PREP WRITE, then a COMP TMP per
  * gathering step it receives in. */
 struct gather_run {
@@ -607,7 +637,7 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 	unsigned int steps, e, m, r, t, nr_runs = 0;
 	/* Flat has no receivers: every data block goes to the parity. */
 	unsigned int nr_edges = how == TPT_GATHER_FLAT ? 0 : k - 1;
-	uint64_t s, end = first_stripe + nr, i, len;
+	uint64_t s, end = first_stripe + nr, i, len, blocks;
 	struct tpt_plan_cmd *cmd;
 	/* Per member and stripe: the slot of its export or accumulator. */
 	uint16_t *slot = calloc(n * nr, sizeof(*slot));
@@ -630,13 +660,22 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 			uint16_t first;
 
 			role = gather_role(g, l, s, root, m, receives);
-			for (len = 1; s + len < end && len < max_run &&
-			     gather_role(g, l, s + len, root, m, receives) == role;
-			     len++)
-				;
+			if (role == GATHER_SENDS) {
+				len = sender_run(g, l, s, end, root, m,
+						 receives, max_run);
+			} else {
+				for (len = 1; s + len < end && len < max_run &&
+				     gather_role(g, l, s + len, root, m,
+						 receives) == role;
+				     len++)
+					;
+			}
 			if (role == -1)
 				continue;	/* the parity member */
-			err = tpt_plan_want_slots(b, m, (uint16_t)len, &first);
+			for (i = 0, blocks = 0; i < len; i++)
+				blocks += l->parity_member(g, s + i, 0) != m;
+			err = tpt_plan_want_slots(b, m, (uint16_t)blocks,
+						  &first);
 			if (err)
 				break;
 			cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_PREP_WRITE, m,
@@ -652,11 +691,17 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 					.member = m, .index = (unsigned int)role,
 					.stripe = s, .len = len, .acc = first,
 				};
+			/* Its units in the run, a slot each; a sender's
+			 * parity units skipped (protocol.md 4.5). */
 			for (i = 0; i < len && !err; i++) {
 				uint64_t at;
 
-				slot[m * nr + (s + i - first_stripe)] =
-					(uint16_t)(first + i);
+				if (l->parity_member(g, s + i, 0) == m) {
+					err = tpt_plan_add_skip_ref(b,
+								    unit * bs);
+					continue;
+				}
+				slot[m * nr + (s + i - first_stripe)] = first++;
 				err = l->unmap(g, m, (s + i) * unit, &at);
 				if (!err)
 					err = tpt_plan_add_host_ref(b, (at - req_lba) * bs,

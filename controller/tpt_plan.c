@@ -617,9 +617,11 @@ tpt_stripe_piece_over(const struct tpt_stripe_piece *piece, unsigned int nr,
 	return NULL;
 }
 
-/* WRITE NEW DATA of the staged runs of member @m, group @g, in @step; a
- * run longer than a CDB can say is cut at unit boundaries, which no staged
- * range crosses. */
+/* WRITE NEW DATA of the staged runs of member @m, group @g, in @step:
+ * ranges that touch or overlap make one (a PREP WRITE with skips spans
+ * the parity its stripes' COMP BLOCKs stage, protocol.md 4.5).  A run
+ * longer than a CDB can say is cut at unit boundaries, which no staged
+ * range starts or ends inside. */
 static int add_wnd_runs(struct tpt_plan_builder *b, const struct group_range *r,
 			unsigned int n, unsigned int step)
 {
@@ -630,8 +632,9 @@ static int add_wnd_runs(struct tpt_plan_builder *b, const struct group_range *r,
 
 	for (i = 0; i < n; i = j) {
 		end = r[i].end;
-		for (j = i + 1; j < n && r[j].lba == end; j++)
-			end = r[j].end;
+		for (j = i + 1; j < n && r[j].lba <= end; j++)
+			if (r[j].end > end)
+				end = r[j].end;
 		for (lba = r[i].lba; lba < end; lba = next) {
 			next = end;
 			if (next - lba > longest)

@@ -116,8 +116,9 @@ struct cdb_format {
 	bool header_only;
 	/* A host's request to the controller: pieces of the host's buffer. */
 	bool from_host;
-	/* May leave bytes of its range unmoved (TPT_PEER_ID_NONE). */
-	bool skip_ok;
+	/* May leave bytes of its range unmoved (TPT_PEER_ID_NONE); with
+	 * skip_blocks only whole blocks, as it stages what it moves. */
+	bool skip_ok, skip_blocks;
 	/* May cover its range several times over, to XOR the passes. */
 	bool passes_ok;
 	/*
@@ -182,6 +183,8 @@ static const struct cdb_format formats[256] = {
 		.layout = &io16_layout,
 		.flags = TPT_CDB_FINAL,
 		.inline_ok = true,
+		.skip_ok = true,
+		.skip_blocks = true,
 	},
 	[TPT_OP_READ_NEW_BLOCK] = {
 		.info = XFER_OUT("READ NEW BLOCK"),
@@ -795,6 +798,10 @@ enum tpt_sense_reason tpt_xfer_list_check(const struct tpt_xfer_list *list,
 		if (d->peer == TPT_PEER_ID_NONE &&
 		    (!f->skip_ok || !i || i + 1 == list->count))
 			return bad_param(where, base + XD_PEER, NO_BIT);
+		/* PREP WRITE's runs between skips are buffers of blocks. */
+		if (d->peer == TPT_PEER_ID_NONE && f->skip_blocks &&
+		    (!block_size || at % block_size || d->length % block_size))
+			return bad_param(where, base + XD_LENGTH, NO_BIT);
 		/*
 		 * A slot header carries the LBA of its first block, which
 		 * a piece starting inside a block does not have.

@@ -5,7 +5,8 @@
  *                            data, keep old ^ new as the result (III-C,
  *                            Fig. 4 steps 2-4)
  *   READ NEW BLOCK           Get_Data the new data: staged and result
- *   PREP WRITE               the same for full stripes, deferred to FINAL
+ *   PREP WRITE               the same for full stripes, deferred to FINAL;
+ *                            the runs between its skips each on their own
  *   WRITE NEW DATA           write the staged data, release the buffers
  *
  * Nothing reaches the medium before WRITE NEW DATA (III-D 4): every other
@@ -130,10 +131,138 @@ static void prep_write_fetched(struct tpt_cmd *tc, void *ctx,
 	tpt_cmd_complete(tc, TPT_SENSE_NONE);
 }
 
+/*
+ * The record of the moved run of @tc's list in descriptors [@first, @end),
+ * at byte @pos of its range and @len long: a list of its own, holding
+ * only its inline bytes, and a buffer claiming @slot's slots on.
+ */
+static int prep_record(struct tpt_cmd *tc, unsigned int first,
+		       unsigned int end, uint64_t pos, uint64_t len,
+		       uint16_t slot, struct tpt_prep **out)
+{
+	uint32_t bs = tpt_lu_block_size(tc->tlu);
+	uint64_t inline_at = UINT64_MAX, inline_len = 0;
+	struct tpt_prep *p = calloc(1, sizeof(*p));
+	unsigned int i;
+	int r;
+
+	if (!p)
+		return TPT_SENSE_POOL_EXHAUSTED;
+	INIT_LIST_HEAD(&p->link);
+	p->lba = tc->cdb.lba + pos / bs;
+	p->nr_blocks = (uint32_t)(len / bs);
+	p->xl = malloc(sizeof(*p->xl));
+	if (!p->xl)
+		goto nomem;
+	*p->xl = (struct tpt_xfer_list){
+		.count = (uint16_t)(end - first),
+		.result_slot = slot,
+		.total_length = len,
+	};
+	memcpy(p->xl->desc, tc->xl->desc + first,
+	       (end - first) * sizeof(p->xl->desc[0]));
+	/* Inline descriptors lie back to back in the data-out (5.1): the
+	 * run's are one stretch of it, which goes when @tc completes. */
+	for (i = 0; i < p->xl->count; i++) {
+		struct tpt_xfer_desc *d = &p->xl->desc[i];
+
+		if (d->peer != TPT_PEER_ID_CONTROLLER)
+			continue;
+		if (inline_at == UINT64_MAX)
+			inline_at = d->offset;
+		d->offset -= inline_at;
+		inline_len += d->length;
+	}
+	if (inline_len) {
+		p->inline_data = malloc(inline_len);
+		if (!p->inline_data)
+			goto nomem;
+		memcpy(p->inline_data, tc->inline_data + inline_at, inline_len);
+	}
+	r = tpt_range_alloc(tc->group, p->lba, p->nr_blocks, slot, false,
+			    &p->range);
+	if (r) {
+		tpt_prep_free(p);
+		return tpt_cmd_result_slot_sense(tc, r);
+	}
+	*out = p;
+	return TPT_SENSE_NONE;
+nomem:
+	tpt_prep_free(p);
+	return TPT_SENSE_POOL_EXHAUSTED;
+}
+
+static bool prep_overlaps(struct tpt_group *g, const struct tpt_prep *p)
+{
+	struct tpt_prep *q;
+
+	list_for_each_entry(q, &g->preps, link)
+		if (q->lba < p->lba + p->nr_blocks &&
+		    p->lba < q->lba + q->nr_blocks)
+			return true;
+	return false;
+}
+
+/*
+ * Records the command's moved runs, those between its skips (protocol.md
+ * 4.5): each is a PREP WRITE of its own to the group, its slots after
+ * the previous run's.  All or none.
+ */
+static int prep_records(struct tpt_cmd *tc)
+{
+	const struct tpt_xfer_list *xl = tc->xl;
+	uint64_t pos = 0, run_pos = 0;
+	uint32_t slot = xl->result_slot;
+	unsigned int i, run_first = 0;
+	struct tpt_prep *p = NULL, *tmp;
+	LIST_HEAD(mine);
+	int r = TPT_SENSE_NONE;
+
+	for (i = 0; i <= xl->count && !r; i++) {
+		bool skip = i < xl->count &&
+			    xl->desc[i].peer == TPT_PEER_ID_NONE;
+
+		if (i < xl->count && !skip) {
+			pos += xl->desc[i].length;
+			continue;
+		}
+		/* A run ends here. */
+		if (slot != TPT_SLOT_NONE && slot >= TPT_SLOT_MAX) {
+			r = tpt_cmd_result_slot_sense(tc,
+					TPT_SENSE_INVALID_PARAM_FIELD);
+			break;
+		}
+		r = prep_record(tc, run_first, i, run_pos, pos - run_pos,
+				(uint16_t)slot, &p);
+		if (r)
+			break;
+		if (prep_overlaps(tc->group, p)) {
+			tpt_prep_free(p);
+			r = TPT_SENSE_GROUP_IN_USE;
+			break;
+		}
+		list_add_tail(&p->link, &mine);
+		if (slot != TPT_SLOT_NONE)
+			slot += p->range->nr_pieces;
+		if (skip)
+			pos += xl->desc[i].length;
+		run_first = i + 1;
+		run_pos = pos;
+	}
+	list_for_each_entry_safe(p, tmp, &mine, link) {
+		if (r)
+			tpt_prep_free(p);
+		else {
+			list_del(&p->link);
+			list_add_tail(&p->link, &tc->group->preps);
+		}
+	}
+	return r;
+}
+
 int tpt_exec_prep_write(struct tpt_cmd *tc)
 {
-	size_t inline_len = tpt_xfer_list_inline_len(tc->xl);
-	struct tpt_prep *p, *q;
+	struct tpt_prep *q;
 	unsigned int n = 0;
 	int r;
 
@@ -144,36 +273,9 @@ int tpt_exec_prep_write(struct tpt_cmd *tc)
 	 * would be swept in with its buffer unfilled (protocol.md 8.1). */
 	if (tc->group->final_seen)
 		return TPT_SENSE_GROUP_IN_USE;
-	list_for_each_entry(q, &tc->group->preps, link)
-		if (q->lba < tc->cdb.lba + tc->cdb.transfer_length &&
-		    tc->cdb.lba < q->lba + q->nr_blocks)
-			return TPT_SENSE_GROUP_IN_USE;
-
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return TPT_SENSE_POOL_EXHAUSTED;
-	INIT_LIST_HEAD(&p->link);
-	p->lba = tc->cdb.lba;
-	p->nr_blocks = tc->cdb.transfer_length;
-	if (inline_len) {
-		/* The data-out goes when this command completes. */
-		p->inline_data = malloc(inline_len);
-		if (!p->inline_data) {
-			free(p);
-			return TPT_SENSE_POOL_EXHAUSTED;
-		}
-		memcpy(p->inline_data, tc->inline_data, inline_len);
-	}
-	r = tpt_range_alloc(tc->group, p->lba, p->nr_blocks,
-			    tc->xl->result_slot, false, &p->range);
-	if (r) {
-		free(p->inline_data);
-		free(p);
-		return tpt_cmd_result_slot_sense(tc, r);
-	}
-	p->xl = tc->xl;
-	tc->xl = NULL;
-	list_add_tail(&p->link, &tc->group->preps);
+	r = prep_records(tc);
+	if (r)
+		return r;
 	if (!(tc->cdb.flags & TPT_CDB_FINAL))
 		return TPT_SENSE_NONE;
 	tc->group->final_seen = true;

@@ -134,7 +134,9 @@ struct sim_range {			/* one buffer of a group (8.2) */
 struct sim_prep {			/* a recorded PREP READ or PREP WRITE */
 	struct sim_prep *next;
 	const struct tpt_plan_cmd *cmd;
-	struct sim_range *range;	/* PREP WRITE's buffer */
+	/* PREP WRITE: a run between skips, its buffer and descriptors. */
+	struct sim_range *range;
+	unsigned int first_ref, nr_refs;
 };
 
 struct sim_slot {
@@ -328,12 +330,13 @@ static bool sim_overlaps(const struct sim_grp *G, uint64_t lba,
 
 /* A buffer for the command's range, claiming its RESULT SLOT's slots as
  * a target does before any transfer (8.2). */
-static struct sim_range *sim_range_new(struct sim *s,
-				       const struct tpt_plan_cmd *cmd,
-				       unsigned int flags, uint16_t slot)
+static struct sim_range *sim_range_new_at(struct sim *s,
+					  const struct tpt_plan_cmd *cmd,
+					  uint64_t lba, uint32_t blocks,
+					  unsigned int flags, uint16_t slot)
 {
 	struct sim_target *t = &s->t[cmd->member];
-	unsigned int n = sim_pieces(s, cmd->blocks), i;
+	unsigned int n = sim_pieces(s, blocks), i;
 	struct sim_range *r;
 
 	if (slot != TPT_SLOT_NONE) {
@@ -350,12 +353,12 @@ static struct sim_range *sim_range_new(struct sim *s,
 	}
 	r = xcalloc(1, sizeof(*r));
 	r->gofs = cmd->group_offset;
-	r->lba = cmd->lba;
-	r->blocks = cmd->blocks;
+	r->lba = lba;
+	r->blocks = blocks;
 	r->flags = flags;
 	r->slot = slot == TPT_SLOT_NONE ? -1 : slot;
 	r->step = s->step;
-	r->data = xcalloc(cmd->blocks, s->bs);
+	r->data = xcalloc(blocks, s->bs);
 	for (i = 0; slot != TPT_SLOT_NONE && i < n; i++) {
 		t->slot[slot + i].owner = r;
 		sim_touch(s, cmd, cmd->member, SIM_DOM_SLOT, true, slot + i,
@@ -364,6 +367,13 @@ static struct sim_range *sim_range_new(struct sim *s,
 	r->next = t->grp[r->gofs].ranges;
 	t->grp[r->gofs].ranges = r;
 	return r;
+}
+
+static struct sim_range *sim_range_new(struct sim *s,
+				       const struct tpt_plan_cmd *cmd,
+				       unsigned int flags, uint16_t slot)
+{
+	return sim_range_new_at(s, cmd, cmd->lba, cmd->blocks, flags, slot);
 }
 
 /* Payload first, then a valid header per piece (5.4). */
@@ -553,6 +563,7 @@ static bool sim_check_cmd(struct sim *s, const struct tpt_plan_cmd *cmd)
 	bool has_list = op != TPT_PLAN_PRE_FETCH &&
 			op != TPT_PLAN_WRITE_NEW_DATA && !write &&
 			op != TPT_PLAN_RELEASE && op != TPT_PLAN_READ_MEDIUM;
+	uint64_t skipped_at = 0;	/* a descriptor's byte in the range */
 	unsigned int j;
 
 	if (cmd->member >= g->members) {
@@ -610,14 +621,18 @@ static bool sim_check_cmd(struct sim *s, const struct tpt_plan_cmd *cmd)
 		    (ref->gf_exp && !part && op != TPT_PLAN_COMP_TMP &&
 		     op != TPT_PLAN_COMP_BLOCK))
 			sim_fail(s, cmd, "a GF EXPONENT where it is refused");
-		/* A skip: PREP READ only, between moved pieces (5.1). */
+		/* A skip: PREP READ and PREP WRITE only (whole blocks
+		 * there), between moved pieces (5.1). */
 		if (ref->kind == TPT_REF_SKIP) {
-			if (op != TPT_PLAN_PREP_READ || !j ||
-			    j + 1 == cmd->nr_refs)
+			if (!prep || !j || j + 1 == cmd->nr_refs ||
+			    (op == TPT_PLAN_PREP_WRITE &&
+			     (ref->length % s->bs || skipped_at % s->bs)))
 				sim_fail(s, cmd, "a skip descriptor where it "
 					 "is refused");
+			skipped_at += ref->length;
 			continue;
 		}
+		skipped_at += ref->length;
 		if (write ? ref->kind == TPT_REF_SLOT :
 		    ref->kind == TPT_REF_PARITY ||
 		    (host_only ? ref->kind != TPT_REF_HOST :
@@ -684,14 +699,43 @@ static void sim_prep_read(struct sim *s, const struct tpt_plan_cmd *cmd)
 	sim_end_group_if_empty(G);
 }
 
-/* PREP WRITE (4.5): stage, claim the slots; on FINAL fetch every record
- * of the group from the host and make the slots valid. */
+/* A PREP WRITE run's host descriptors into its buffer. */
+static bool sim_fetch_run(struct sim *s, const struct sim_prep *p)
+{
+	uint64_t pos = 0, bytes = (uint64_t)p->range->blocks * s->bs;
+	unsigned int j;
+
+	for (j = 0; j < p->nr_refs; j++) {
+		const struct tpt_plan_ref *ref =
+			&s->plan->refs[p->cmd->first_ref + p->first_ref + j];
+
+		if (ref->host_offset + ref->length > s->host_len ||
+		    pos + ref->length > bytes) {
+			sim_fail(s, p->cmd, "host descriptor out of range");
+			return false;
+		}
+		memcpy(p->range->data + pos, s->host + ref->host_offset,
+		       ref->length);
+		sim_use_host(s, ref->host_offset, ref->length);
+		pos += ref->length;
+	}
+	if (pos != bytes) {
+		sim_fail(s, p->cmd, "TOTAL LENGTH is not TRANSFER LENGTH");
+		return false;
+	}
+	return true;
+}
+
+/* PREP WRITE (4.5): stage, claim the slots, a buffer per run between
+ * skips; on FINAL fetch every record of the group from the host and
+ * make the slots valid. */
 static void sim_prep_write(struct sim *s, const struct tpt_plan_cmd *cmd)
 {
 	struct sim_target *t = &s->t[cmd->member];
 	struct sim_grp *G = sim_grp_of(s, cmd);
 	struct sim_prep *p, **tail;
-	struct sim_range *r;
+	uint64_t pos = 0, run_pos = 0;
+	unsigned int slot = cmd->result_slot, j, run_first = 0;
 
 	if (!sim_use_group(s, cmd, SIM_WRITE_GROUP, true))
 		return;
@@ -703,22 +747,44 @@ static void sim_prep_write(struct sim *s, const struct tpt_plan_cmd *cmd)
 		sim_fail(s, cmd, "TPT GROUP NUMBER IN USE: staged twice");
 		return;
 	}
-	r = sim_range_new(s, cmd, SIM_STAGED | SIM_RESULT, cmd->result_slot);
-	if (!r)
-		return;
-	for (tail = &G->preps; *tail; tail = &(*tail)->next)
-		;
-	p = xcalloc(1, sizeof(*p));
-	p->cmd = cmd;
-	p->range = r;
-	*tail = p;
+	for (j = 0; j <= cmd->nr_refs; j++) {
+		const struct tpt_plan_ref *ref =
+			j < cmd->nr_refs ? &s->plan->refs[cmd->first_ref + j] :
+			NULL;
+		struct sim_range *r;
+
+		if (ref && ref->kind != TPT_REF_SKIP) {
+			pos += ref->length;
+			continue;
+		}
+		r = sim_range_new_at(s, cmd, cmd->lba + run_pos / s->bs,
+				     (uint32_t)((pos - run_pos) / s->bs),
+				     SIM_STAGED | SIM_RESULT,
+				     (uint16_t)slot);
+		if (!r)
+			return;
+		if (slot != TPT_SLOT_NONE)
+			slot += sim_pieces(s, r->blocks);
+		for (tail = &G->preps; *tail; tail = &(*tail)->next)
+			;
+		p = xcalloc(1, sizeof(*p));
+		p->cmd = cmd;
+		p->range = r;
+		p->first_ref = run_first;
+		p->nr_refs = j - run_first;
+		*tail = p;
+		if (ref)
+			pos += ref->length;
+		run_first = j + 1;
+		run_pos = pos;
+	}
 	sim_touch(s, cmd, cmd->member, SIM_DOM_STATE, true, cmd->lba,
 		  cmd->lba + cmd->blocks);
 	if (!cmd->final)
 		return;
 	G->final_seen = true;
 	while ((p = G->preps)) {
-		if (!sim_fetch(s, p->cmd, p->range->data))
+		if (!sim_fetch_run(s, p))
 			return;
 		sim_publish(s, t, p->range);
 		G->preps = p->next;
@@ -1190,6 +1256,32 @@ static void sim_check_idle(struct sim *s)
 
 /* ---- static checks of a plan ---- */
 
+/* The slots @cmd's RESULT SLOT claims: a piece per @payload bytes of
+ * each run between its skips (PREP WRITE, protocol.md 4.5), or of its
+ * range. */
+static unsigned int cmd_result_pieces(const struct tpt_plan *p,
+				      const struct tpt_plan_cmd *cmd,
+				      uint32_t bs, uint64_t payload)
+{
+	uint64_t run = 0, total = 0;
+	unsigned int j, pieces = 0;
+
+	for (j = 0; cmd->op == TPT_PLAN_PREP_WRITE && j < cmd->nr_refs; j++) {
+		const struct tpt_plan_ref *ref = &p->refs[cmd->first_ref + j];
+
+		total += ref->length;
+		if (ref->kind != TPT_REF_SKIP) {
+			run += ref->length;
+			continue;
+		}
+		pieces += (unsigned int)((run + payload - 1) / payload);
+		run = 0;
+	}
+	if (cmd->op != TPT_PLAN_PREP_WRITE || !total)
+		run = (uint64_t)cmd->blocks * bs;
+	return pieces + (unsigned int)((run + payload - 1) / payload);
+}
+
 /* Steps tile the commands, and the slots a plan records are exactly the
  * ones its commands name as RESULT SLOT, each once. */
 static void check_plan_shape(const struct array *a, const struct tpt_plan *p,
@@ -1223,11 +1315,11 @@ static void check_plan_shape(const struct array *a, const struct tpt_plan *p,
 	for (i = 0; i < p->nr_cmds; i++) {
 		const struct tpt_plan_cmd *cmd = &p->cmds[i];
 
-		uint64_t bytes = (uint64_t)cmd->blocks * a->ctx.block_size;
 		uint64_t payload = (uint64_t)a->geo.unit_blocks *
 				   a->ctx.block_size;
-		unsigned int k, pieces = (unsigned int)((bytes + payload - 1) /
-							payload);
+		unsigned int k, pieces = cmd_result_pieces(p, cmd,
+							   a->ctx.block_size,
+							   payload);
 
 		if (cmd->result_slot == TPT_SLOT_NONE)
 			continue;

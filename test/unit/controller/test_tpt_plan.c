@@ -702,18 +702,19 @@ run_first:
 	 * 0's data index 1, calculator_rr 1), parity on 3, 2, 1, 0, 3; index
 	 * 0 is member 1 but in stripe 2, where it is member 2.  Runs of one
 	 * role: member 1 gathers [0,2) and [3,5); member 2 sends [0], gathers
-	 * [2], sends [3,5); member 3 sends [1,4); member 0 sends [0,3) and
-	 * [4]: 8 PREP WRITEs (15 with one per block) and 3 receiver runs of 2
-	 * COMP TMPs each (10 with one per stripe and step). */
+	 * [2], sends [3,5); member 3 sends [1,4); member 0 sends [0,5),
+	 * skipping its parity unit in stripe 3: 7 PREP WRITEs (15 with one
+	 * per block) and 3 receiver runs of 2 COMP TMPs each (10 with one
+	 * per stripe and step). */
 	CHECK_EQ(raid5_level.tpt_write(&w.a.ctx, 0, 5 * 24, ++w.group, &p), 0);
 	memset(counts, 0, sizeof(counts));
 	for (i = 0; i < p.nr_cmds; i++)
 		counts[p.cmds[i].op]++;
-	CHECK_EQ(counts[TPT_PLAN_PREP_WRITE], 8);
+	CHECK_EQ(counts[TPT_PLAN_PREP_WRITE], 7);
 	CHECK_EQ(counts[TPT_PLAN_COMP_TMP], 6);
 	CHECK_EQ(counts[TPT_PLAN_COMP_BLOCK], 5);
 	CHECK_EQ(counts[TPT_PLAN_WRITE_NEW_DATA], 4);
-	CHECK_EQ(p.nr_cmds, 23);
+	CHECK_EQ(p.nr_cmds, 22);
 	CHECK_EQ(p.nr_steps, 5);
 	if (p.nr_steps != 5)
 		goto run_second;
@@ -732,7 +733,7 @@ run_first:
 		CHECK_EQ(p.cmds[i].nr_refs, p.cmds[i].blocks / 8);
 	}
 	tpt_plan_count(&p, &c);
-	CHECK_EQ(c.commands, 23);
+	CHECK_EQ(c.commands, 22);
 	CHECK_EQ(c.host_bytes, 5 * 24 * 512);
 	CHECK_EQ(c.peer_bytes, 5 * 3 * 8 * 512);
 run_second:
@@ -871,18 +872,20 @@ static void calculator_rotation(void)
 }
 
 /*
- * Many full stripes, every root and both topologies, against the byte
- * model: a PREP WRITE or COMP TMP never covers a stripe of which its
- * member is the parity and names a block per stripe, and a request of
+ * Many full stripes, every root and all topologies, against the byte
+ * model: a COMP TMP never covers a stripe of which its member is the
+ * parity, a PREP WRITE only with a skip there (a sender's, inside its
+ * run), both name a block per stripe, and a request of
  * 2N+1 stripes takes fewer of each than one per block (PREP WRITE) or
  * per stripe and edge (COMP TMP) - at most half as many from N = 5 on
- * (N = 5: 16-20 PREP WRITEs against 44, 15 COMP TMPs against 33).
+ * (N = 5: 10-11 PREP WRITEs in the star, 18-19 in the tree, 5 flat,
+ * against 44; 15 COMP TMPs against 33).
  */
 static void multi_stripe_runs(void)
 {
 	const struct raid_level_ops *l = &raid5_level;
 	enum tpt_parity_gather how;
-	unsigned int n, rr, i, counts[TPT_PLAN_RELEASE + 1];
+	unsigned int n, rr, i, j, counts[TPT_PLAN_RELEASE + 1];
 	unsigned char *host;
 	struct tpt_plan p;
 	struct world w;
@@ -915,9 +918,17 @@ static void multi_stripe_runs(void)
 					CHECK_EQ(c->blocks % unit, 0);
 					CHECK_EQ(c->nr_refs, c->blocks / unit);
 					for (s = c->lba / unit;
-					     s < (c->lba + c->blocks) / unit; s++)
+					     s < (c->lba + c->blocks) / unit; s++) {
+						j = (unsigned int)(s - c->lba / unit);
+						CHECK_EQ(c->member ==
+							 l->parity_member(&w.a.geo, s, 0),
+							 ref_of(&p, i, j)->kind ==
+							 TPT_REF_SKIP);
 						CHECK(c->member !=
-						      l->parity_member(&w.a.geo, s, 0));
+						      l->parity_member(&w.a.geo, s, 0) ||
+						      (c->op == TPT_PLAN_PREP_WRITE &&
+						       j && j + 1 < c->nr_refs));
+					}
 				}
 				CHECK(counts[TPT_PLAN_PREP_WRITE] < nr * (n - 1));
 				CHECK(counts[TPT_PLAN_COMP_TMP] < nr * (n - 2));
@@ -928,13 +939,12 @@ static void multi_stripe_runs(void)
 					      nr * (n - 2));
 				}
 				CHECK_EQ(counts[TPT_PLAN_COMP_BLOCK], nr);
-				/* Flat: a PREP WRITE per run between parity
-				 * units, at most one more than parity units
-				 * per member. */
+				/* Flat: every data block a sender, so one
+				 * PREP WRITE per member, over its parity
+				 * units. */
 				if (how == TPT_GATHER_FLAT) {
 					CHECK_EQ(counts[TPT_PLAN_COMP_TMP], 0);
-					CHECK(counts[TPT_PLAN_PREP_WRITE] <=
-					      nr + n);
+					CHECK_EQ(counts[TPT_PLAN_PREP_WRITE], n);
 				}
 				rnd_fill(host, (uint64_t)blocks * 512);
 				world_run_write(&w, &p, lba, host, blocks, false);

@@ -497,8 +497,9 @@ static void test_send_result_list(void)
 /* TPT HOST READ/WRITE name the host's own buffer, in pieces (4.19). */
 /*
  * PASSIVE PEER ID FFFDh: LENGTH bytes of the range that are not moved.
- * No memory (FLAGS, STAG and OFFSET zero); only in PREP READ, and only
- * between descriptors that move data.
+ * No memory (FLAGS, STAG and OFFSET zero); only in PREP READ and PREP
+ * WRITE (whole blocks there), and only between descriptors that move
+ * data.
  */
 static void test_skip_list(void)
 {
@@ -550,9 +551,26 @@ static void test_skip_list(void)
 	CHECK_EQ(tpt_xfer_list_decode(enc, sizeof(enc), l, NULL),
 		 TPT_SENSE_NONE);
 
-	/* Any other command: the PEER ID of the skip. */
+	/* PREP WRITE too, in whole blocks: its runs between skips are
+	 * buffers of their own (4.5).  A skip starting or ending inside a
+	 * block: its LENGTH. */
 	cdb.opcode = TPT_OP_PREP_WRITE;
-	check_rejected(&cdb, 4096, 40, NO_BIT);
+	CHECK_EQ(tpt_xfer_list_check(l, &cdb, 4096, &where), TPT_SENSE_NONE);
+	l->desc[1].length = 2048;
+	l->desc[2].length = 6144;
+	check_rejected(&cdb, 4096, 44, NO_BIT);
+	l->desc[0].length = 2048;
+	l->desc[1].length = 4096;
+	l->desc[2].length = 6144;
+	check_rejected(&cdb, 4096, 44, NO_BIT);
+	CHECK_EQ(tpt_xfer_list_check(l, &(struct tpt_cdb){
+			.opcode = TPT_OP_PREP_READ, .lba = 64,
+			.transfer_length = 3, .group = 9 }, 4096, &where),
+		 TPT_SENSE_NONE);
+	l->desc[0].length = 4096;
+	l->desc[2].length = 4096;
+
+	/* Any other command: the PEER ID of the skip. */
 	cdb.opcode = TPT_OP_SEND_RESULT;
 	check_rejected(&cdb, 4096, 40, NO_BIT);
 	cdb.opcode = TPT_OP_READ_PARITY_PART_TMP;
