@@ -566,12 +566,38 @@ static int plan_stripe_write(struct tpt_plan_builder *b, uint64_t req_lba,
 }
 
 /*
+ * How many stripes from @s on (a data unit of member @m's, before @end,
+ * at most @max_run) its PREP WRITE covers: over the P and Q units it
+ * holds where it holds data again after them, with skips there that
+ * those stripes' COMP BLOCKs fill (protocol.md 4.5).
+ */
+static uint64_t data_run(const struct raid_geometry *g, unsigned int m,
+			 uint64_t s, uint64_t end, uint64_t max_run)
+{
+	uint64_t len = 1, gap;
+
+	while (s + len < end && len < max_run) {
+		if (r6_data_index(g, s + len, m) >= 0) {
+			len++;
+			continue;
+		}
+		for (gap = 1; s + len + gap < end &&
+		     r6_data_index(g, s + len + gap, m) < 0; gap++)
+			;
+		if (s + len + gap >= end || len + gap >= max_run)
+			break;
+		len += gap;
+	}
+	return len;
+}
+
+/*
  * Full stripes @first_stripe.. (@nr of them) with every member there
  * (protocol.md 7.8): each data member stages and exports its units with
- * one PREP WRITE per run of consecutive stripes it holds data in (N-2 at
- * most, then its P and Q units break the run), and each stripe's P and Q
- * members take all N-2 exports with one COMP BLOCK, a pass per data unit,
- * Q's weighted 2^i: the flat gathering of RAID-5 (raid5.c), twice.
+ * one PREP WRITE, skipping its P and Q units (data_run()), and each
+ * stripe's P and Q members take all N-2 exports with one COMP BLOCK, a
+ * pass per data unit, Q's weighted 2^i: the flat gathering of RAID-5
+ * (raid5.c), twice.
  */
 static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 			     uint64_t first_stripe, uint64_t nr)
@@ -579,7 +605,7 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 	const struct raid_geometry *g = b->c->geo;
 	uint32_t bs = b->c->block_size, unit = g->unit_blocks;
 	unsigned int n = g->members, k = n - 2, m, d, par;
-	uint64_t max_run = tpt_plan_refs_max(b->c), s, len, i, at;
+	uint64_t max_run = tpt_plan_refs_max(b->c), s, len, i, at, units;
 	uint64_t end = first_stripe + nr;
 	uint16_t *slot = calloc(n * nr, sizeof(*slot)), first;
 	struct tpt_plan_cmd *cmd;
@@ -595,10 +621,11 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 				len = 1;
 				continue;
 			}
-			for (len = 1; s + len < end && len < max_run &&
-			     r6_data_index(g, s + len, m) >= 0; len++)
-				;
-			err = tpt_plan_want_slots(b, m, (uint16_t)len, &first);
+			len = data_run(g, m, s, end, max_run);
+			for (i = 0, units = 0; i < len; i++)
+				units += r6_data_index(g, s + i, m) >= 0;
+			err = tpt_plan_want_slots(b, m, (uint16_t)units,
+						  &first);
 			if (err)
 				break;
 			cmd = tpt_plan_add_cmd(b, 0, TPT_PLAN_PREP_WRITE, m,
@@ -609,8 +636,12 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 			}
 			cmd->result_slot = first;
 			for (i = 0; i < len && !err; i++) {
-				slot[m * nr + (s + i - first_stripe)] =
-					(uint16_t)(first + i);
+				if (r6_data_index(g, s + i, m) < 0) {
+					err = tpt_plan_add_skip_ref(b,
+								    unit * bs);
+					continue;
+				}
+				slot[m * nr + (s + i - first_stripe)] = first++;
 				err = r6_unmap(g, m, (s + i) * unit, &at);
 				if (!err)
 					err = tpt_plan_add_host_ref(b, (at - req_lba) * bs,

@@ -78,17 +78,23 @@ static bool names_initiator(const struct tpt_xfer_list *list)
 	return false;
 }
 
-static bool skips_ok(const struct tpt_xfer_list *list, uint8_t opcode)
+static bool skips_ok(const struct tpt_xfer_list *list, uint8_t opcode,
+		     uint32_t bs)
 {
+	uint64_t at = 0;
 	uint16_t i;
 
-	for (i = 0; i < list->count; i++) {
+	for (i = 0; i < list->count; at += list->desc[i++].length) {
 		const struct tpt_xfer_desc *d = &list->desc[i];
 
 		if (d->peer != TPT_PEER_ID_NONE)
 			continue;
-		if (opcode != TPT_OP_PREP_READ || !i || i + 1 == list->count ||
-		    d->flags || d->stag || d->offset)
+		if ((opcode != TPT_OP_PREP_READ &&
+		     opcode != TPT_OP_PREP_WRITE) || !i ||
+		    i + 1 == list->count || d->flags || d->stag || d->offset)
+			return false;
+		if (opcode == TPT_OP_PREP_WRITE &&
+		    (at % bs || d->length % bs))
 			return false;
 	}
 	return true;
@@ -166,9 +172,9 @@ static void fuzz_xfer_list(const uint8_t *data, size_t size,
 		    cdb->opcode != TPT_OP_HOST_READ &&
 		    cdb->opcode != TPT_OP_HOST_WRITE)
 			abort();
-		/* Skipped bytes: a PREP READ's, between moved ones, with no
-		 * memory named. */
-		if (!skips_ok(&xfer_list, cdb->opcode))
+		/* Skipped bytes: a PREP READ's, or a PREP WRITE's whole
+		 * blocks, between moved ones, with no memory named. */
+		if (!skips_ok(&xfer_list, cdb->opcode, block_sizes[i]))
 			abort();
 		if (xfer_list.count &&
 		    !passes_ok(&xfer_list, cdb, block_sizes[i]))

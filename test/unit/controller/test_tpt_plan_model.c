@@ -542,6 +542,36 @@ static void raid6_requests(void)
 						    1u << a | 1u << b);
 		}
 	level_requests_dead(&raid6_level, 8, 16, 12, 512, 100, 0x81);
+	/* Eight full stripes at N = 6: one PREP WRITE per member, skipping
+	 * its P and Q units (protocol.md 4.5, 7.8), a COMP BLOCK per
+	 * parity, and the data and parity on the members. */
+	for (n = 5; n <= 7; n++) {
+		unsigned int i, preps = 0, skips = 0, j;
+		uint32_t blocks = 8 * (n - 2) * 8;
+		unsigned char *host = xcalloc(blocks, 512);
+
+		world_init_level(&w, &raid6_level, n, 8, 10, 512, 64);
+		w.a.ctx.host_held = false;
+		CHECK_EQ(raid6_level.tpt_write(&w.a.ctx, 0, blocks, ++w.group,
+					       &p), 0);
+		for (i = 0; i < p.nr_cmds; i++) {
+			const struct tpt_plan_cmd *c = &p.cmds[i];
+
+			if (c->op != TPT_PLAN_PREP_WRITE)
+				continue;
+			preps++;
+			for (j = 0; j < c->nr_refs; j++)
+				skips += p.refs[c->first_ref + j].kind ==
+					 TPT_REF_SKIP;
+		}
+		CHECK_EQ(preps, n);
+		CHECK(skips >= n);
+		rnd_fill(host, (uint64_t)blocks * 512);
+		world_run_write(&w, &p, 0, host, blocks, false);
+		CHECK(world_consistent(&w));
+		free(host);
+		world_destroy(&w);
+	}
 	for (n = 4; n <= 6; n++) {
 		world_init_level(&w, &raid6_level, n, 16, 10, 512, 64);
 		for (s = 0; s < 10; s += 2)
