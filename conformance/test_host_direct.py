@@ -201,6 +201,31 @@ def test_direct_integrity_counters_and_a_stock_client(tgtd_factory, workdir, rep
            f"{(res['bytes'] + res2['bytes']) >> 20} MiB verified, with a stock client beside")
 
 
+def test_full_stripes_on_raid6_direct_and_proxied(tgtd_factory, workdir, report):
+    """RAID-6 of 6, 32 KiB units: an extended host's and a stock client's
+    writes of up to 1 MiB, many of them whole stripes, where each member's
+    one PREP WRITE skips its P and Q units, side by side in one skip
+    (protocol.md 4.5, 7.8); both byte models clean, no member failed."""
+    c = cluster.start(tgtd_factory, n=6, mode="tpt", raid=6, unit=32 << 10,
+                      member_bytes=16 << 20)
+    model = workdir / "model6"
+    stock = subprocess.Popen(
+        [str(paths.tool("tpt-iscsi-verify")), "--model", str(model), "--zero", "--span", "16m",
+         "--ops", "150", "--qd", "8", "--max-bs", "1m", "--final-check", c.url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    res = direct_verify(c.url, "--offset", "16m", "--span", "32m", "--zero", "--sequential",
+                        "--qd", "8", "--ops", "300", "--max-bs", "1m", "--seed", "3",
+                        "--final-check")
+    out, err = stock.communicate(timeout=180)
+    assert stock.returncode == 0, out + err
+    assert "errors=0 mismatches=0" in out, out + err
+    assert res["direct"] == "yes", res
+    st = array_stats(c)
+    assert st["failed"] == 0 and st["member_failures"] == 0, st
+    report(f"RAID-6 of 6, 32k units: {res['ops']} direct requests up to 1 MiB and 150 stock "
+           f"ones, full stripes with P and Q skipped, byte models clean")
+
+
 def test_adjacent_requests_go_as_one_command(tgtd_factory, report):
     """The library sends queued requests that continue one another as one
     TPT HOST READ/WRITE naming each one's buffer (protocol.md 4.19): every

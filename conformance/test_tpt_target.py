@@ -342,6 +342,19 @@ def test_prep_write_steps_over_the_parity_it_holds(tpt):
     assert_sense(tpt.cmd(t0, proto.vendor_cdb(proto.PREP_WRITE, lba + 2 * UBLK, UBLK, other),
                          out=one), "GROUP_IN_USE")
     assert tpt.cmd(t0, proto.release_cdb(other)).good
+    # Skips side by side (a RAID-6 member's P and Q units) leave no run
+    # between them: rows 24 and 27 by PREP WRITE, 25 and 26 by READ NEW
+    # BLOCK, one WRITE NEW DATA over the four.
+    rows4 = [os.urandom(UNIT) for _ in range(4)]
+    h4 = tpt.host_buffer("h4", b"".join(rows4))
+    gap = proto.Desc(proto.PEER_NONE, UNIT)
+    assert tpt.cmd(t0, proto.vendor_cdb(proto.PREP_WRITE, 24 * UBLK, 4 * UBLK, other, proto.FINAL),
+                   out=proto.xfer_list([h4.desc(0, UNIT), gap, gap, h4.desc(3 * UNIT, UNIT)],
+                                       result_slot=4)).good
+    assert tpt.cmd(t0, proto.vendor_cdb(proto.READ_NEW_BLOCK, 25 * UBLK, 2 * UBLK, other),
+                   out=proto.xfer_list([h4.desc(UNIT, 2 * UNIT)])).good
+    assert tpt.cmd(t0, proto.vendor_cdb(proto.WRITE_NEW_DATA, 24 * UBLK, 4 * UBLK, other)).good
+    assert t0.read_backing(24 * UNIT, 4 * UNIT) == b"".join(rows4)
     # Target 0's slot 1 holds its row 22 unit, the piece after the skip.
     hdr = tpt.slot_header(t0, 1)
     assert (hdr["lba"], hdr["length"], hdr["group"]) == (22 * UBLK, UNIT, group), hdr

@@ -128,6 +128,14 @@ int tpt_plan_add_host_ref(struct tpt_plan_builder *b, uint64_t host_offset,
 
 int tpt_plan_add_skip_ref(struct tpt_plan_builder *b, uint32_t length)
 {
+	struct tpt_plan *p = b->p;
+	const struct tpt_plan_cmd *cmd = &p->cmds[p->nr_cmds - 1];
+
+	/* Skips side by side (a RAID-6 member's P and Q units) are one. */
+	if (cmd->nr_refs && p->refs[p->nr_refs - 1].kind == TPT_REF_SKIP) {
+		p->refs[p->nr_refs - 1].length += length;
+		return 0;
+	}
 	return add_ref(b, TPT_REF_SKIP, 0, 0, 0, length);
 }
 

@@ -226,7 +226,14 @@ static int prep_records(struct tpt_cmd *tc)
 			pos += xl->desc[i].length;
 			continue;
 		}
-		/* A run ends here. */
+		/* A run ends here; skips side by side leave none between
+		 * them. */
+		if (skip && pos == run_pos) {
+			pos += xl->desc[i].length;
+			run_first = i + 1;
+			run_pos = pos;
+			continue;
+		}
 		if (slot != TPT_SLOT_NONE && slot >= TPT_SLOT_MAX) {
 			r = tpt_cmd_result_slot_sense(tc,
 					TPT_SENSE_INVALID_PARAM_FIELD);

@@ -757,6 +757,12 @@ static void sim_prep_write(struct sim *s, const struct tpt_plan_cmd *cmd)
 			pos += ref->length;
 			continue;
 		}
+		if (ref && pos == run_pos) {	/* skips side by side */
+			pos += ref->length;
+			run_first = j + 1;
+			run_pos = pos;
+			continue;
+		}
 		r = sim_range_new_at(s, cmd, cmd->lba + run_pos / s->bs,
 				     (uint32_t)((pos - run_pos) / s->bs),
 				     SIM_STAGED | SIM_RESULT,
