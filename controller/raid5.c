@@ -637,7 +637,7 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 	unsigned int steps, e, m, r, t, nr_runs = 0;
 	/* Flat has no receivers: every data block goes to the parity. */
 	unsigned int nr_edges = how == TPT_GATHER_FLAT ? 0 : k - 1;
-	uint64_t s, end = first_stripe + nr, i, len, blocks;
+	uint64_t s, end = first_stripe + nr, i, len, units;
 	struct tpt_plan_cmd *cmd;
 	/* Per member and stripe: the slot of its export or accumulator. */
 	uint16_t *slot = calloc(n * nr, sizeof(*slot));
@@ -672,9 +672,9 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 			}
 			if (role == -1)
 				continue;	/* the parity member */
-			for (i = 0, blocks = 0; i < len; i++)
-				blocks += l->parity_member(g, s + i, 0) != m;
-			err = tpt_plan_want_slots(b, m, (uint16_t)blocks,
+			for (i = 0, units = 0; i < len; i++)
+				units += l->parity_member(g, s + i, 0) != m;
+			err = tpt_plan_want_slots(b, m, (uint16_t)units,
 						  &first);
 			if (err)
 				break;
