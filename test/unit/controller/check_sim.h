@@ -1,5 +1,5 @@
 /*
- * The online check's side of the simulated array of plan_sim.h, shared by
+ * The online check's side of the simulated array of plan_world.h, shared by
  * test_tpt_plan_model.c and test_bl_plan.c: units scribbled over in a
  * world, its members' media kept to show that a check wrote nothing, and
  * a check's outcome read stripe by stripe.
@@ -7,7 +7,7 @@
 #ifndef TPT_TEST_UNIT_CONTROLLER_CHECK_SIM_H
 #define TPT_TEST_UNIT_CONTROLLER_CHECK_SIM_H
 
-#include "test/unit/controller/plan_sim.h"
+#include "test/unit/controller/plan_world.h"
 
 /* Stripes in a world. */
 static uint64_t world_stripes(const struct world *w)

@@ -5,7 +5,7 @@
  * by the targets.  Random requests against the byte model, degraded and
  * rebuilt, run in test_tpt_plan_model.c and test_bl_plan.c.
  */
-#include "test/unit/controller/plan_sim.h"
+#include "test/unit/controller/plan_world.h"
 
 #include <errno.h>
 #include <limits.h>

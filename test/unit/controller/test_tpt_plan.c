@@ -5,7 +5,7 @@
  * requests against the byte model, degraded plans, rebuild and resync are
  * in test_tpt_plan_model.c.
  */
-#include "test/unit/controller/plan_sim.h"
+#include "test/unit/controller/plan_world.h"
 
 #include <errno.h>
 #include <stdbool.h>
