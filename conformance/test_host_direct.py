@@ -9,7 +9,7 @@
   and count host-direct bytes apart (direct_in/direct_out).  Until the
   controller serves TPT HOST READ/WRITE the same tests check the fallback
   on a TPT array.
-- Members killed or hung under a direct host's load (RAID-5 and RAID-6):
+- Members killed or hung under a direct host's load (RAID-5, RAID-6, RAID-1):
   no error, no wrong byte, degraded reads straight to the host, and the
   same bytes after the boxes catch up.
 - fio's nbd engine through nbdkit with verify=crc32c.
@@ -382,11 +382,12 @@ def read_region(c, path, span):
     return path.read_bytes()
 
 
-@pytest.mark.parametrize("raid,n,how", [(5, 5, "kill"), (6, 6, "kill"), (5, 5, "hang")])
+@pytest.mark.parametrize("raid,n,how", [(5, 5, "kill"), (6, 6, "kill"), (5, 5, "hang"),
+                                        (1, 3, "kill")])
 def test_direct_host_keeps_its_data_through_lost_members(tgtd_factory, workdir, raid, n, how,
                                                          report):
     """Members lost under an extended host's load: killed (one for
-    RAID-5, two one after the other for RAID-6) or hung (SIGSTOP past
+    RAID-5 and a 3-way mirror, two one after the other for RAID-6) or hung (SIGSTOP past
     fail_timeout, then woken: what it does late must not reach the host's
     buffers, now holding other requests).  The host sees no error and
     every byte it wrote reads back; degraded reads go from the targets
@@ -401,7 +402,7 @@ def test_direct_host_keeps_its_data_through_lost_members(tgtd_factory, workdir, 
         [str(paths.tool("tpt-direct-verify")), "--seconds", "16", "--zero", "--span", str(span),
          "--qd", "8", "--max-bs", "1m", "--seed", str(raid), "--final-check", c.url],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lost = [1] if raid == 5 else [1, 4]
+    lost = [1, 4] if raid == 6 else [1]
     time.sleep(3)
     for i in lost:
         if how == "kill":
