@@ -408,6 +408,12 @@ void tpt_disk_pieces(struct tpt_cmd *tc, struct tpt_range *r,
 	struct tpt_disk *d;
 	unsigned int i;
 
+	/* Nothing to do is done: with no I/O submitted no completion
+	 * would ever come, and the command would wait forever. */
+	if (!count) {
+		done(tc, ctx, TPT_SENSE_NONE);
+		return;
+	}
 	d = calloc(1, sizeof(*d) + count * sizeof(d->io[0]));
 	if (!d) {
 		done(tc, ctx, TPT_SENSE_POOL_EXHAUSTED);
