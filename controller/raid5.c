@@ -552,34 +552,31 @@ static int gather_role(const struct raid_geometry *g,
 	return t >= 0 && !receives[t] ? GATHER_SENDS : t;
 }
 
+/* A member's full stripes as one of its PREP WRITEs covers them: a run
+ * of the stripes it has @role in. */
+struct gather_member {
+	const struct raid_geometry *g;
+	const struct raid_level_ops *l;
+	unsigned int root, m;
+	const bool *receives;
+	int role;
+};
+
 /*
- * How many stripes from @s on (before @end, at most @max_run) member @m's
- * PREP WRITE covers as a sender: it goes on over a stripe it holds the
- * parity of when it sends again in the next, with a skip there that the
- * stripe's COMP BLOCK fills (protocol.md 4.5, 7.4).  A receiver's runs
- * stay cut there, as its COMP TMP's operand must be one result.
+ * A sender's PREP WRITE goes on over a stripe it holds the parity of when
+ * it sends again in the next, with a skip there that the stripe's COMP
+ * BLOCK fills (protocol.md 4.5, 7.4).  A receiver's runs stay cut there,
+ * as its COMP TMP's operand must be one result.
  */
-static uint64_t sender_run(const struct raid_geometry *g,
-			   const struct raid_level_ops *l, uint64_t s,
-			   uint64_t end, unsigned int root, unsigned int m,
-			   const bool *receives, uint64_t max_run)
+static enum tpt_plan_run_stripe gather_stripe(const void *ctx, uint64_t s)
 {
-	uint64_t len = 1;
+	const struct gather_member *gm = ctx;
+	int role = gather_role(gm->g, gm->l, s, gm->root, gm->m, gm->receives);
 
-	while (s + len < end && len < max_run) {
-		int next = gather_role(g, l, s + len, root, m, receives);
-
-		if (next == GATHER_SENDS)
-			len++;
-		else if (next == -1 && s + len + 1 < end &&
-			 len + 1 < max_run &&
-			 gather_role(g, l, s + len + 1, root, m,
-				     receives) == GATHER_SENDS)
-			len += 2;
-		else
-			break;
-	}
-	return len;
+	if (role == gm->role)
+		return TPT_RUN_TAKE;
+	return gm->role == GATHER_SENDS && role == -1 ? TPT_RUN_SKIP :
+							TPT_RUN_STOP;
 }
 
 /* A receiver's run of stripes: one PREP WRITE, then a COMP TMP per
@@ -638,6 +635,9 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 	/* Flat has no receivers: every data block goes to the parity. */
 	unsigned int nr_edges = how == TPT_GATHER_FLAT ? 0 : k - 1;
 	uint64_t s, end = first_stripe + nr, i, len, units;
+	struct gather_member gm = {
+		.g = g, .l = l, .root = root, .receives = receives,
+	};
 	struct tpt_plan_cmd *cmd;
 	/* Per member and stripe: the slot of its export or accumulator. */
 	uint16_t *slot = calloc(n * nr, sizeof(*slot));
@@ -660,20 +660,12 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 			uint16_t first;
 
 			role = gather_role(g, l, s, root, m, receives);
-			if (role == GATHER_SENDS) {
-				len = sender_run(g, l, s, end, root, m,
-						 receives, max_run);
-			} else {
-				for (len = 1; s + len < end && len < max_run &&
-				     gather_role(g, l, s + len, root, m,
-						 receives) == role;
-				     len++)
-					;
-			}
+			gm.m = m;
+			gm.role = role;
+			len = tpt_plan_run_over(s, end, max_run, gather_stripe,
+						&gm, &units);
 			if (role == -1)
 				continue;	/* the parity member */
-			for (i = 0, units = 0; i < len; i++)
-				units += l->parity_member(g, s + i, 0) != m;
 			err = tpt_plan_want_slots(b, m, (uint16_t)units,
 						  &first);
 			if (err)

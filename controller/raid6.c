@@ -565,36 +565,27 @@ static int plan_stripe_write(struct tpt_plan_builder *b, uint64_t req_lba,
 	return err;
 }
 
-/*
- * How many stripes from @s on (a data unit of member @m's, before @end,
- * at most @max_run) its PREP WRITE covers: over the P and Q units it
- * holds where it holds data again after them, with skips there that
- * those stripes' COMP BLOCKs fill (protocol.md 4.5).
- */
-static uint64_t data_run(const struct raid_geometry *g, unsigned int m,
-			 uint64_t s, uint64_t end, uint64_t max_run)
-{
-	uint64_t len = 1, gap;
+/* A member's full stripes as its PREP WRITE covers them. */
+struct data_member {
+	const struct raid_geometry *g;
+	unsigned int m;
+};
 
-	while (s + len < end && len < max_run) {
-		if (r6_data_index(g, s + len, m) >= 0) {
-			len++;
-			continue;
-		}
-		for (gap = 1; s + len + gap < end &&
-		     r6_data_index(g, s + len + gap, m) < 0; gap++)
-			;
-		if (s + len + gap >= end || len + gap >= max_run)
-			break;
-		len += gap;
-	}
-	return len;
+/* Its PREP WRITE goes over the P and Q units it holds where it holds
+ * data again after them, with skips there that those stripes' COMP
+ * BLOCKs fill (protocol.md 4.5). */
+static enum tpt_plan_run_stripe data_stripe(const void *ctx, uint64_t s)
+{
+	const struct data_member *dm = ctx;
+
+	return r6_data_index(dm->g, s, dm->m) >= 0 ? TPT_RUN_TAKE :
+						     TPT_RUN_SKIP;
 }
 
 /*
  * Full stripes @first_stripe.. (@nr of them) with every member there
  * (protocol.md 7.8): each data member stages and exports its units with
- * one PREP WRITE, skipping its P and Q units (data_run()), and each
+ * one PREP WRITE, skipping its P and Q units (data_stripe()), and each
  * stripe's P and Q members take all N-2 exports with one COMP BLOCK, a
  * pass per data unit, Q's weighted 2^i: the flat gathering of RAID-5
  * (raid5.c), twice.
@@ -608,6 +599,7 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 	uint64_t max_run = tpt_plan_refs_max(b->c), s, len, i, at, units;
 	uint64_t end = first_stripe + nr;
 	uint16_t *slot = calloc(n * nr, sizeof(*slot)), first;
+	struct data_member dm = { .g = g };
 	struct tpt_plan_cmd *cmd;
 	int err = 0;
 
@@ -616,14 +608,14 @@ static int plan_full_stripes(struct tpt_plan_builder *b, uint64_t req_lba,
 	if (max_run > TPT_VENDOR_LENGTH_MAX / unit)
 		max_run = TPT_VENDOR_LENGTH_MAX / unit;
 	for (m = 0; m < n && !err; m++) {
+		dm.m = m;
 		for (s = first_stripe; s < end && !err; s += len) {
 			if (r6_data_index(g, s, m) < 0) {
 				len = 1;
 				continue;
 			}
-			len = data_run(g, m, s, end, max_run);
-			for (i = 0, units = 0; i < len; i++)
-				units += r6_data_index(g, s + i, m) >= 0;
+			len = tpt_plan_run_over(s, end, max_run, data_stripe,
+						&dm, &units);
 			err = tpt_plan_want_slots(b, m, (uint16_t)units,
 						  &first);
 			if (err)

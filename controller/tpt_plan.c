@@ -139,6 +139,37 @@ int tpt_plan_add_skip_ref(struct tpt_plan_builder *b, uint32_t length)
 	return add_ref(b, TPT_REF_SKIP, 0, 0, 0, length);
 }
 
+uint64_t tpt_plan_run_over(uint64_t s, uint64_t end, uint64_t max_run,
+			   enum tpt_plan_run_stripe (*kind)(const void *ctx,
+							    uint64_t stripe),
+			   const void *ctx, uint64_t *taken)
+{
+	uint64_t len = 1, gap;
+	enum tpt_plan_run_stripe k;
+
+	*taken = 1;
+	while (s + len < end && len < max_run) {
+		k = kind(ctx, s + len);
+		if (k == TPT_RUN_TAKE) {
+			len++;
+			++*taken;
+			continue;
+		}
+		if (k == TPT_RUN_STOP)
+			break;
+		/* Skipped stripes only where one taken follows within the
+		 * run's bounds: a run never ends in a skip. */
+		for (gap = 1; s + len + gap < end && len + gap < max_run &&
+		     (k = kind(ctx, s + len + gap)) == TPT_RUN_SKIP; gap++)
+			;
+		if (s + len + gap >= end || len + gap >= max_run ||
+		    k != TPT_RUN_TAKE)
+			break;
+		len += gap;
+	}
+	return len;
+}
+
 int tpt_plan_add_parity_ref(struct tpt_plan_builder *b, uint64_t host_offset,
 			    uint32_t length, uint32_t nr_sources)
 {

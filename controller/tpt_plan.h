@@ -187,13 +187,32 @@ int tpt_plan_add_host_ref(struct tpt_plan_builder *b, uint64_t host_offset,
  * computes from data it holds (TPT_PLAN_WRITE only). */
 int tpt_plan_add_parity_ref(struct tpt_plan_builder *b, uint64_t host_offset,
 			    uint32_t length, uint32_t nr_sources);
-/* @length bytes of a PREP READ's range that are not moved. */
+/* @length bytes of a PREP READ's or PREP WRITE's range that are not
+ * moved (protocol.md 4.4, 4.5). */
 int tpt_plan_add_skip_ref(struct tpt_plan_builder *b, uint32_t length);
 /* The ref added last is its pass's share, weighted 2^@gf_exp (3.1). */
 void tpt_plan_weigh_last_ref(struct tpt_plan_builder *b, uint8_t gf_exp);
 /* A SLOT descriptor for the result slot @ordinal of @member. */
 int tpt_plan_add_slot_ref(struct tpt_plan_builder *b, unsigned int member,
 			  uint16_t ordinal, uint32_t length);
+/* What a member's stripe is to a run of stripes one command covers. */
+enum tpt_plan_run_stripe {
+	TPT_RUN_TAKE,		/* the command moves the member's unit there */
+	TPT_RUN_SKIP,		/* it may step over it with a skip */
+	TPT_RUN_STOP,		/* the run ends before it */
+};
+
+/*
+ * How many stripes from @s on (one the member takes, before @end, at most
+ * @max_run) one command of the member covers: the stripes @kind says it
+ * takes, and those it may skip where it takes one again after them
+ * (protocol.md 4.4, 4.5).  *@taken: how many of them it takes.
+ */
+uint64_t tpt_plan_run_over(uint64_t s, uint64_t end, uint64_t max_run,
+			   enum tpt_plan_run_stripe (*kind)(const void *ctx,
+							    uint64_t stripe),
+			   const void *ctx, uint64_t *taken);
+
 /* A result slot on @member, named by the ordinal in @ordinal; -E2BIG when
  * the member's whole table could never hold the plan's results. */
 int tpt_plan_want_slot(struct tpt_plan_builder *b, unsigned int member,

@@ -1216,6 +1216,46 @@ static void opcodes(void)
 	CHECK(!strcmp(tpt_plan_op_name(TPT_PLAN_COMP_TMP), "READ PARITY COMP TMP"));
 }
 
+/* A member's stripes as a string: T taken, S skippable, X a stop. */
+static enum tpt_plan_run_stripe stripe_of(const void *ctx, uint64_t s)
+{
+	char c = ((const char *)ctx)[s];
+
+	return c == 'T' ? TPT_RUN_TAKE :
+	       c == 'S' ? TPT_RUN_SKIP : TPT_RUN_STOP;
+}
+
+/* tpt_plan_run_over(): a run steps over skippable stripes only where it
+ * takes one again within its bounds, and never ends in a skip. */
+static void runs_over_skips(void)
+{
+	static const struct {
+		const char *stripes;
+		uint64_t end, max_run, len, taken;
+	} cases[] = {
+		{ "TTTT", 4, 16, 4, 4 },
+		{ "TSTT", 4, 16, 4, 3 },
+		{ "TSST", 4, 16, 4, 2 },	/* RAID-6: P and Q side by side */
+		{ "TTSS", 4, 16, 2, 2 },	/* skips at the end: cut */
+		{ "TSXT", 4, 16, 1, 1 },	/* a stop behind the skip */
+		{ "TXTT", 4, 16, 1, 1 },
+		{ "TSTT", 4, 2, 1, 1 },		/* no room for the take after */
+		{ "TSTT", 4, 3, 3, 2 },
+		{ "TSTS", 3, 16, 3, 2 },	/* @end cuts, not the string */
+		{ "T", 1, 16, 1, 1 },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t taken = 0;
+
+		CHECK_EQ(tpt_plan_run_over(0, cases[i].end, cases[i].max_run,
+					   stripe_of, cases[i].stripes, &taken),
+			 cases[i].len);
+		CHECK_EQ(taken, cases[i].taken);
+	}
+}
+
 int main(void)
 {
 	RUN(opcodes);
@@ -1239,5 +1279,6 @@ int main(void)
 	RUN(release_plan);
 	RUN(long_runs_are_cut);
 	RUN(refs_max_leaves_room_for_host_pieces);
+	RUN(runs_over_skips);
 	UNIT_EXIT();
 }
