@@ -37,7 +37,10 @@ def test_raid6_serves_with_two_boxes_killed_under_load(tgtd_factory, mode, tmp_p
         time.sleep(FAIL_TIMEOUT + 2)
         kill(c.targets[3])
 
-    clean_load(c, tmp_path, 16, lose_two, report, "RAID-6 of 5, 2 members killed mid-load")
+    # Writes up to 1 MiB: runs of whole stripes, each member's PREP WRITE
+    # stepping over its P and Q units (protocol.md 4.5, 7.8).
+    clean_load(c, tmp_path, 16, lose_two, report, "RAID-6 of 5, 2 members killed mid-load",
+               extra=("--max-bs", "1m"))
     assert array_state(c) == "degraded", show(c)
     assert counters(c)["member_failures"] == 2
     verify_all(c, tmp_path)
