@@ -29,8 +29,8 @@ import pytest
 from tptlib import cluster, net, paths
 from tptlib.client import TptClient
 from tptlib.tgtd import SANITIZER_MARKERS
-from test_failures import (FAIL_TIMEOUT, array_state, counters, kill, restart_target, scrub,
-                           wait_state)
+from test_failures import (FAIL_TIMEOUT, array_state, close_link, counters, kill,
+                           restart_target, scrub, show, wait_state)
 
 MiB = 1 << 20
 PLUGIN = paths.BUILD / "lib" / "nbdkit-tptraid-plugin.so"
@@ -436,3 +436,107 @@ def test_direct_host_keeps_its_data_through_lost_members(tgtd_factory, workdir, 
     report(f"RAID-{raid} of {n}: {res['ops']} direct requests, {len(lost)} member(s) "
            f"{'killed' if how == 'kill' else 'hung'} "
            f"under them: no error, no wrong byte; caught up, the same bytes read back")
+
+
+
+
+def blackhole(box, addr, on=True):
+    """What box sends to addr vanishes (or goes again), as across a lost
+    route: no reset, nothing heard."""
+    subprocess.run(["ip", "-n", box.name, "route", "add" if on else "del", "blackhole",
+                    f"{addr}/32"], check=True)
+
+
+@pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
+def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
+    """Every box on a switch; the route between the extended host and
+    target 2 is lost under the host's load, while both still reach the
+    controller and each other.  Before, target 2's transfers to the host
+    waited on TCP until the controller's command timeout failed target 2
+    for it: a host's network could degrade the array for every host (or,
+    cut from two targets, fail it), and its requests got MEDIUM ERROR.
+    Now target 2 drops its link to the host after tpt_host_xfer_timeout
+    (10 s) without a transfer moving, its commands fail with the
+    passive-peer sense naming the host (protocol.md 9.1), the controller
+    fails that host's request alone, and the library sends it again
+    through the controller and goes on that way: the host sees no error
+    and no wrong byte, no member is failed, and a stock client beside it
+    sees nothing either."""
+    sw, c = net.Switch(), None
+    span = 8 * MiB
+    try:
+        boxes = [sw.add_box(f"t{i}") for i in range(4)]
+        ctl, hbox = sw.add_box("ctl"), sw.add_box("h0")
+        c = cluster.start(tgtd_factory, n=4, mode="tpt", unit=32 << 10, member_bytes=16 << 20,
+                          boxes=dict(enumerate(boxes)), controller_box=ctl,
+                          extra_opts=(f"fail_timeout={FAIL_TIMEOUT}",))
+        stock = subprocess.Popen(
+            [*sw.exec_prefix(hbox), str(paths.tool("tpt-iscsi-verify")), "--model",
+             str(workdir / "model"), "--zero", "--span", str(span), "--seconds", "24", "--qd", "4",
+             "--max-bs", "256k", "--final-check", c.url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        host = subprocess.Popen(
+            [*sw.exec_prefix(hbox), str(paths.tool("tpt-direct-verify")), "--offset", str(span),
+             "--span", str(span), "--zero", "--seconds", "24", "--qd", "8", "--max-bs", "1m",
+             "--final-check", c.url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        blackhole(boxes[2], hbox.box_addr)
+        blackhole(hbox, boxes[2].box_addr)
+        out, err = host.communicate(timeout=120)
+        sout, serr = stock.communicate(timeout=120)
+        assert host.returncode == 0, out + err
+        res = kv(out)
+        assert res["errors"] == "0" and res["mismatches"] == "0", out + err
+        assert "falling back to plain SCSI" in err, err
+        assert int(res["direct_out"]) > 0 and int(res["plain_out"]) > 0, out
+        assert stock.returncode == 0 and "errors=0 mismatches=0" in sout, sout + serr
+        assert counters(c)["member_failures"] == 0, show(c)
+        assert array_state(c) == "optimal", show(c)
+        assert "no transfer moved for" in c.targets[2].log()
+        report(f"the route between a direct host and target 2 lost under load: "
+               f"{res['ops']} requests, no error (the library went on through the "
+               f"controller: {int(res['plain_out']) >> 20} MiB written plain after "
+               f"{int(res['direct_out']) >> 20} MiB direct), no member failed, the stock "
+               f"client beside it clean")
+        blackhole(boxes[2], hbox.box_addr, on=False)
+        blackhole(hbox, boxes[2].box_addr, on=False)
+    finally:
+        for t in ([c.controller] + c.targets) if c else ():
+            t.stop()
+        sw.close()
+
+
+@pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
+def test_direct_host_across_a_cut_link(tgtd_factory, workdir, report):
+    """Target 2's cable pulled under an extended host's load and left
+    out: target 2 is failed, the host sees no error and no wrong byte
+    (its requests finish degraded, direct), and once the cable is back
+    and the box caught up the region reads the same bytes."""
+    link, c = net.Link(0), None
+    span = 8 * MiB
+    try:
+        c = cluster.start(tgtd_factory, n=4, mode="tpt", unit=32 << 10, host=link.host_addr,
+                          boxes={2: link}, member_bytes=16 << 20,
+                          extra_opts=(f"fail_timeout={FAIL_TIMEOUT}",))
+        host = subprocess.Popen(
+            [str(paths.tool("tpt-direct-verify")), "--seconds", "12", "--zero", "--span",
+             str(span), "--qd", "8", "--max-bs", "1m", "--final-check", c.url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        link.cut()
+        out, err = host.communicate(timeout=120)
+        assert host.returncode == 0, out + err
+        res = kv(out)
+        assert res["direct"] == "yes" and res["errors"] == "0" and res["mismatches"] == "0"
+        assert int(res["plain_out"]) == 0, out
+        assert array_state(c) == "degraded"
+        degraded = read_region(c, workdir / "degraded", span)
+        link.restore()
+        wait_state(c, {"optimal"}, timeout=60)
+        assert read_region(c, workdir / "optimal", span) == degraded
+        scrub(c)
+        report(f"target 2's cable pulled under a direct host: {res['ops']} requests, no "
+               f"error, all direct; caught up, the same bytes")
+    finally:
+        close_link(c, link)

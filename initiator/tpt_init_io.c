@@ -172,6 +172,23 @@ static bool merge_refused(const struct init_cmd *cmd,
 	       task->sense.field_pointer == 0;
 }
 
+/* A target could not move this command's data to or from our memory
+ * (protocol.md 4.19, 9.1): the passive-peer senses, naming the
+ * initiator.  The array is fine; the path between us and that target is
+ * not (a route lost, a firewall), or it refuses our datamover. */
+static bool host_path_failed(const struct scsi_task *task)
+{
+	struct tpt_sense sense;
+
+	if (task->datain.size < 2 ||
+	    tpt_sense_parse(task->datain.data + 2,
+			    (size_t)task->datain.size - 2, &sense))
+		return false;
+	return (sense.asc == 0x83 || sense.asc == 0x84) &&
+	       sense.info.info_valid &&
+	       sense.info.information == TPT_PEER_ID_INITIATOR;
+}
+
 static void cmd_cb(struct iscsi_context *iscsi, int status,
 		   void *command_data, void *private_data)
 {
@@ -225,12 +242,15 @@ static void cmd_cb(struct iscsi_context *iscsi, int status,
 			return;
 		}
 		/* The controller no longer holds our key (TPT HOST KEY NOT
-		 * REGISTERED, NOT READY 80h/03h) or no longer knows the
-		 * command: go on through the controller rather than fail,
-		 * unless the caller insisted on direct. */
+		 * REGISTERED, NOT READY 80h/03h), no longer knows the
+		 * command, or a target cannot reach us: go on through the
+		 * controller rather than fail, unless the caller insisted on
+		 * direct.  Sending again is safe: the plain WRITE writes the
+		 * same data over whatever the failed one left. */
 		if (cmd->direct && ctx->cfg.direct == TPT_INIT_DIRECT_AUTO &&
 		    (init_sense_is(task, TPT_SENSE_HOST_KEY_MISSING) ||
-		     init_sense_is(task, TPT_SENSE_INVALID_OPCODE))) {
+		     init_sense_is(task, TPT_SENSE_INVALID_OPCODE) ||
+		     host_path_failed(task))) {
 			init_status_error(ctx, cmd_name(cmd), status, task);
 			init_log(ctx, TPT_INIT_LOG_WARNING, "%s: falling back "
 				 "to plain SCSI", ctx->err);

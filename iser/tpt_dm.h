@@ -152,6 +152,22 @@ void tpt_dm_disconnect(struct tpt_dm_peer *peer);
  * peer-down callback runs): the owner calls it when what its policy
  * rests on changed, e.g. a peer list that no longer names a peer. */
 void tpt_dm_readmit(struct tpt_dm *dm);
+/*
+ * A peer that moves nothing for @seconds while it has operations
+ * outstanding (no chunk completes), or whose connection is not up
+ * @seconds after tpt_dm_connect(), is dropped by the next
+ * tpt_dm_expire_stalled() as if its transport had failed: its operations
+ * fail with -ETIMEDOUT, a pending connect's callback gets -ETIMEDOUT, an
+ * up peer's peer-down callback runs.  0 (the default): never.  For peers
+ * the owner has no other way to find gone: a connection whose packets
+ * vanish (a cable out, a route lost) keeps its operations waiting as
+ * long as TCP retransmits, a quarter of an hour.
+ */
+void tpt_dm_peer_set_stall_limit(struct tpt_dm_peer *peer,
+				 unsigned int seconds);
+/* Drops the peers past their stall limit: the owner calls it about once a
+ * second.  How many it dropped. */
+unsigned int tpt_dm_expire_stalled(struct tpt_dm *dm);
 /* For accepted peers: who they said they were. */
 const struct tpt_dm_hello *tpt_dm_peer_hello(const struct tpt_dm_peer *peer);
 /* The scope the peer's connection lives in: its transfers take local

@@ -294,6 +294,7 @@ int tpt_dm_connect(struct tpt_dm *dm, uint64_t scope, const char *addr,
 	}
 	fi_freeinfo(info);
 	peer->state = DM_PEER_CONNECTING;
+	peer->last_progress = dm_now_ms();
 	dm_list_add_tail(&dm->peers, &peer->link);
 	*out = peer;
 	return 0;
@@ -360,6 +361,52 @@ void tpt_dm_readmit(struct tpt_dm *dm)
 	}
 	dm->busy--;
 	dm_reap(dm);
+}
+
+void tpt_dm_peer_set_stall_limit(struct tpt_dm_peer *peer,
+				 unsigned int seconds)
+{
+	peer->stall_limit = seconds;
+}
+
+/* Whether @peer waits on its connection, or has operations outstanding,
+ * and nothing moved for its stall limit. */
+static bool dm_peer_stalled(const struct tpt_dm_peer *peer, uint64_t now)
+{
+	if (!peer->stall_limit ||
+	    now - peer->last_progress < (uint64_t)peer->stall_limit * 1000)
+		return false;
+	if (peer->state == DM_PEER_CONNECTING)
+		return true;
+	return peer->state == DM_PEER_UP &&
+	       (!dm_list_empty(&peer->queued) || !dm_list_empty(&peer->posted));
+}
+
+unsigned int tpt_dm_expire_stalled(struct tpt_dm *dm)
+{
+	uint64_t now = dm_now_ms();
+	unsigned int dropped = 0;
+	struct dm_list *pos;
+
+	dm->busy++;
+	/* As in tpt_dm_readmit(): no peer is freed while busy, and a torn
+	 * down one is DOWN, which the walk passes by. */
+	for (pos = dm->peers.next; pos != &dm->peers; pos = pos->next) {
+		struct tpt_dm_peer *peer =
+			dm_container_of(pos, struct tpt_dm_peer, link);
+
+		if (!dm_peer_stalled(peer, now))
+			continue;
+		dm_log(dm, "peer %s: %s for %u s: disconnected", peer->addr_str,
+		       peer->state == DM_PEER_CONNECTING ?
+		       "no connection" : "no transfer moved",
+		       (unsigned int)((now - peer->last_progress) / 1000));
+		dm_peer_teardown(peer, -ETIMEDOUT, true);
+		dropped++;
+	}
+	dm->busy--;
+	dm_reap(dm);
+	return dropped;
 }
 
 const struct tpt_dm_hello *tpt_dm_peer_hello(const struct tpt_dm_peer *peer)

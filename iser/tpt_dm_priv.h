@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* --- intrusive doubly linked list --- */
 
@@ -203,6 +204,11 @@ struct tpt_dm_peer {
 	struct dm_chunk *chunks;/* max_inflight slots */
 	struct dm_chunk *free_chunks;
 	unsigned int chunks_posted;	/* slots the provider owns */
+	/* tpt_dm_peer_set_stall_limit(): seconds, 0 for none; and when the
+	 * peer last moved (dm_now_ms()): its connect began, an operation
+	 * started with none outstanding, or a chunk completed. */
+	unsigned int stall_limit;
+	uint64_t last_progress;
 	char addr_str[64];	/* for logs */
 };
 
@@ -281,6 +287,15 @@ void dm_scope_put(struct dm_scope *scope);
 void dm_scopes_reap(struct tpt_dm *dm);
 /* At close: every scope, whatever still refers to it. */
 void dm_scopes_close(struct tpt_dm *dm);
+
+/* Milliseconds on CLOCK_MONOTONIC: how the stall limit measures. */
+static inline uint64_t dm_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 /* tpt_dm_peer.c */
 int dm_eq_progress(struct tpt_dm *dm);

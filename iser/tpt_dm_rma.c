@@ -227,6 +227,9 @@ static int dm_rma_start(struct tpt_dm_peer *peer, bool is_put,
 	op->status = 0;
 	op->cb = cb;
 	op->arg = arg;
+	/* An idle peer's stall clock starts with its first operation. */
+	if (dm_list_empty(&peer->queued) && dm_list_empty(&peer->posted))
+		peer->last_progress = dm_now_ms();
 	dm_list_add_tail(&peer->queued, &op->link);
 	if (is_put)
 		dm->stats.puts++;
@@ -321,6 +324,7 @@ static void dm_chunk_done(struct tpt_dm *dm, struct dm_chunk *chunk,
 		dm_peer_teardown(peer, -ECONNRESET, true);
 		return;
 	}
+	peer->last_progress = dm_now_ms();
 	if (op->is_put)
 		dm->stats.bytes_put += chunk->len;
 	else

@@ -27,6 +27,7 @@
 #include "list.h"
 #include "tgtd.h"
 #include "log.h"
+#include "work.h"
 #include "tpt_target.h"
 
 struct tpt_link_waiter {
@@ -59,6 +60,15 @@ struct tpt_link {
 };
 
 static LIST_HEAD(tpt_links);
+
+/* tpt_host_xfer_timeout: how long a link to a host may move nothing while
+ * transfers wait on it (or stay unconnected) before it is dropped.  Below
+ * the controller's command timeout at its shortest fail_timeout (13 s),
+ * so that the host's request fails, not this box. */
+#define TPT_DEFAULT_HOST_XFER_TIMEOUT 10
+
+static unsigned int host_xfer_timeout = TPT_DEFAULT_HOST_XFER_TIMEOUT;
+static struct tgt_work stall_work;
 
 /* The scope a link to @entry of @s's list lives in. */
 static uint64_t tpt_link_scope(const struct tpt_session *s,
@@ -215,7 +225,51 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 	if (err) {
 		l->peer = NULL;
 		tpt_link_finish(l, err);
+		return;
 	}
+	/* The controller watches its targets and fails a silent one, which
+	 * ends every link to it (tpt_links_prune()); nobody watches a host
+	 * for us.  A host whose packets stop reaching us (a route lost, its
+	 * box gone without a reset) would hold the transfers waiting on it,
+	 * and their stripes, as long as TCP retransmits, and the
+	 * controller's command timeout would fail this box for it. */
+	if (entry->role == TPT_ROLE_HOST)
+		tpt_dm_peer_set_stall_limit(l->peer, host_xfer_timeout);
+}
+
+int tpt_links_set_host_xfer_timeout(unsigned int seconds)
+{
+	struct tpt_link *l;
+
+	if (seconds < 1 || seconds > 3600) {
+		eprintf("tpt_host_xfer_timeout=%u: expected 1..3600 seconds\n",
+			seconds);
+		return -EINVAL;
+	}
+	host_xfer_timeout = seconds;
+	list_for_each_entry(l, &tpt_links, link)
+		if (l->role == TPT_ROLE_HOST && l->peer)
+			tpt_dm_peer_set_stall_limit(l->peer, seconds);
+	return 0;
+}
+
+unsigned int tpt_links_host_xfer_timeout(void)
+{
+	return host_xfer_timeout;
+}
+
+static void tpt_links_watch(void *data)
+{
+	(void)data;
+	if (tpt_datamover())
+		tpt_dm_expire_stalled(tpt_datamover());
+	add_work(&stall_work, 1);
+}
+
+void tpt_links_watch_start(void)
+{
+	stall_work.func = tpt_links_watch;
+	add_work(&stall_work, 1);
 }
 
 /* Whether a live list still names what @l was built for. */

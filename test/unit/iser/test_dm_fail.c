@@ -1,9 +1,11 @@
 /* Datamover failure paths: the passive side going away with transfers
- * outstanding (paper III-D: "the passive target may be down"), closing or
- * disconnecting with transfers in flight, callbacks that tear things down
- * themselves, and the bounded operation table. */
+ * outstanding (paper III-D: "the passive target may be down") or going
+ * silent (the stall limit), closing or disconnecting with transfers in
+ * flight, callbacks that tear things down themselves, and the bounded
+ * operation table. */
 #include "test/unit/iser/test_dm_harness.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -336,6 +338,81 @@ static void operation_table_back_pressure(void)
 	tpt_dm_close(p.passive);
 }
 
+/* Runs @dm alone for @ms milliseconds. */
+static void pump_for(struct tpt_dm *dm, long ms)
+{
+	long end = dm_test_now_ms() + ms;
+	struct pollfd pfd = { .fd = tpt_dm_event_fd(dm), .events = POLLIN };
+
+	while (dm_test_now_ms() < end) {
+		pfd.revents = 0;
+		if (poll(&pfd, 1, (int)(end - dm_test_now_ms())) > 0)
+			CHECK(tpt_dm_progress(dm) >= 0);
+	}
+}
+
+/* A passive side that stops serving, its connection up: without a stall
+ * limit the operations wait; with one, tpt_dm_expire_stalled() leaves
+ * them alone until nothing has moved for the limit, then fails them
+ * with -ETIMEDOUT and runs peer-down, as a transport error would. */
+static void stalled_peer_is_dropped(void)
+{
+	struct dm_test_group group = { 0 };
+	struct ordered_down od = { .group = &group, .ops_left_at_down = -1 };
+	struct pair p;
+
+	if (!pair_open(&p))
+		return;
+	tpt_dm_set_peer_down_cb(p.active, ordered_down_cb, &od);
+	start_ops(&p, 4, &group);
+	pump_for(p.active, 300);
+	CHECK_EQ(tpt_dm_expire_stalled(p.active), 0);
+	tpt_dm_peer_set_stall_limit(p.peer, 1);
+	CHECK_EQ(tpt_dm_expire_stalled(p.active), 0);
+	CHECK_EQ(group.left, 4);
+	pump_for(p.active, 800);
+	CHECK_EQ(tpt_dm_expire_stalled(p.active), 1);
+	CHECK(group.done);
+	CHECK_EQ(group.failed, 4);
+	CHECK_EQ(group.last_status, -ETIMEDOUT);
+	CHECK_EQ(od.down.calls, 1);
+	CHECK_EQ(od.ops_left_at_down, 0);
+	CHECK_EQ(tpt_dm_expire_stalled(p.active), 0);
+	CHECK_EQ(tpt_dm_get(p.peer, p.local, 0, 1, 0, 16, NULL, NULL),
+		 -ENOTCONN);
+	tpt_dm_buf_release(p.local);
+	tpt_dm_disconnect(p.peer);
+	tpt_dm_buf_release(p.remote);
+	tpt_dm_close(p.active);
+	tpt_dm_close(p.passive);
+}
+
+/* An idle peer never stalls, however long: the clock runs only while
+ * operations wait, and starts again with the first after a quiet spell. */
+static void idle_peer_is_kept(void)
+{
+	struct dm_test_op op = { 0 };
+	struct pair p;
+
+	if (!pair_open(&p))
+		return;
+	tpt_dm_peer_set_stall_limit(p.peer, 1);
+	pump_for(p.active, 1200);
+	CHECK_EQ(tpt_dm_expire_stalled(p.active), 0);
+	CHECK_EQ(tpt_dm_put(p.peer, p.local, 0, tpt_dm_buf_stag(p.remote),
+			    tpt_dm_buf_rma_base(p.remote), 64 * KIB,
+			    dm_test_op_cb, &op), 0);
+	CHECK_EQ(tpt_dm_expire_stalled(p.active), 0);
+	CHECK(dm_test_pump2(p.active, p.passive, &op.done));
+	CHECK_EQ(op.status, 0);
+	CHECK_EQ(tpt_dm_expire_stalled(p.active), 0);
+	tpt_dm_buf_release(p.local);
+	tpt_dm_disconnect(p.peer);
+	tpt_dm_buf_release(p.remote);
+	tpt_dm_close(p.active);
+	tpt_dm_close(p.passive);
+}
+
 int main(void)
 {
 	/* SIGPIPE stays fatal on purpose: writing to a dead peer's socket
@@ -348,5 +425,7 @@ int main(void)
 	RUN(callbacks_may_tear_down);
 	RUN(readmit_ends_what_is_no_longer_admitted);
 	RUN(operation_table_back_pressure);
+	RUN(stalled_peer_is_dropped);
+	RUN(idle_peer_is_kept);
 	UNIT_EXIT();
 }
