@@ -507,6 +507,45 @@ def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
         sw.close()
 
 
+def test_hung_direct_host_fails_alone(tgtd_factory, workdir, report):
+    """An extended host stopped (SIGSTOP) with requests in flight, past
+    the targets' tpt_host_xfer_timeout (set to 3 s here): each target
+    drops its link to the host, the host's requests fail alone (TIMED
+    OUT naming it) and release their stripes, no member is failed, and a
+    stock client beside it goes on untouched.  Woken, the host finds
+    them failed and sends them again plain (libtptinitiator), without
+    an error or a wrong byte."""
+    span = 8 * MiB
+    c = cluster.start(tgtd_factory, n=4, mode="tpt", unit=32 << 10, member_bytes=16 << 20,
+                      extra_opts=(f"fail_timeout={FAIL_TIMEOUT}",))
+    for t in c.targets:
+        t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
+                 "--lun", 1, "--params", "tpt_host_xfer_timeout=3")
+    stock = subprocess.Popen(
+        [str(paths.tool("tpt-iscsi-verify")), "--model", str(workdir / "model"), "--zero",
+         "--span", str(span), "--seconds", "14", "--qd", "4", "--max-bs", "256k",
+         "--final-check", c.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    host = subprocess.Popen(
+        [str(paths.tool("tpt-direct-verify")), "--offset", str(span), "--span", str(span),
+         "--zero", "--seconds", "14", "--qd", "8", "--max-bs", "1m", "--final-check", c.url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    os.kill(host.pid, signal.SIGSTOP)
+    time.sleep(6)
+    os.kill(host.pid, signal.SIGCONT)
+    out, err = host.communicate(timeout=120)
+    sout, serr = stock.communicate(timeout=120)
+    assert host.returncode == 0, out + err
+    res = kv(out)
+    assert res["errors"] == "0" and res["mismatches"] == "0", out + err
+    assert "falling back to plain SCSI" in err, err
+    assert stock.returncode == 0 and "errors=0 mismatches=0" in sout, sout + serr
+    assert counters(c)["member_failures"] == 0, show(c)
+    assert array_state(c) == "optimal", show(c)
+    assert any("no transfer moved for" in t.log() for t in c.targets)
+    report(f"a direct host stopped 6 s with requests in flight: {res['ops']} requests, no "
+           f"error (sent on plain after it woke), no member failed, the stock client clean")
+
 @pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
 def test_direct_host_across_a_cut_link(tgtd_factory, workdir, report):
     """Target 2's cable pulled under an extended host's load and left
