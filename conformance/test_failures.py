@@ -61,16 +61,17 @@ def wait_state(c, want, timeout=60):
     raise AssertionError(f"array still {array_state(c)}, not {want}, after {timeout}s:\n{show(c)}")
 
 
-def scrub(c, mismatches=0, wrong_units=None):
+def scrub(c, mismatches=0, wrong_units=None, prefix=()):
     """tpt-scrub over the boxes now serving positions 0..N-1, in order:
     every stripe's parity right, or a mirror's copies equal, but for
     `mismatches` stripes; RAID-6 and mirrors of 3 or more: of those, the
     ones with a single wrong unit named as `wrong_units` says ({stripe:
-    position}) when given.
+    position}) when given.  prefix: what runs it in a box that reaches
+    the members (net.Switch.exec_prefix).
     Returns the stripes checked."""
     cluster.allow_plain_reads(c.targets)
     by_pos = sorted((pos, url) for url, _, pos in members(c).values() if pos >= 0)
-    r = subprocess.run([str(paths.tool("tpt-scrub")), "--raid", str(c.raid), "--unit",
+    r = subprocess.run([*prefix, str(paths.tool("tpt-scrub")), "--raid", str(c.raid), "--unit",
                         str(c.unit), *[u for _, u in by_pos]],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == (1 if mismatches else 0), r.stdout + r.stderr
@@ -1272,6 +1273,59 @@ def test_busy_slow_links_fail_no_member(tgtd_factory, mode, report):
                f"{r.stdout.strip()}")
         assert counters(c)["member_failures"] == 0, show(c)
         assert array_state(c) == "optimal", show(c)
+    finally:
+        # The daemons stop before their namespaces go, which would kill them.
+        for t in ([c.controller] + c.targets) if c else ():
+            t.stop()
+        sw.close()
+
+
+@pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
+def test_two_targets_cut_from_each_other(tgtd_factory, tmp_path, report):
+    """A partial partition: targets 1 and 2 lose the route between them
+    under load, each still reaching the controller and the host.  Their
+    transfers to each other fail (PASSIVE PEER UNREACHABLE, each naming
+    the other) while both answer the controller's NOP-Outs, so no probe
+    finds a box down.  Before, every request that needed the pair was
+    planned again and again until it failed: the host got thousands of
+    MEDIUM ERRORs and WRITE ERRORs from an array with every box up.  Now
+    the controller, once the reports have gone on for fail_timeout with
+    the named box answering, fails one of the two (member_unreachable()):
+    the array runs degraded without it and the host sees no error.  The
+    route back, the box catches up.  tpt mode only: Baseline's targets
+    never talk to each other."""
+    sw, c = net.Switch(), None
+    try:
+        boxes = [sw.add_box(f"t{i}") for i in range(4)]
+        ctl, hbox = sw.add_box("ctl"), sw.add_box("h0")
+        c = start(tgtd_factory, "tpt", n=4, boxes=dict(enumerate(boxes)), controller_box=ctl)
+        host = sw.exec_prefix(hbox)
+        load = subprocess.Popen(
+            [*host, str(paths.tool("tpt-iscsi-verify")), "--model", str(tmp_path), "--zero",
+             "--seconds", "16", "--qd", "8", "--max-bs", "1m", c.url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        routes = ((boxes[1], boxes[2]), (boxes[2], boxes[1]))
+        for a, b in routes:
+            subprocess.run(["ip", "-n", a.name, "route", "add", "blackhole",
+                            f"{b.box_addr}/32"], check=True)
+        out, err = load.communicate(timeout=180)
+        assert load.returncode == 0 and "errors=0 mismatches=0" in out, out + err[-3000:]
+        assert counters(c)["member_failures"] >= 1, show(c)
+        assert array_state(c) != "failed", show(c)
+        assert re.search(r"member [12] .* failed: (unreachable from|cannot reach) member [12] "
+                         r"over the datamover", c.controller.log()), c.controller.log()[-3000:]
+        report(f"targets 1 and 2 cut from each other under load: {out.strip()}; "
+               f"{counters(c)['member_failures']} of them failed, the array {array_state(c)}")
+        for a, b in routes:
+            subprocess.run(["ip", "-n", a.name, "route", "del", "blackhole",
+                            f"{b.box_addr}/32"], check=True)
+        wait_state(c, {"optimal"}, timeout=90)
+        r = subprocess.run([*host, str(paths.tool("tpt-iscsi-verify")), "--model",
+                            str(tmp_path), "--verify", c.url],
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0 and "mismatches=0" in r.stdout, r.stdout + r.stderr
+        scrub(c, prefix=host)
     finally:
         # The daemons stop before their namespaces go, which would kill them.
         for t in ([c.controller] + c.targets) if c else ():

@@ -455,7 +455,7 @@ def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
     waited on TCP until the controller's command timeout failed target 2
     for it: a host's network could degrade the array for every host (or,
     cut from two targets, fail it), and its requests got MEDIUM ERROR.
-    Now target 2 drops its link to the host after tpt_host_xfer_timeout
+    Now target 2 drops its link to the host after tpt_xfer_timeout
     (10 s) without a transfer moving, its commands fail with the
     passive-peer sense naming the host (protocol.md 9.1), the controller
     fails that host's request alone, and the library sends it again
@@ -509,7 +509,7 @@ def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
 
 def test_hung_direct_host_fails_alone(tgtd_factory, workdir, report):
     """An extended host stopped (SIGSTOP) with requests in flight, past
-    the targets' tpt_host_xfer_timeout (set to 3 s here): each target
+    the targets' tpt_xfer_timeout (set to 3 s here): each target
     drops its link to the host, the host's requests fail alone (TIMED
     OUT naming it) and release their stripes, no member is failed, and a
     stock client beside it goes on untouched.  Woken, the host finds
@@ -520,7 +520,7 @@ def test_hung_direct_host_fails_alone(tgtd_factory, workdir, report):
                       extra_opts=(f"fail_timeout={FAIL_TIMEOUT}",))
     for t in c.targets:
         t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
-                 "--lun", 1, "--params", "tpt_host_xfer_timeout=3")
+                 "--lun", 1, "--params", "tpt_xfer_timeout=3")
     stock = subprocess.Popen(
         [str(paths.tool("tpt-iscsi-verify")), "--model", str(workdir / "model"), "--zero",
          "--span", str(span), "--seconds", "14", "--qd", "4", "--max-bs", "256k",

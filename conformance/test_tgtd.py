@@ -211,13 +211,13 @@ def test_a_refused_param_is_tgtadms_answer_whatever_follows(file_lun, tgtd_facto
     params(f"tpt_dm={t.host}:0,tpt=on")
     show = t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
     assert "TPT mode: on" in show, show
-    assert "TPT host transfer timeout: 10 s" in show, show
+    assert "TPT transfer timeout: 10 s" in show, show
     for bad in ("0", "3601", "ten", ""):
         with pytest.raises(TgtadmError):
-            params(f"tpt_host_xfer_timeout={bad}")
-    params("tpt_host_xfer_timeout=4")
+            params(f"tpt_xfer_timeout={bad}")
+    params("tpt_xfer_timeout=4")
     show = t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
-    assert "TPT host transfer timeout: 4 s" in show, show
+    assert "TPT transfer timeout: 4 s" in show, show
     assert t.alive() and io("capacity", url).returncode == 0
 
 

@@ -849,7 +849,9 @@ const char *tpt_array_state_name(enum tpt_array_state st)
 	return names[st];
 }
 
-enum tpt_array_state tpt_array_state(const struct tpt_array *a)
+/* The array's state were @without (NULL: none) lost too. */
+static enum tpt_array_state array_state_without(const struct tpt_array *a,
+						const struct tpt_member *without)
 {
 	unsigned int p, lost = 0, recovering = 0;
 	bool catch_up = false;
@@ -858,7 +860,8 @@ enum tpt_array_state tpt_array_state(const struct tpt_array *a)
 		const struct tpt_position *pos = &a->pos[p];
 		const struct tpt_member *m = pos->member >= 0 ?
 					     &a->member[pos->member] : NULL;
-		bool usable = m && m->link == MEMBER_ONLINE && m->ready;
+		bool usable = m && m != without && m->link == MEMBER_ONLINE &&
+			      m->ready;
 
 		if (pos->state == TPT_POS_IN_SYNC && usable)
 			continue;
@@ -879,6 +882,16 @@ enum tpt_array_state tpt_array_state(const struct tpt_array *a)
 	    !a->recovery.check)
 		return TPT_ARRAY_RESYNCING;
 	return lost ? TPT_ARRAY_DEGRADED : TPT_ARRAY_OPTIMAL;
+}
+
+enum tpt_array_state tpt_array_state(const struct tpt_array *a)
+{
+	return array_state_without(a, NULL);
+}
+
+bool array_may_lose(const struct tpt_array *a, const struct tpt_member *m)
+{
+	return array_state_without(a, m) != TPT_ARRAY_FAILED;
 }
 
 void array_span_exclude(struct tpt_span *s, unsigned int member)

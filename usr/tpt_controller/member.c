@@ -379,8 +379,10 @@ static void member_nop_done(struct iscsi_context *iscsi, int status,
 
 	(void)iscsi;
 	(void)command_data;
-	if (status == SCSI_STATUS_GOOD)
+	if (status == SCSI_STATUS_GOOD) {
 		m->nop_sent = 0;
+		m->nop_answered = now_s();
+	}
 }
 
 /* Once a second: a NOP-Out to every ONLINE member that has none in
@@ -434,6 +436,67 @@ void member_probe(struct tpt_member *m)
 	    !iscsi_nop_out_async(m->iscsi, member_nop_done, NULL, 0, m))
 		m->nop_sent = now;
 	member_rearm(m);
+}
+
+/* How many pairs @m is in whose path is reported broken. */
+static unsigned int broken_pairs(const struct tpt_member *m)
+{
+	const struct tpt_array *a = m->array;
+	unsigned int i, n = (unsigned int)__builtin_popcountll(m->unreached_by);
+
+	for (i = 0; i < a->nr_boxes; i++)
+		n += !!(a->member[i].unreached_by & (1ull << m->id));
+	return n;
+}
+
+void member_unreachable(struct tpt_member *from, struct tpt_member *to)
+{
+	unsigned int timeout = to->array->fail_timeout;
+	struct tpt_member *first, *second, *victim;
+	time_t now = now_s();
+	char why[160];
+
+	member_probe(to);
+	if (from == to || from->failing || to->failing ||
+	    to->link != MEMBER_ONLINE)
+		return;
+	/* Reports that stopped for a while were a moment's trouble. */
+	if (!to->unreached_by || now - to->unreached_last > 2 * (time_t)timeout) {
+		to->unreached_by = 0;
+		to->unreached_since = now;
+		to->unreached_said = false;
+	}
+	to->unreached_by |= 1ull << from->id;
+	to->unreached_last = now;
+	/* A box that is gone is failed by its NOP within fail_timeout of
+	 * the probe; one that answered since the first report is there. */
+	if (now - to->unreached_since < (time_t)timeout ||
+	    to->nop_answered <= to->unreached_since)
+		return;
+	if (broken_pairs(from) > broken_pairs(to)) {
+		first = from;
+		second = to;
+	} else {
+		first = to;
+		second = from;
+	}
+	victim = array_may_lose(to->array, first) ? first :
+		 array_may_lose(to->array, second) ? second : NULL;
+	if (!victim) {
+		if (!to->unreached_said)
+			eprintf("tptraid: members %u and %u cannot reach each "
+				"other over the datamover, and the array can "
+				"lose neither\n", from->id, to->id);
+		to->unreached_said = true;
+		return;
+	}
+	snprintf(why, sizeof(why), "%s member %u over the datamover for %u s, "
+		 "while both answer the controller",
+		 victim == to ? "unreachable from" : "cannot reach",
+		 victim == to ? from->id : to->id,
+		 (unsigned int)(now - to->unreached_since));
+	to->unreached_by = 0;
+	member_fail(victim, why);
 }
 
 static struct tgt_work member_tick_work;

@@ -806,7 +806,7 @@ static void tp_classify(struct tp_run *run, struct tpt_member *m,
 	case TPT_FAULT_PEER:
 		if (sense.info.info_valid &&
 		    sense.info.information < a->nr_boxes)
-			member_probe(&a->member[sense.info.information]);
+			member_unreachable(m, &a->member[sense.info.information]);
 		tp_fail(run, -EIO, true);
 		return;
 	case TPT_FAULT_LOCAL:

@@ -146,8 +146,15 @@ struct tpt_member {
 	 * data of our reads on a full link. */
 	bool heard;
 	time_t last_heard;
+	time_t nop_answered;		/* when a NOP-In last came back */
 	time_t next_connect;
 	time_t connect_started;
+	/* Members that reported this one unreachable over the datamover
+	 * while it answered us (member_unreachable()), since when, and
+	 * their last report. */
+	uint64_t unreached_by;		/* by member id (TPT_MAX_BOXES) */
+	time_t unreached_since, unreached_last;
+	bool unreached_said;		/* "can lose neither" logged */
 
 	/* The array's view (array.c). */
 	bool claimed;			/* the mode named the array to it */
@@ -178,6 +185,16 @@ void member_connect(struct tpt_member *m);
 void member_fail(struct tpt_member *m, const char *why);
 /* A target reported @m unreachable: ask it for a sign of life now. */
 void member_probe(struct tpt_member *m);
+/*
+ * Member @from reported member @to unreachable over the datamover (a
+ * peer fault naming it, protocol.md 9.1).  @to is probed; if it goes on
+ * answering us while such reports keep coming for fail_timeout, the
+ * path between the two is what is broken (a partial partition), and
+ * re-planning alone would fail the same way until the hosts saw errors:
+ * one of the two is failed, the one in more broken pairs, @to on a tie,
+ * but never one the array cannot lose (array_may_lose()).
+ */
+void member_unreachable(struct tpt_member *from, struct tpt_member *to);
 /* Serve the members' sessions privately until the array settles. */
 void member_wait(struct tpt_array *a, unsigned int seconds);
 const char *member_error(const struct tpt_member *m);
@@ -520,6 +537,8 @@ enum tpt_array_state {
 };
 const char *tpt_array_state_name(enum tpt_array_state st);
 enum tpt_array_state tpt_array_state(const struct tpt_array *a);
+/* Whether @a would still serve every stripe without @m. */
+bool array_may_lose(const struct tpt_array *a, const struct tpt_member *m);
 
 /* ---- array_files.c ---- */
 

@@ -10,8 +10,7 @@
  *                          process, before the first tpt=on)
  *   tpt_pool_mb=N          datamover buffer pool, MiB (default 128)
  *   tpt_group_timeout=N    seconds an idle request keeps its buffers (30)
- *   tpt_host_xfer_timeout=N
- *                          seconds a link to a host may move nothing while
+ *   tpt_xfer_timeout=N     seconds a datamover link may move nothing while
  *                          transfers wait on it (10), for the process
  *   tpt_plain_io=refuse|read|allow
  *                          plain SBC commands from nexuses without the
@@ -336,13 +335,13 @@ tgtadm_err tpt_target_param(struct scsi_lu *lu, const char *p,
 		tlu->group_timeout = n;
 		return TGTADM_SUCCESS;
 	}
-	if (!strcmp(p, "tpt_host_xfer_timeout")) {
+	if (!strcmp(p, "tpt_xfer_timeout")) {
 		if (parse_uint(value, 1, 3600, &n)) {
-			eprintf("tpt_host_xfer_timeout=%s: expected 1..3600 "
+			eprintf("tpt_xfer_timeout=%s: expected 1..3600 "
 				"seconds\n", value);
 			return TGTADM_INVALID_REQUEST;
 		}
-		return tpt_links_set_host_xfer_timeout(n) ?
+		return tpt_links_set_xfer_timeout(n) ?
 			TGTADM_INVALID_REQUEST : TGTADM_SUCCESS;
 	}
 	if (!strcmp(p, "tpt_plain_io")) {
@@ -409,8 +408,8 @@ void tpt_target_show(struct scsi_lu *lu, struct concat_buf *b)
 		      tpt_datamover_addr(), tpt_dm_listen_port(tpt_datamover()));
 	concat_printf(b, TPT_SHOW_INDENT "TPT group timeout: %u s\n",
 		      tlu->group_timeout);
-	concat_printf(b, TPT_SHOW_INDENT "TPT host transfer timeout: %u s\n",
-		      tpt_links_host_xfer_timeout());
+	concat_printf(b, TPT_SHOW_INDENT "TPT transfer timeout: %u s\n",
+		      tpt_links_xfer_timeout());
 	if (tlu->bound)
 		concat_printf(b, TPT_SHOW_INDENT "TPT array: %016" PRIx64 "\n",
 			      tlu->array_id);

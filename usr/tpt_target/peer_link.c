@@ -61,13 +61,14 @@ struct tpt_link {
 
 static LIST_HEAD(tpt_links);
 
-/* tpt_host_xfer_timeout: how long a link to a host may move nothing while
- * transfers wait on it (or stay unconnected) before it is dropped.  Below
- * the controller's command timeout at its shortest fail_timeout (13 s),
- * so that the host's request fails, not this box. */
-#define TPT_DEFAULT_HOST_XFER_TIMEOUT 10
+/* tpt_xfer_timeout: how long a link may move nothing while transfers
+ * wait on it (or stay unconnected) before it is dropped.  Below the
+ * controller's command timeout at its shortest fail_timeout (13 s), so
+ * that the controller hears which peer this box could not reach before
+ * it gives up on this box itself. */
+#define TPT_DEFAULT_XFER_TIMEOUT 10
 
-static unsigned int host_xfer_timeout = TPT_DEFAULT_HOST_XFER_TIMEOUT;
+static unsigned int xfer_timeout = TPT_DEFAULT_XFER_TIMEOUT;
 static struct tgt_work stall_work;
 
 /* The scope a link to @entry of @s's list lives in. */
@@ -227,35 +228,36 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 		tpt_link_finish(l, err);
 		return;
 	}
-	/* The controller watches its targets and fails a silent one, which
-	 * ends every link to it (tpt_links_prune()); nobody watches a host
-	 * for us.  A host whose packets stop reaching us (a route lost, its
-	 * box gone without a reset) would hold the transfers waiting on it,
-	 * and their stripes, as long as TCP retransmits, and the
-	 * controller's command timeout would fail this box for it. */
-	if (entry->role == TPT_ROLE_HOST)
-		tpt_dm_peer_set_stall_limit(l->peer, host_xfer_timeout);
+	/* A peer whose packets stop reaching us (a route lost between two
+	 * boxes that both still answer the controller, a host's box gone
+	 * without a reset) would hold the transfers waiting on it, and
+	 * their stripes, as long as TCP retransmits, until the
+	 * controller's command timeout failed this box for it.  Dropped,
+	 * the commands name the peer (TIMED OUT, UNREACHABLE), and the
+	 * controller decides: a host's request fails alone, a target that
+	 * answers it but not us is a broken pair (protocol.md 9.1). */
+	tpt_dm_peer_set_stall_limit(l->peer, xfer_timeout);
 }
 
-int tpt_links_set_host_xfer_timeout(unsigned int seconds)
+int tpt_links_set_xfer_timeout(unsigned int seconds)
 {
 	struct tpt_link *l;
 
 	if (seconds < 1 || seconds > 3600) {
-		eprintf("tpt_host_xfer_timeout=%u: expected 1..3600 seconds\n",
+		eprintf("tpt_xfer_timeout=%u: expected 1..3600 seconds\n",
 			seconds);
 		return -EINVAL;
 	}
-	host_xfer_timeout = seconds;
+	xfer_timeout = seconds;
 	list_for_each_entry(l, &tpt_links, link)
-		if (l->role == TPT_ROLE_HOST && l->peer)
+		if (l->peer)
 			tpt_dm_peer_set_stall_limit(l->peer, seconds);
 	return 0;
 }
 
-unsigned int tpt_links_host_xfer_timeout(void)
+unsigned int tpt_links_xfer_timeout(void)
 {
-	return host_xfer_timeout;
+	return xfer_timeout;
 }
 
 static void tpt_links_watch(void *data)

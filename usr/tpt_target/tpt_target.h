@@ -219,12 +219,12 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 /* Drops the connected links that no live peer list names any more (the
  * entry went, or its token or address changed). */
 void tpt_links_prune(void);
-/* tpt_host_xfer_timeout=N: seconds a link to a host may move nothing while
+/* tpt_xfer_timeout=N: seconds a datamover link may move nothing while
  * transfers wait on it, or stay unconnected, before it is dropped and
  * they fail (TIMED OUT, UNREACHABLE: docs/protocol.md 9.1); 1..3600, for
  * links now and later.  0 or -EINVAL (logged). */
-int tpt_links_set_host_xfer_timeout(unsigned int seconds);
-unsigned int tpt_links_host_xfer_timeout(void);
+int tpt_links_set_xfer_timeout(unsigned int seconds);
+unsigned int tpt_links_xfer_timeout(void);
 /* Checks the links against their limits once a second from now on. */
 void tpt_links_watch_start(void);
 
