@@ -338,6 +338,16 @@ static void operation_table_back_pressure(void)
 	tpt_dm_close(p.passive);
 }
 
+/* Everything pair_open() opened, whatever became of the connection. */
+static void pair_close(struct pair *p)
+{
+	tpt_dm_buf_release(p->local);
+	tpt_dm_disconnect(p->peer);
+	tpt_dm_buf_release(p->remote);
+	tpt_dm_close(p->active);
+	tpt_dm_close(p->passive);
+}
+
 /* Runs @dm alone for @ms milliseconds. */
 static void pump_for(struct tpt_dm *dm, long ms)
 {
@@ -380,11 +390,7 @@ static void stalled_peer_is_dropped(void)
 	CHECK_EQ(tpt_dm_expire_stalled(p.active), 0);
 	CHECK_EQ(tpt_dm_get(p.peer, p.local, 0, 1, 0, 16, NULL, NULL),
 		 -ENOTCONN);
-	tpt_dm_buf_release(p.local);
-	tpt_dm_disconnect(p.peer);
-	tpt_dm_buf_release(p.remote);
-	tpt_dm_close(p.active);
-	tpt_dm_close(p.passive);
+	pair_close(&p);
 }
 
 /* An idle peer never stalls, however long: the clock runs only while
@@ -406,11 +412,7 @@ static void idle_peer_is_kept(void)
 	CHECK(dm_test_pump2(p.active, p.passive, &op.done));
 	CHECK_EQ(op.status, 0);
 	CHECK_EQ(tpt_dm_expire_stalled(p.active), 0);
-	tpt_dm_buf_release(p.local);
-	tpt_dm_disconnect(p.peer);
-	tpt_dm_buf_release(p.remote);
-	tpt_dm_close(p.active);
-	tpt_dm_close(p.passive);
+	pair_close(&p);
 }
 
 int main(void)
