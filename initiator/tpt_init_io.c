@@ -173,8 +173,8 @@ static bool merge_refused(const struct init_cmd *cmd,
 }
 
 /* A target could not move this command's data to or from our memory
- * (protocol.md 4.19, 9.1): the passive-peer senses, naming the
- * initiator.  The array is fine; the path between us and that target is
+ * (protocol.md 4.19, 9.1): a passive-peer sense naming the initiator,
+ * as the controller passes it on.  The array is fine; the path between us and that target is
  * not (a route lost, a firewall), or it refuses our datamover. */
 static bool host_path_failed(const struct scsi_task *task)
 {
@@ -184,8 +184,7 @@ static bool host_path_failed(const struct scsi_task *task)
 	    tpt_sense_parse(task->datain.data + 2,
 			    (size_t)task->datain.size - 2, &sense))
 		return false;
-	return (sense.asc == 0x83 || sense.asc == 0x84) &&
-	       sense.info.info_valid &&
+	return tpt_sense_peer_failed(&sense) &&
 	       sense.info.information == TPT_PEER_ID_INITIATOR;
 }
 

@@ -119,6 +119,16 @@ const struct tpt_sense_code *tpt_sense_code(enum tpt_sense_reason reason)
 	return &sense_table[reason];
 }
 
+bool tpt_sense_peer_failed(const struct tpt_sense *s)
+{
+	const struct tpt_sense_code *c = tpt_sense_code(s->reason);
+
+	return c && s->info.info_valid &&
+	       (c->fault == TPT_FAULT_PEER ||
+		s->reason == TPT_SENSE_STAG_REJECTED ||
+		s->reason == TPT_SENSE_PEER_REFUSED);
+}
+
 enum tpt_sense_reason tpt_sense_reason_of(uint8_t key, uint8_t asc,
 					  uint8_t ascq)
 {

@@ -131,6 +131,11 @@ struct tpt_sense {
 /* Table row of @reason, or NULL for TPT_SENSE_NONE, _OTHER and bad values. */
 const struct tpt_sense_code *tpt_sense_code(enum tpt_sense_reason reason);
 
+/* Whether @s says that the active target could not move data to or from
+ * the passive peer named in INFORMATION: a peer fault (83h), or the peer
+ * refused the STag or the connection (84h/00h-01h; protocol.md 9.1). */
+bool tpt_sense_peer_failed(const struct tpt_sense *s);
+
 /* The reason whose row has these codes, or TPT_SENSE_OTHER. */
 enum tpt_sense_reason tpt_sense_reason_of(uint8_t key, uint8_t asc,
 					  uint8_t ascq);

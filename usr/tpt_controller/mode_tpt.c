@@ -786,11 +786,8 @@ static void tp_classify(struct tp_run *run, struct tpt_member *m,
 	 * (protocol.md 4.19).  Nothing reached a disk: WRITE NEW DATA moves
 	 * nothing over the datamover.
 	 */
-	if (direct && sense.info.info_valid &&
-	    sense.info.information == direct->peer_id &&
-	    (code->fault == TPT_FAULT_PEER ||
-	     sense.reason == TPT_SENSE_STAG_REJECTED ||
-	     sense.reason == TPT_SENSE_PEER_REFUSED)) {
+	if (direct && tpt_sense_peer_failed(&sense) &&
+	    sense.info.information == direct->peer_id) {
 		if (!direct->fault)
 			direct->fault = sense.reason;
 		tp_fail(run, -ECOMM, false);

@@ -341,8 +341,8 @@ tgtadm_err tpt_target_param(struct scsi_lu *lu, const char *p,
 				"seconds\n", value);
 			return TGTADM_INVALID_REQUEST;
 		}
-		return tpt_links_set_xfer_timeout(n) ?
-			TGTADM_INVALID_REQUEST : TGTADM_SUCCESS;
+		tpt_links_set_xfer_timeout(n);
+		return TGTADM_SUCCESS;
 	}
 	if (!strcmp(p, "tpt_plain_io")) {
 		tlu = tpt_lu_of(lu);

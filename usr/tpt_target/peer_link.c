@@ -239,20 +239,14 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 	tpt_dm_peer_set_stall_limit(l->peer, xfer_timeout);
 }
 
-int tpt_links_set_xfer_timeout(unsigned int seconds)
+void tpt_links_set_xfer_timeout(unsigned int seconds)
 {
 	struct tpt_link *l;
 
-	if (seconds < 1 || seconds > 3600) {
-		eprintf("tpt_xfer_timeout=%u: expected 1..3600 seconds\n",
-			seconds);
-		return -EINVAL;
-	}
 	xfer_timeout = seconds;
 	list_for_each_entry(l, &tpt_links, link)
 		if (l->peer)
 			tpt_dm_peer_set_stall_limit(l->peer, seconds);
-	return 0;
 }
 
 unsigned int tpt_links_xfer_timeout(void)

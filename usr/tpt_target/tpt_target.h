@@ -221,9 +221,9 @@ void tpt_link_get(struct tpt_session *s, uint16_t peer_id, tpt_link_cb cb,
 void tpt_links_prune(void);
 /* tpt_xfer_timeout=N: seconds a datamover link may move nothing while
  * transfers wait on it, or stay unconnected, before it is dropped and
- * they fail (TIMED OUT, UNREACHABLE: docs/protocol.md 9.1); 1..3600, for
- * links now and later.  0 or -EINVAL (logged). */
-int tpt_links_set_xfer_timeout(unsigned int seconds);
+ * they fail (TIMED OUT, UNREACHABLE: docs/protocol.md 9.1), for links
+ * now and later; lu.c checks the value (1..3600). */
+void tpt_links_set_xfer_timeout(unsigned int seconds);
 unsigned int tpt_links_xfer_timeout(void);
 /* Checks the links against their limits once a second from now on. */
 void tpt_links_watch_start(void);

@@ -320,6 +320,37 @@ static void test_be_helpers(void)
 	CHECK(tpt_get_be(b, 8) == 0x0102030405060708ull);
 }
 
+/* tpt_sense_peer_failed(): the passive-peer faults and refusals that
+ * name a peer, and nothing else. */
+static void test_peer_failed(void)
+{
+	static const enum tpt_sense_reason yes[] = {
+		TPT_SENSE_PEER_XFER_FAILED, TPT_SENSE_PEER_XFER_TIMEOUT,
+		TPT_SENSE_PEER_UNREACHABLE, TPT_SENSE_STAG_REJECTED,
+		TPT_SENSE_PEER_REFUSED,
+	};
+	static const enum tpt_sense_reason no[] = {
+		TPT_SENSE_SLOT_STALE, TPT_SENSE_POOL_EXHAUSTED,
+		TPT_SENSE_READ_ERROR, TPT_SENSE_NONE, TPT_SENSE_OTHER,
+	};
+	struct tpt_sense s = { .info = { .info_valid = true,
+					 .information = 0xfffe } };
+	unsigned int i;
+
+	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		s.reason = yes[i];
+		s.info.info_valid = true;
+		CHECK(tpt_sense_peer_failed(&s));
+		s.info.info_valid = false;	/* no peer named */
+		CHECK(!tpt_sense_peer_failed(&s));
+	}
+	s.info.info_valid = true;
+	for (i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+		s.reason = no[i];
+		CHECK(!tpt_sense_peer_failed(&s));
+	}
+}
+
 int main(void)
 {
 	RUN(test_table_matches_document);
@@ -333,5 +364,6 @@ int main(void)
 	RUN(test_build_refuses);
 	RUN(test_parse_foreign_and_short);
 	RUN(test_be_helpers);
+	RUN(test_peer_failed);
 	UNIT_EXIT();
 }
