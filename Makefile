@@ -100,7 +100,7 @@ ARGS_TOOLS := tpt-iscsi-io tpt-iscsi-verify tpt-dm-bench tpt-fi-rma-bench
 $(foreach t,$(ARGS_TOOLS),$(eval TOOL_LDLIBS_$(t) := $$(LIBTPTINIT)))
 
 .PHONY: all
-all: tgt libs initiator tools unit-bins
+all: tgt libs initiator tools unit-bins fault-libs
 
 .PHONY: tools
 tools: $(TOOL_BINS)
@@ -223,6 +223,16 @@ $(BUILD)/test/unit/%: test/unit/%.c $(UNIT_HDRS) $(TPT_LIBS)
 $(BUILD)/test/unit/initiator/%: test/unit/initiator/%.c $(UNIT_HDRS) $(LIBTPTINIT)
 	@mkdir -p $(dir $@)
 	$(CC) $(OUR_CFLAGS) $< -o $@ $(OUR_LDFLAGS) $(LIBTPTINIT) $(INIT_EXT_LIBS)
+
+# Faults the conformance tests inject into real processes (LD_PRELOAD):
+# built without the sanitizers, which they run beside.
+FAULT_LIBS := $(BUILD)/test/fault/libtpt-bad-sectors.so
+.PHONY: fault-libs
+fault-libs: $(FAULT_LIBS)
+
+$(BUILD)/test/fault/libtpt-bad-sectors.so: test/fault/bad_sectors.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fPIC -shared $< -o $@ -ldl
 
 .PHONY: unit
 unit: $(UNIT_BINS)

@@ -67,9 +67,10 @@ def client():
 def tgtd_factory(workdir, request):
     started = []
 
-    def start(name=None, host="127.0.0.1", netns=None, **kw):
+    def start(name=None, host="127.0.0.1", netns=None, env=None, **kw):
         name = name or f"tgtd{len(started)}"
-        inst = Tgtd(workdir / name, name, next(_control_ports), host=host, netns=netns)
+        inst = Tgtd(workdir / name, name, next(_control_ports), host=host, netns=netns,
+                    env=env)
         started.append(inst)
         return inst.start(**kw)
 

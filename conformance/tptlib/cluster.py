@@ -39,7 +39,7 @@ class Cluster:
 def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
           block_size=512, spares=0, host="127.0.0.1", boxes=None, extra_opts=(), name="",
           chap=False, controller_box=None, assume_clean=True, spec_sep=";", raid=5,
-          create=True):
+          create=True, target_env=None):
     """n members and `spares` spares; boxes maps a target index to a
     tptlib.net.Link (or a net.Switch port) that target runs behind (its
     own namespace and address); controller_box is such a box for the
@@ -53,13 +53,15 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     resync).  spec_sep joins the array definition's items (";\n  ": one
     written over several lines).  raid: the array's level, 5 or 1 (every
     member a copy of the whole array).  create=False: everything but the
-    array's LU, whose definition is the cluster's spec."""
+    array's LU, whose definition is the cluster's spec.  target_env:
+    what every target's environment adds (tptlib.faults.BadSectors.env)."""
     targets, backings, urls = [], [], []
     boxes = boxes or {}
     for i in range(n + spares):
         link = boxes.get(i)
         addr = link.box_addr if link else host
-        t = tgtd_factory(name=f"{name}target{i}", host=addr, netns=link.name if link else None)
+        t = tgtd_factory(name=f"{name}target{i}", host=addr, netns=link.name if link else None,
+                         env=target_env)
         member_chap = Chap.new("controller", f"t{i}") if chap else None
         iqn = t.new_target(1, f"{IQN}:{name}target{i}", chap=member_chap)
         backings.append(t.new_file_lun(1, 1, member_bytes,

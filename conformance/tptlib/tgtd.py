@@ -70,13 +70,15 @@ class Tgtd:
     """One tgtd process.  Use start()/stop() or the tgtd_factory fixture."""
 
     def __init__(self, workdir: Path, name: str, control_port: int, host: str = "127.0.0.1",
-                 netns: str = None):
+                 netns: str = None, env: dict = None):
         self.dir = Path(workdir)
         self.name = name
         self.host = host
         # A network namespace to run in (ip netns exec): a box whose link
         # a test can cut.  tgtadm reaches it through its unix socket.
         self.netns = netns
+        # What this tgtd's environment adds (a fault library, tptlib.faults).
+        self.extra_env = dict(env or {})
         self.control_port = control_port
         self.port = None
         self.proc = None
@@ -91,6 +93,7 @@ class Tgtd:
         env = dict(os.environ)
         env["TGT_IPC_SOCKET"] = self.ipc_socket
         env.setdefault("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
+        env.update(self.extra_env)
         return env
 
     def start(self, port: int = None, timeout: float = 10.0, extra_args=()):

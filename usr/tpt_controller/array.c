@@ -464,6 +464,34 @@ void array_queue_span(struct tpt_array *a, struct tpt_span *s)
 	span_queue(a, s);
 }
 
+void array_queue_span_first(struct tpt_array *a, struct tpt_span *s)
+{
+	list_add(&s->link, &a->waiting);
+}
+
+struct tpt_span *array_background_span(struct tpt_array *a,
+				       enum tpt_span_kind kind,
+				       unsigned int member, uint64_t first,
+				       uint64_t n,
+				       void (*done)(struct tpt_span *, int))
+{
+	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
+	struct tpt_span *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->kind = kind;
+	s->array = a;
+	s->member = member;
+	s->first_stripe = first;
+	s->last_stripe = first + n - 1;
+	s->lba = first * per_stripe;
+	s->blocks = (uint32_t)(n * per_stripe);
+	s->done = done;
+	clock_gettime(CLOCK_MONOTONIC, &s->first_try);
+	return s;
+}
+
 static void req_finish(struct tpt_req *r)
 {
 	struct tpt_array *a = r->array;
@@ -636,8 +664,13 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 	span_cap_adjust(a, result);
 	if (delta)
 		tpt_array_count(a, delta);
-	/* A recovery that was stopped does not want its batch any more. */
-	if (tpt_span_background(s) && !a->recovery.active)
+	/* A recovery that was stopped does not want its batch any more; a
+	 * unit to write back whose position has since lost its box is the
+	 * recovery's to write. */
+	if (tpt_span_background(s) && !s->repair && !a->recovery.active)
+		retry = false;
+	if (s->repair &&
+	    (array_missing_at(a, s->first_stripe) & (1u << s->member)))
 		retry = false;
 	if (result && retry && span_may_retry(a, s)) {
 		pthread_mutex_lock(&a->counters_lock);
@@ -649,6 +682,9 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		if (array_missing_at(a, s->first_stripe) != s->missing ||
 		    result == -ESTALE) {
 			s->missing = 0;
+			if (s->repair_first)
+				read_repair_queue(a, s, s->repair_first);
+			s->repair_first = 0;
 			span_queue(a, s);
 		} else {
 			/* Short of buffers while other spans hold some: one
@@ -677,6 +713,8 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 	pthread_mutex_unlock(&a->counters_lock);
 	if (result && !r->result)
 		r->result = result;
+	if (!result && s->excluded)
+		read_repair_queue(a, s, s->excluded);
 	r->next = s->lba + s->blocks;
 	free(s);
 	req_continue(r);
@@ -894,14 +932,34 @@ bool array_may_lose(const struct tpt_array *a, const struct tpt_member *m)
 	return array_state_without(a, m) != TPT_ARRAY_FAILED;
 }
 
-void array_span_exclude(struct tpt_span *s, unsigned int member)
+int array_unreadable(struct tpt_span *s, struct tpt_member *m,
+		     unsigned int pos)
 {
 	struct tpt_array *a = s->array;
 
-	s->excluded |= 1u << member;
 	pthread_mutex_lock(&a->counters_lock);
 	a->counters.medium_errors++;
 	pthread_mutex_unlock(&a->counters_lock);
+	/* Failed instead: planned again, the span finds it gone. */
+	if (!read_repair_count(a, m))
+		return -EIO;
+	if (s->kind == TPT_SPAN_READ) {
+		s->excluded |= 1u << pos;
+		return -ESTALE;
+	}
+	/* A write or repair that has written nothing, a check: the stripes
+	 * are as they were, what the others hold gives the units.  Once a
+	 * write has written some, only the parity of a plan without the
+	 * member knows what they hold; a recovery's stripes lack a unit
+	 * already; a repair's repair that cannot read either has two
+	 * unreadable units in a stripe. */
+	if (((s->kind == TPT_SPAN_WRITE || s->repair == 1) && !s->wrote) ||
+	    s->kind == TPT_SPAN_CHECK) {
+		s->repair_first |= 1u << pos;
+		return -ESTALE;
+	}
+	array_member_error(a, m, "medium error");
+	return -EIO;
 }
 
 /*
@@ -920,12 +978,7 @@ int array_read_failed(struct tpt_span *s, struct tpt_member *m,
 		return -EIO;
 	switch (task->sense.key) {
 	case SCSI_SENSE_MEDIUM_ERROR:
-		if (s->kind == TPT_SPAN_READ) {
-			array_span_exclude(s, pos);
-			return -ESTALE;
-		}
-		array_member_error(s->array, m, "medium error");
-		return -EIO;
+		return array_unreadable(s, m, pos);
 	case SCSI_SENSE_HARDWARE_ERROR:
 		array_member_error(s->array, m, "hardware error");
 		return -EIO;

@@ -124,13 +124,13 @@ void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)
 		      PRIu64 " pdus %" PRIu64 " rma_ops %" PRIu64 " failed %"
 		      PRIu64 " replans %" PRIu64 " degraded_spans %" PRIu64
 		      " member_failures %" PRIu64 " medium_errors %" PRIu64
-		      " direct_in %" PRIu64 " direct_out %" PRIu64
+		      " medium_repairs %" PRIu64 " direct_in %" PRIu64 " direct_out %" PRIu64
 		      " peer_bytes %" PRIu64 " pdu_moves %" PRIu64 "\n",
 		      st.reads, st.writes, st.host_bytes_in,
 		      st.host_bytes_out, st.target_bytes_in, st.target_bytes_out,
 		      st.bytes_xored, st.pdus, st.rma_ops, st.failed,
 		      st.replans, st.degraded_spans, st.member_failures,
-		      st.medium_errors, st.direct_bytes_in,
+		      st.medium_errors, st.medium_repairs, st.direct_bytes_in,
 		      st.direct_bytes_out, st.peer_bytes, st.pdu_moves);
 	if (a->mode->hosts_changed)
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID extended hosts: %u\n",

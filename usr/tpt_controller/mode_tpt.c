@@ -807,10 +807,9 @@ static void tp_classify(struct tp_run *run, struct tpt_member *m,
 		tp_fail(run, -EIO, true);
 		return;
 	case TPT_FAULT_LOCAL:
-		if (sense.reason == TPT_SENSE_READ_ERROR &&
-		    run->span->kind == TPT_SPAN_READ) {
-			array_span_exclude(run->span, pc->member);
-			tp_fail(run, -ESTALE, true);
+		if (sense.reason == TPT_SENSE_READ_ERROR) {
+			tp_fail(run, array_unreadable(run->span, m, pc->member),
+				true);
 			return;
 		}
 		array_member_error(a, m, code->name);

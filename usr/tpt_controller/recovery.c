@@ -688,32 +688,6 @@ static void recovery_span_done(struct tpt_span *s, int result)
  */
 
 
-/* A span of background work over stripes [@first, @first + @n) for
- * position @member (RAID_PARITY_MEMBER: every position, or parity),
- * ending in @done; NULL when out of memory. */
-static struct tpt_span *background_span(struct tpt_array *a,
-					enum tpt_span_kind kind,
-					unsigned int member, uint64_t first,
-					uint64_t n,
-					void (*done)(struct tpt_span *, int))
-{
-	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
-	struct tpt_span *s = calloc(1, sizeof(*s));
-
-	if (!s)
-		return NULL;
-	s->kind = kind;
-	s->array = a;
-	s->member = member;
-	s->first_stripe = first;
-	s->last_stripe = first + n - 1;
-	s->lba = first * per_stripe;
-	s->blocks = (uint32_t)(n * per_stripe);
-	s->done = done;
-	clock_gettime(CLOCK_MONOTONIC, &s->first_try);
-	return s;
-}
-
 /* Odd copies out the log names one by one in a resync, at most. */
 #define VOTE_LOG_STRIPES 16
 
@@ -761,7 +735,7 @@ static int vote_queue(struct tpt_array *a, struct vote_batch *b,
 {
 	struct tpt_recovery *rc = &a->recovery;
 	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
-	struct tpt_span *s = background_span(a, TPT_SPAN_REBUILD, wrong >= 0 ?
+	struct tpt_span *s = array_background_span(a, TPT_SPAN_REBUILD, wrong >= 0 ?
 					     (unsigned int)wrong :
 					     RAID_PARITY_MEMBER, first, n,
 					     vote_repair_done);
@@ -949,7 +923,7 @@ static bool recovery_next_batch(struct tpt_array *a)
 	     first + n < a->nr_stripes && recovery_wants(a, first + n) &&
 	     array_missing_at(a, first + n) == missing; n++)
 		;
-	s = background_span(a, job_checks(a) ? TPT_SPAN_CHECK :
+	s = array_background_span(a, job_checks(a) ? TPT_SPAN_CHECK :
 			    TPT_SPAN_REBUILD, rc->position, first, n,
 			    recovery_span_done);
 	if (s && job_checks(a)) {

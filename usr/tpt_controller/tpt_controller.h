@@ -93,6 +93,7 @@ struct tpt_array_counters {
 	uint64_t degraded_spans;		/* spans planned without a member */
 	uint64_t member_failures;		/* members found failed */
 	uint64_t medium_errors;			/* local read errors served degraded */
+	uint64_t medium_repairs;		/* units written back after one */
 };
 
 /* ---- member.c ---- */
@@ -155,6 +156,10 @@ struct tpt_member {
 	uint64_t unreached_by;		/* by member id (TPT_MAX_BOXES) */
 	time_t unreached_since, unreached_last;
 	bool unreached_said;		/* "can lose neither" logged */
+	/* Its read errors, halved for each hour without one (read_repair.c),
+	 * and when the last came. */
+	unsigned int read_errors;
+	time_t read_error_at;
 
 	/* The array's view (array.c). */
 	bool claimed;			/* the mode named the array to it */
@@ -367,10 +372,18 @@ struct tpt_span {
 	 * reads (two boxes lost: recovery.c, rebuild_along()). */
 	uint32_t rebuild_also;
 	void (*done)(struct tpt_span *s, int result);	/* REBUILD, CHECK */
+	/* REBUILD: writes back units its position could not read
+	 * (read_repair.c), not recovery's work: 1 for a request or a check,
+	 * 2 for another repair (which cannot ask for a third). */
+	unsigned int repair;
 	void *priv;
 	/* Positions planned without, and those failing this span alone
 	 * (a local medium error): see array_span_missing(). */
 	uint32_t missing, excluded;
+	/* WRITE, CHECK, repair: positions whose units of its stripes it
+	 * could not read, written back before it is planned again
+	 * (read_repair.c). */
+	uint32_t repair_first;
 	/* WRITE: the region record generation it waits for, and whether it
 	 * counts among its regions' writes in flight (array_files.c). */
 	uint64_t need_gen;
@@ -409,6 +422,16 @@ uint32_t array_span_missing(const struct tpt_span *s);
 struct tpt_member *array_position_member(struct tpt_array *a, unsigned int pos);
 /* Queue a span of background work (recovery.c). */
 void array_queue_span(struct tpt_array *a, struct tpt_span *s);
+/* Ahead of every span waiting: the first to take its stripes. */
+void array_queue_span_first(struct tpt_array *a, struct tpt_span *s);
+/* A span of background work over stripes [@first, @first + @n) for
+ * position @member (RAID_PARITY_MEMBER: every position, or parity),
+ * ending in @done; NULL when out of memory. */
+struct tpt_span *array_background_span(struct tpt_array *a,
+				       enum tpt_span_kind kind,
+				       unsigned int member, uint64_t first,
+				       uint64_t n,
+				       void (*done)(struct tpt_span *, int));
 
 /* member.c's reports */
 void array_member_online(struct tpt_array *a, struct tpt_member *m);
@@ -453,9 +476,13 @@ void array_member_failing(struct tpt_array *a, struct tpt_member *m);
 /* A command to @m failed in a way only @m can be blamed for. */
 void array_member_error(struct tpt_array *a, struct tpt_member *m,
 			const char *why);
-/* @member had a medium error reading for @s: @s is served without it (the
- * member stays), and the error is counted. */
-void array_span_exclude(struct tpt_span *s, unsigned int member);
+/* @m, serving position @pos, could not read its medium for @s (MEDIUM
+ * ERROR): -ESTALE, plan @s again, a READ without the position, a WRITE
+ * that has written nothing, a CHECK or a repair after its units there are
+ * written back (read_repair.c); -EIO where the member is failed
+ * (recovery's read, a repair's repair, too many errors). */
+int array_unreadable(struct tpt_span *s, struct tpt_member *m,
+		     unsigned int pos);
 /* A READ(16) of @s to @m, serving position @pos, ended with @status and
  * @task's SBC sense (both modes send plain reads): the span's error, and
  * in *@retry whether planning it again may cure that. */
@@ -573,6 +600,16 @@ void array_intent_mark_all(struct tpt_array *a);
 bool array_intent_hold(struct tpt_array *a, struct tpt_span *s);
 /* A WRITE span ended (or will be planned again). */
 void array_intent_release(struct tpt_array *a, struct tpt_span *s);
+
+/* ---- read_repair.c ---- */
+
+/* Count a read error of @m; false once it has had too many, which fails it. */
+bool read_repair_count(struct tpt_array *a, struct tpt_member *m);
+/* The units of @s's stripes on the positions of @positions, which could
+ * not be read for it, are written back from the others, before any other
+ * span takes those stripes. */
+void read_repair_queue(struct tpt_array *a, const struct tpt_span *s,
+		       uint32_t positions);
 
 /* ---- recovery.c ---- */
 

@@ -1,0 +1,231 @@
+"""A member that cannot read a block (a disk's latent sector error).
+
+A real disk loses a sector now and then: a READ of it fails with MEDIUM
+ERROR, UNRECOVERED READ ERROR, and the sector's data is gone until it is
+written again (the disk then remaps it).  The array must serve such a
+block from the other members, and write it back to the member from them,
+as Linux md does: left unreadable, one later box loss makes it data loss.
+
+The targets here run with tptlib.faults.BadSectors (test/fault/
+bad_sectors.c): reads of the ranges a test adds fail with EIO, and what
+they held is overwritten with random bytes, until something writes them.
+"""
+import os
+import re
+import time
+
+import pytest
+
+from tptlib import proto
+from tptlib.client import GOOD
+from tptlib.faults import BadSectors
+from test_failures import (UNIT, array_state, check_all, counters, kill,  # noqa: F401
+                           members, mode, scrub, show, start, wait_state)
+
+N = 5
+BLOCKS = UNIT // 512
+
+
+def wait_counter(c, name, at_least, timeout=20):
+    deadline = time.monotonic() + timeout
+    while True:
+        k = counters(c)
+        if k[name] >= at_least:
+            return k
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name} {k[name]}, not {at_least}, after {timeout} s:\n"
+                                 + show(c))
+        time.sleep(0.1)
+
+
+def locate(stripe, data_index, n=N):
+    """(member position, byte offset in its backing file) of a RAID-5
+    data unit: left-symmetric, parity of stripe s on member n - 1 - s % n."""
+    parity = n - 1 - stripe % n
+    return (parity + 1 + data_index) % n, stripe * UNIT
+
+
+def lba(stripe, data_index=0, n=N):
+    return (stripe * (n - 1) + data_index) * BLOCKS
+
+
+class Array:
+    """A RAID-5 of N targets whose disks can lose sectors, a host logged
+    in, and stripes 0-7 written with random bytes."""
+    STRIPES = 8
+
+    def __init__(self, tgtd_factory, client, mode, workdir, extra_opts=()):
+        self.bad = BadSectors(workdir)
+        self.c = start(tgtd_factory, mode, n=N, target_env=self.bad.env(),
+                       extra_opts=extra_opts)
+        self.client = client
+        client.login("a", self.c.url)
+        client.clear_unit_attentions("a")
+        self.data = os.urandom(self.STRIPES * (N - 1) * UNIT)
+        assert self.write(0, self.data)["status"] == GOOD
+
+    def write(self, at, data):
+        return self.client.command("a", proto.write16_cdb(at, len(data) // 512), data=data)
+
+    def read(self, at, blocks):
+        return self.client.command("a", proto.read16_cdb(at, blocks), inlen=blocks * 512)
+
+    def expect(self, at, blocks):
+        return self.data[at * 512:(at + blocks) * 512]
+
+    def lose_sectors(self, stripe, data_index, offset=0, length=4096):
+        """Bytes [offset, offset + length) of a data unit unreadable on
+        its member.  Returns that member's position."""
+        pos, at = locate(stripe, data_index)
+        self.bad.add(self.c.backings[pos], at + offset, length)
+        return pos
+
+    def member_bytes(self, stripe, data_index):
+        pos, at = locate(stripe, data_index)
+        with open(self.c.backings[pos], "rb") as f:
+            f.seek(at)
+            return f.read(UNIT)
+
+
+def test_unreadable_block_is_served_and_rewritten(tgtd_factory, client, mode, workdir, report):
+    """A host READ over a block its member cannot read gets the right
+    bytes (from the other members), and the block is written back to the
+    member: its backing file holds the data again, a second read needs
+    no reconstruction, and a box lost afterwards loses nothing."""
+    a = Array(tgtd_factory, client, mode, workdir)
+    before = counters(a.c)
+    pos = a.lose_sectors(2, 1, offset=8192, length=4096)
+    assert a.member_bytes(2, 1) != a.expect(lba(2, 1), BLOCKS)
+    r = a.read(lba(2), (N - 1) * BLOCKS)
+    assert r["status"] == GOOD, r
+    assert r["data"] == a.expect(lba(2), (N - 1) * BLOCKS)
+    repaired = wait_counter(a.c, "medium_repairs", before["medium_repairs"] + 1)
+    assert repaired["medium_errors"] == before["medium_errors"] + 1, repaired
+    assert a.member_bytes(2, 1) == a.expect(lba(2, 1), BLOCKS)
+    assert re.search(r"position \d could not read for stripes 2-2: writing its units there "
+                     r"back from the other members", a.c.controller.log())
+    r = a.read(lba(2), (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == a.expect(lba(2), (N - 1) * BLOCKS)
+    assert counters(a.c)["medium_errors"] == repaired["medium_errors"]
+    assert members(a.c)[pos][1] == "up"
+    scrub(a.c)
+    # Left unreadable, this would lose the unit: two of stripe 2's five.
+    other = locate(2, 0)[0]
+    kill(a.c.targets[other])
+    wait_state(a.c, {"degraded"}, timeout=30)
+    r = a.read(lba(2), (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == a.expect(lba(2), (N - 1) * BLOCKS)
+    report(f"{mode}: a 4 KiB read error on member {pos}: the host READ served, the unit "
+           f"written back ({repaired['medium_repairs'] - before['medium_repairs']} stripe), "
+           f"read again without an error, and read with member {other} lost too")
+
+
+def test_write_over_an_unreadable_block(tgtd_factory, client, mode, workdir, report):
+    """A small WRITE reads the old bytes it replaces (read-modify-write):
+    where its member cannot read them, the stripe's units there are
+    written back from the others first and the WRITE planned again, so
+    the host gets GOOD, the member stays, and the stripe's parity is
+    right.  Before, the member was failed for it and the array rebuilt a
+    whole disk for a sector.  The parity's own member too."""
+    a = Array(tgtd_factory, client, mode, workdir)
+    before = counters(a.c)
+    data_pos = a.lose_sectors(3, 2, offset=0, length=4096)
+    parity_pos = 4 - 5 % N
+    a.bad.add(a.c.backings[parity_pos], 5 * UNIT + 4096, 4096)
+    new = [os.urandom(4096), os.urandom(4096)]
+    assert a.write(lba(3, 2), new[0])["status"] == GOOD
+    assert a.write(lba(5, 1) + 8, new[1])["status"] == GOOD
+    k = wait_counter(a.c, "medium_repairs", before["medium_repairs"] + 2)
+    assert k["medium_errors"] == before["medium_errors"] + 2, k
+    assert k["member_failures"] == before["member_failures"], show(a.c)
+    assert array_state(a.c) == "optimal"
+    assert {m[1] for m in members(a.c).values()} == {"up"}
+    r = a.read(lba(3, 2), 8)
+    assert r["status"] == GOOD and r["data"] == new[0]
+    r = a.read(lba(5, 1) + 8, 8)
+    assert r["status"] == GOOD and r["data"] == new[1]
+    scrub(a.c)
+    report(f"{mode}: 4 KiB writes over an unreadable data sector (member {data_pos}) and "
+           f"an unreadable parity sector (member {parity_pos}): GOOD, both written back, "
+           f"no member failed, parity right")
+
+
+def test_check_writes_back_what_it_cannot_read(tgtd_factory, client, mode, workdir, report):
+    """check=yes (a scrub) over sectors no host has read since they were
+    lost: each is written back from the others, and the check ends
+    completed with no mismatch and no member failed.  Before, the first
+    such read failed its member."""
+    a = Array(tgtd_factory, client, mode, workdir)
+    before = counters(a.c)
+    lost = [a.lose_sectors(1, 0), a.lose_sectors(4, 3, offset=UNIT - 512, length=512),
+            a.lose_sectors(6, 2, offset=20480)]
+    fig = check_all(a.c)
+    assert fig[0] == "last" and fig[1] == fig[2] and fig[3] == 0 and fig[4] == "completed", fig
+    k = counters(a.c)
+    assert k["medium_repairs"] - before["medium_repairs"] >= 3, k
+    assert k["member_failures"] == before["member_failures"], show(a.c)
+    assert {m[1] for m in members(a.c).values()} == {"up"}
+    for s, i in ((1, 0), (4, 3), (6, 2)):
+        assert a.member_bytes(s, i) == a.expect(lba(s, i), BLOCKS), (s, i)
+    scrub(a.c)
+    report(f"{mode}: check=yes over 3 lost sectors (members {sorted(set(lost))}): "
+           f"{k['medium_errors'] - before['medium_errors']} read errors, each written back, "
+           f"{fig[1]} stripes checked, 0 mismatches, no member failed")
+
+
+@pytest.mark.parametrize("raid,n", [(1, 3), (6, 6)])
+def test_check_writes_back_on_other_levels(tgtd_factory, client, workdir, raid, n, report):
+    """The same on a mirror of three and a RAID-6: sectors lost on two
+    members, a check reads every copy or unit, and writes each back from
+    the others: the members' bytes are as before, no member failed."""
+    bad = BadSectors(workdir)
+    c = start(tgtd_factory, "tpt", n=n, raid=raid, target_env=bad.env())
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    data = os.urandom(4 << 20)
+    assert client.command("a", proto.write16_cdb(0, len(data) // 512),
+                          data=data)["status"] == GOOD
+    lost = {0: 3 * UNIT + 512, 1: 5 * UNIT + 8192}
+    held = {}
+    for m, at in lost.items():
+        with open(c.backings[m], "rb") as f:
+            f.seek(at)
+            held[m] = f.read(4096)
+        bad.add(c.backings[m], at, 4096)
+    before = counters(c)
+    fig = check_all(c)
+    assert fig[3] == 0 and fig[4] == "completed", fig
+    k = counters(c)
+    assert k["medium_errors"] > before["medium_errors"], k
+    assert k["member_failures"] == before["member_failures"], show(c)
+    for m, at in lost.items():
+        with open(c.backings[m], "rb") as f:
+            f.seek(at)
+            assert f.read(4096) == held[m], m
+    r = client.command("a", proto.read16_cdb(0, len(data) // 512), inlen=len(data))
+    assert r["status"] == GOOD and r["data"] == data
+    report(f"RAID-{raid} of {n}: check=yes over sectors lost on two members: "
+           f"{k['medium_errors'] - before['medium_errors']} read errors, written back, "
+           f"no member failed")
+
+
+def test_member_losing_sectors_is_failed(tgtd_factory, client, workdir, report):
+    """A disk that keeps losing sectors is failing: past 20 read errors
+    within the hour (md's max_read_errors) the member is failed and the
+    array goes on degraded.  Every READ is served right throughout."""
+    a = Array(tgtd_factory, client, "tpt", workdir)
+    stripes = [s for s in range(Array.STRIPES) if locate(s, 0)[0] == 0]
+    repairs = counters(a.c)["medium_repairs"]
+    for i in range(21):
+        s = stripes[i % len(stripes)]
+        pos = a.lose_sectors(s, 0, offset=(i // len(stripes)) * 4096, length=512)
+        r = a.read(lba(s), BLOCKS)
+        assert r["status"] == GOOD and r["data"] == a.expect(lba(s), BLOCKS), i
+        if i < 20:
+            wait_counter(a.c, "medium_repairs", repairs + i + 1)
+    wait_state(a.c, {"degraded"}, timeout=10)
+    assert members(a.c)[pos][1] != "up"
+    assert "21 read errors within the hour: failing it" in a.c.controller.log()
+    r = a.read(0, Array.STRIPES * (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == a.data
+    report(f"member {pos} after 21 read errors: failed, the array degraded, every READ right")
