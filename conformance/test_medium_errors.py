@@ -19,8 +19,9 @@ import pytest
 from tptlib import proto
 from tptlib.client import GOOD
 from tptlib.faults import BadSectors
-from test_failures import (UNIT, array_state, check_all, counters, kill,  # noqa: F401
-                           members, mode, scrub, show, start, wait_state)
+from test_failures import (CHECK_CONDITION, MEDIUM_ERROR, UNIT, array_state,  # noqa: F401
+                           check_all, counters, kill, members, mode, scrub, show, start, wait_log,
+                           wait_state)
 
 N = 5
 BLOCKS = UNIT // 512
@@ -54,10 +55,9 @@ class Array:
     in, and stripes 0-7 written with random bytes."""
     STRIPES = 8
 
-    def __init__(self, tgtd_factory, client, mode, workdir, extra_opts=()):
+    def __init__(self, tgtd_factory, client, mode, workdir, spares=0):
         self.bad = BadSectors(workdir)
-        self.c = start(tgtd_factory, mode, n=N, target_env=self.bad.env(),
-                       extra_opts=extra_opts)
+        self.c = start(tgtd_factory, mode, n=N, spares=spares, target_env=self.bad.env())
         self.client = client
         client.login("a", self.c.url)
         client.clear_unit_attentions("a")
@@ -207,6 +207,105 @@ def test_check_writes_back_on_other_levels(tgtd_factory, client, workdir, raid, 
     report(f"RAID-{raid} of {n}: check=yes over sectors lost on two members: "
            f"{k['medium_errors'] - before['medium_errors']} read errors, written back, "
            f"no member failed")
+
+
+def test_unreadable_block_with_a_box_lost(tgtd_factory, client, mode, workdir, report):
+    """A member lost, and a sector another member of the same stripe
+    cannot read: that stripe has two units unknown, and what needs them
+    gets MEDIUM ERROR at once (never wrong bytes, never a wait), the
+    member with the lost sector stays, and the array stays degraded; the
+    rest of the stripe and of the array reads right."""
+    a = Array(tgtd_factory, client, mode, workdir)
+    gone = locate(2, 0)[0]
+    kill(a.c.targets[gone])
+    wait_state(a.c, {"degraded"}, timeout=30)
+    pos = a.lose_sectors(2, 1, offset=8192, length=4096)
+    t0 = time.monotonic()
+    for i in (0, 1):
+        r = a.read(lba(2, i), BLOCKS)
+        assert r["status"] == CHECK_CONDITION, (i, r["status"])
+        assert proto.parse_sense(r["sense"]).key == MEDIUM_ERROR, r
+    r = a.write(lba(2, 1) + 16, os.urandom(4096))
+    assert r["status"] == CHECK_CONDITION and proto.parse_sense(r["sense"]).key == MEDIUM_ERROR
+    took = time.monotonic() - t0
+    for i in (2, 3):
+        r = a.read(lba(2, i), BLOCKS)
+        assert r["status"] == GOOD and r["data"] == a.expect(lba(2, i), BLOCKS), i
+    r = a.read(lba(3), 5 * (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == a.expect(lba(3), 5 * (N - 1) * BLOCKS)
+    assert array_state(a.c) == "degraded", show(a.c)
+    assert members(a.c)[pos][1] == "up", show(a.c)
+    assert took < 10, took
+    report(f"{mode}: member {gone} lost and a sector of member {pos} in the same stripe: "
+           f"its two units MEDIUM ERROR in {took:.1f} s (a WRITE too), member {pos} kept, "
+           f"the rest right")
+
+
+def test_rebuild_steps_over_an_unreadable_block(tgtd_factory, client, mode, workdir, report):
+    """The classic RAID-5 double fault: a box lost, and while its units
+    are rebuilt onto the spare a survivor cannot read a sector.  That
+    stripe's lost unit cannot be rebuilt; the rest can.  The rebuild
+    steps over the stripes, rebuilds the rest, and tries them again every
+    5 s; the survivor stays and the array is never failed (before, the
+    survivor was failed and with it the array: every block offline for
+    one sector).  A host write of the whole stripe gives the units back,
+    and the rebuild finishes."""
+    a = Array(tgtd_factory, client, mode, workdir, spares=1)
+    pos = a.lose_sectors(2, 1, offset=8192, length=4096)
+    gone = locate(2, 0)[0]
+    mark = len(a.c.controller.log())
+    kill(a.c.targets[gone])
+    # The batch of stripes 0-15 is left; the other 224 are rebuilt.
+    log = wait_log(a.c, r"recovery of position \d stopped at stripe 0: 16 stripes from there "
+                   r"on .* cannot read its units there", since=mark)
+    assert array_state(a.c) == "rebuilding", show(a.c)
+    assert members(a.c)[pos][1] == "up", show(a.c)
+    assert "failed" not in re.findall(r"the array is (\w+)", log)
+    r = a.read(lba(3), 5 * (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == a.expect(lba(3), 5 * (N - 1) * BLOCKS)
+    whole = os.urandom((N - 1) * UNIT)
+    assert a.write(lba(2), whole)["status"] == GOOD
+    wait_state(a.c, {"optimal"}, timeout=30)
+    r = a.read(lba(2), (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == whole
+    r = a.read(lba(3), 5 * (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == a.expect(lba(3), 5 * (N - 1) * BLOCKS)
+    scrub(a.c)
+    report(f"{mode}: member {gone} lost, its rebuild meeting a lost sector of member {pos}: "
+           f"stepped over, the rest rebuilt, never failed; a write of the stripe, then optimal")
+
+
+def test_raid6_rebuild_reads_around_an_unreadable_block(tgtd_factory, client, workdir, report):
+    """RAID-6 has a unit to spare after one box is lost: a rebuild that
+    meets a survivor's lost sector rebuilds those stripes without it too,
+    writes the survivor's units back, and finishes; nothing stalls."""
+    bad = BadSectors(workdir)
+    c = start(tgtd_factory, "tpt", n=6, raid=6, spares=1, target_env=bad.env())
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    data = os.urandom(4 << 20)
+    assert client.command("a", proto.write16_cdb(0, len(data) // 512),
+                          data=data)["status"] == GOOD
+    at = 2 * UNIT + 8192
+    with open(c.backings[1], "rb") as f:
+        f.seek(at)
+        held = f.read(4096)
+    bad.add(c.backings[1], at, 4096)
+    before = counters(c)
+    kill(c.targets[0])
+    wait_log(c, r"position 0 rebuilt")
+    wait_state(c, {"optimal"}, timeout=30)
+    k = counters(c)
+    assert k["medium_repairs"] > before["medium_repairs"], k
+    assert members(c)[1][1] == "up", show(c)
+    with open(c.backings[1], "rb") as f:
+        f.seek(at)
+        assert f.read(4096) == held
+    r = client.command("a", proto.read16_cdb(0, len(data) // 512), inlen=len(data))
+    assert r["status"] == GOOD and r["data"] == data
+    scrub(c)
+    report("RAID-6: a rebuild meeting a survivor's lost sector rebuilt those stripes without "
+           "it, wrote its units back and finished: optimal, no member failed")
 
 
 def test_member_losing_sectors_is_failed(tgtd_factory, client, workdir, report):

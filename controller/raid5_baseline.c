@@ -233,7 +233,7 @@ static int bl_write_degraded(struct bl_plan_builder *b, uint64_t stripe,
 
 /*
  * One stripe of a write.  Full: parity from the host's data, then WRITE
- * of every unit.  Partial: READ the old data and old parity, fold
+ * of every unit (but a missing member's).  Partial: READ the old data and old parity, fold
  * old ^ new into the parity, then WRITE the new data and parity.  The
  * parity covers the union of the pieces' places in the unit.
  */
@@ -252,7 +252,9 @@ static int bl_write_stripe(struct bl_plan_builder *b, uint64_t req_lba,
 
 	nr = bl_stripe_pieces(c, req_lba, lo, hi, piece, &p_off, &p_end);
 	p_len = p_end - p_off;
-	if (F == (int)parity || (F >= 0 && bl_piece_of(piece, nr, F)))
+	/* A full stripe needs no old unit: its lost one is not written. */
+	if (F == (int)parity ||
+	    (F >= 0 && !full && bl_piece_of(piece, nr, F)))
 		return bl_write_degraded(b, stripe, piece, nr, p_off, p_len, F);
 	ptemp = bl_plan_add_temp(b, p_len);
 	if (ptemp < 0)
@@ -309,7 +311,8 @@ static int bl_write_stripe(struct bl_plan_builder *b, uint64_t req_lba,
 				     .bytes = piece[i].bytes,
 				     .src = bl_host(piece[i].host_offset) };
 
-		err = bl_plan_add(b, local, &wr);
+		if ((int)piece[i].member != F)
+			err = bl_plan_add(b, local, &wr);
 	}
 	if (!err) {
 		struct bl_cmd wp = { .op = BL_WRITE, .member = parity,

@@ -682,8 +682,8 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		if (array_missing_at(a, s->first_stripe) != s->missing ||
 		    result == -ESTALE) {
 			s->missing = 0;
-			if (s->repair_first)
-				read_repair_queue(a, s, s->repair_first);
+			read_repair_queue(a, s, s->repair_first);
+			s->repair_asked |= s->repair_first;
 			s->repair_first = 0;
 			span_queue(a, s);
 		} else {
@@ -696,6 +696,8 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		return;
 	}
 	if (tpt_span_background(s)) {
+		if (!result && s->excluded)
+			read_repair_queue(a, s, s->excluded);
 		s->done(s, result);
 		array_run_waiting(a);
 		return;
@@ -932,31 +934,63 @@ bool array_may_lose(const struct tpt_array *a, const struct tpt_member *m)
 	return array_state_without(a, m) != TPT_ARRAY_FAILED;
 }
 
+/* Whether @s's stripes can do without @pos as well as what they lack. */
+static bool rebuildable_without(const struct tpt_span *s, unsigned int pos)
+{
+	const struct tpt_array *a = s->array;
+	uint32_t lacking = array_span_missing(s) | 1u << pos;
+
+	return (unsigned int)__builtin_popcount(lacking) <=
+	       a->level->nr_parity(&a->geo);
+}
+
 int array_unreadable(struct tpt_span *s, struct tpt_member *m,
-		     unsigned int pos)
+		     unsigned int pos, bool *retry)
 {
 	struct tpt_array *a = s->array;
+	bool repairs = (s->kind == TPT_SPAN_WRITE && !s->wrote) ||
+		       s->kind == TPT_SPAN_CHECK || s->repair;
 
 	pthread_mutex_lock(&a->counters_lock);
 	a->counters.medium_errors++;
 	pthread_mutex_unlock(&a->counters_lock);
-	/* Failed instead: planned again, the span finds it gone. */
-	if (!read_repair_count(a, m))
-		return -EIO;
-	if (s->kind == TPT_SPAN_READ) {
+	*retry = true;
+	/* Planned again without it: it is written back once the span has
+	 * read the rest (a READ's that cannot do without it fails then). */
+	if (s->kind == TPT_SPAN_READ ||
+	    (s->kind == TPT_SPAN_REBUILD && !s->repair &&
+	     rebuildable_without(s, pos))) {
 		s->excluded |= 1u << pos;
 		return -ESTALE;
 	}
-	/* A write or repair that has written nothing, a check: the stripes
-	 * are as they were, what the others hold gives the units.  Once a
-	 * write has written some, only the parity of a plan without the
-	 * member knows what they hold; a recovery's stripes lack a unit
-	 * already; a repair's repair that cannot read either has two
-	 * unreadable units in a stripe. */
-	if (((s->kind == TPT_SPAN_WRITE || s->repair == 1) && !s->wrote) ||
-	    s->kind == TPT_SPAN_CHECK) {
+	/* A write or a repair that has written nothing, a check: the
+	 * stripes are as they were, and what the others hold gives the
+	 * units back first.  Once a write has written some, only the
+	 * parity of a plan without the member knows what they hold. */
+	if (repairs && !(s->repair_asked & (1u << pos)) && s->repair < 2 &&
+	    rebuildable_without(s, pos)) {
 		s->repair_first |= 1u << pos;
 		return -ESTALE;
+	}
+	/* More units unknown than the level gives back (a box lost too, a
+	 * second lost sector in the stripe): those blocks are lost until
+	 * written, and the span fails; failing a member would lose more.
+	 * A recovery steps over the stripes as it does over those another
+	 * position lacks, and comes back for them (recovery.c). */
+	if (repairs && !s->wrote) {
+		eprintf("tptraid: member %u cannot read its units of stripes %"
+			PRIu64 "-%" PRIu64 ", and %s: what needs them fails "
+			"until a write covers them\n", m->id, s->first_stripe,
+			s->last_stripe, array_span_missing(s) ?
+			"another position lacks them" : "neither can another "
+			"position");
+		*retry = false;
+		return -EIO;
+	}
+	if (s->kind == TPT_SPAN_REBUILD && !array_may_lose(a, m)) {
+		s->excluded |= 1u << pos;
+		*retry = false;
+		return -EIO;
 	}
 	array_member_error(a, m, "medium error");
 	return -EIO;
@@ -978,7 +1012,7 @@ int array_read_failed(struct tpt_span *s, struct tpt_member *m,
 		return -EIO;
 	switch (task->sense.key) {
 	case SCSI_SENSE_MEDIUM_ERROR:
-		return array_unreadable(s, m, pos);
+		return array_unreadable(s, m, pos, retry);
 	case SCSI_SENSE_HARDWARE_ERROR:
 		array_member_error(s->array, m, "hardware error");
 		return -EIO;

@@ -808,8 +808,11 @@ static void tp_classify(struct tp_run *run, struct tpt_member *m,
 		return;
 	case TPT_FAULT_LOCAL:
 		if (sense.reason == TPT_SENSE_READ_ERROR) {
-			tp_fail(run, array_unreadable(run->span, m, pc->member),
-				true);
+			bool retry;
+			int err = array_unreadable(run->span, m, pc->member,
+						   &retry);
+
+			tp_fail(run, err, retry);
 			return;
 		}
 		array_member_error(a, m, code->name);

@@ -17,12 +17,18 @@
  * Why a span per stripe: which stripe of a span the error was in is not
  * known, and a repair of a stripe whose position was fine reads the
  * others, where another unreadable unit may lie.  That one is written
- * back first (a repair's repair), and the repair goes on; a stripe with
- * two units unreadable cannot be repaired (RAID-5) and fails the member.
+ * back first (a repair's repair), and the repair goes on.  A stripe with
+ * more units unreadable or missing than the level gives back cannot be
+ * repaired: those blocks are lost until written, what needs them fails
+ * with MEDIUM ERROR, and no member is failed for them.
  *
  * A disk that keeps losing sectors is failing: past READ_ERRORS_MAX read
- * errors, halved for each hour without one (md's max_read_errors and
- * its decay), the member is failed instead and the array rebuilds it.
+ * errors to repair, halved for each hour without one (md's
+ * max_read_errors and its decay), the member is failed instead and the
+ * array rebuilds it.  Errors that cannot be repaired (the stripe lacks
+ * another unit: array.c, array_unreadable()) do not count: hosts read a
+ * lost block again and again, and failing the member for it would lose
+ * what it still holds.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -46,7 +52,9 @@ static time_t now_s(void)
 	return ts.tv_sec;
 }
 
-bool read_repair_count(struct tpt_array *a, struct tpt_member *m)
+/* Counts a read error of @m that is to be repaired; false once it has had
+ * too many, which fails it. */
+static bool read_repair_count(struct tpt_array *a, struct tpt_member *m)
 {
 	time_t now = now_s();
 	time_t hours = m->read_errors ? (now - m->read_error_at) / 3600 : 0;
@@ -81,12 +89,16 @@ static void repair_done(struct tpt_span *s, int result)
 void read_repair_queue(struct tpt_array *a, const struct tpt_span *from,
 		       uint32_t positions)
 {
+	struct tpt_member *m;
 	unsigned int p;
 
 	for (p = 0; p < a->nr_members; p++) {
 		uint64_t st;
 
 		if (!(positions & (1u << p)))
+			continue;
+		m = array_position_member(a, p);
+		if (!m || !read_repair_count(a, m))
 			continue;
 		eprintf("tptraid: position %u could not read for stripes %"
 			PRIu64 "-%" PRIu64 ": writing its units there back from "

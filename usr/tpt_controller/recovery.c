@@ -526,14 +526,21 @@ static bool returning_box(const struct tpt_array *a, uint32_t missing)
 
 /* For the log: why a batch from stripe @at planned without @missing
  * could not be planned, when other positions lacked it. */
-static void stall_why(const struct tpt_array *a, uint64_t at,
+static void stall_why(struct tpt_array *a, uint64_t at,
 		      uint32_t missing, unsigned int position, char *why,
 		      size_t len)
 {
+	uint32_t unreadable = missing & ~(1u << position) &
+			      ~array_missing_at(a, at);
+
 	why[0] = '\0';
 	if (!lacks_others(a, missing, position))
 		return;
-	if (a->parity_stale && array_fine_has(a, a->parity_stale, at))
+	if (unreadable)
+		snprintf(why, len, " (position mask 0x%x cannot read its "
+			 "units there: lost sectors; a host write over them "
+			 "gives them back)", unreadable);
+	else if (a->parity_stale && array_fine_has(a, a->parity_stale, at))
 		snprintf(why, len, " (their parity may not match what a host "
 			 "wrote there: the resync had not reached them; "
 			 "--params force_recovery=yes takes it as it is)");
@@ -647,7 +654,8 @@ static void recovery_span_done(struct tpt_span *s, int result)
 	struct tpt_recovery *rc = &a->recovery;
 	uint64_t n = s->last_stripe - s->first_stripe + 1;
 	uint64_t s_first = s->first_stripe;
-	uint32_t s_missing = s->missing, s_also = s->rebuild_also;
+	/* With a member that could not read (array_unreadable()). */
+	uint32_t s_missing = array_span_missing(s), s_also = s->rebuild_also;
 
 	if (rc->active && rc->check && !result) {
 		struct tpt_check_tally found;

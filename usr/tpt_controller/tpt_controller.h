@@ -382,8 +382,9 @@ struct tpt_span {
 	uint32_t missing, excluded;
 	/* WRITE, CHECK, repair: positions whose units of its stripes it
 	 * could not read, written back before it is planned again
-	 * (read_repair.c). */
-	uint32_t repair_first;
+	 * (read_repair.c), and those it has asked that for already: a
+	 * position that still cannot read after its repair is lost there. */
+	uint32_t repair_first, repair_asked;
 	/* WRITE: the region record generation it waits for, and whether it
 	 * counts among its regions' writes in flight (array_files.c). */
 	uint64_t need_gen;
@@ -476,13 +477,17 @@ void array_member_failing(struct tpt_array *a, struct tpt_member *m);
 /* A command to @m failed in a way only @m can be blamed for. */
 void array_member_error(struct tpt_array *a, struct tpt_member *m,
 			const char *why);
-/* @m, serving position @pos, could not read its medium for @s (MEDIUM
- * ERROR): -ESTALE, plan @s again, a READ without the position, a WRITE
- * that has written nothing, a CHECK or a repair after its units there are
- * written back (read_repair.c); -EIO where the member is failed
- * (recovery's read, a repair's repair, too many errors). */
+/*
+ * @m, serving position @pos, could not read its medium for @s (MEDIUM
+ * ERROR): the span's error, -ESTALE to plan it again (*@retry) - a READ or
+ * a recovery without the position, a WRITE that has written nothing, a
+ * CHECK or a repair after its units there are written back
+ * (read_repair.c); -EIO without a retry where the stripes lack more units
+ * than the level gives back then; -EIO where the member is failed (the
+ * rest, unless the array cannot lose it).
+ */
 int array_unreadable(struct tpt_span *s, struct tpt_member *m,
-		     unsigned int pos);
+		     unsigned int pos, bool *retry);
 /* A READ(16) of @s to @m, serving position @pos, ended with @status and
  * @task's SBC sense (both modes send plain reads): the span's error, and
  * in *@retry whether planning it again may cure that. */
@@ -603,8 +608,6 @@ void array_intent_release(struct tpt_array *a, struct tpt_span *s);
 
 /* ---- read_repair.c ---- */
 
-/* Count a read error of @m; false once it has had too many, which fails it. */
-bool read_repair_count(struct tpt_array *a, struct tpt_member *m);
 /* The units of @s's stripes on the positions of @positions, which could
  * not be read for it, are written back from the others, before any other
  * span takes those stripes. */
