@@ -120,6 +120,24 @@ def test_unreadable_block_is_served_and_rewritten(tgtd_factory, client, mode, wo
            f"read again without an error, and read with member {other} lost too")
 
 
+def test_direct_host_reads_an_unreadable_block(tgtd_factory, client, workdir, report):
+    """The same for an extended host (libtptinitiator, tpt-dd --direct
+    on): the targets rebuild the block straight into its memory, no host
+    byte crosses the controller, and the unit is written back."""
+    from test_host_direct import read_region
+    a = Array(tgtd_factory, client, "tpt", workdir)
+    pos = a.lose_sectors(2, 1, offset=8192, length=4096)
+    before = counters(a.c)
+    got = read_region(a.c, workdir / "direct", len(a.data))
+    assert got == a.data
+    k = wait_counter(a.c, "medium_repairs", before["medium_repairs"] + 1)
+    assert k["medium_errors"] == before["medium_errors"] + 1, k
+    assert k["host_out"] == before["host_out"] and k["direct_out"] > before["direct_out"], k
+    assert a.member_bytes(2, 1) == a.expect(lba(2, 1), BLOCKS)
+    report(f"direct host: a READ over member {pos}'s lost sector served into its memory, "
+           f"the unit written back, host_out unchanged")
+
+
 def test_write_over_an_unreadable_block(tgtd_factory, client, mode, workdir, report):
     """A small WRITE reads the old bytes it replaces (read-modify-write):
     where its member cannot read them, the stripe's units there are

@@ -956,10 +956,12 @@ int array_unreadable(struct tpt_span *s, struct tpt_member *m,
 	pthread_mutex_unlock(&a->counters_lock);
 	*retry = true;
 	/* Planned again without it: it is written back once the span has
-	 * read the rest (a READ's that cannot do without it fails then). */
+	 * read the rest (a READ's that cannot do without it fails then).
+	 * Not a parity resync's: the parity it would rebuild the unit from
+	 * is what the resync does not trust. */
 	if (s->kind == TPT_SPAN_READ ||
 	    (s->kind == TPT_SPAN_REBUILD && !s->repair &&
-	     rebuildable_without(s, pos))) {
+	     s->member != RAID_PARITY_MEMBER && rebuildable_without(s, pos))) {
 		s->excluded |= 1u << pos;
 		return -ESTALE;
 	}
@@ -987,7 +989,8 @@ int array_unreadable(struct tpt_span *s, struct tpt_member *m,
 		*retry = false;
 		return -EIO;
 	}
-	if (s->kind == TPT_SPAN_REBUILD && !array_may_lose(a, m)) {
+	if (s->kind == TPT_SPAN_REBUILD && s->member != RAID_PARITY_MEMBER &&
+	    !array_may_lose(a, m)) {
 		s->excluded |= 1u << pos;
 		*retry = false;
 		return -EIO;
