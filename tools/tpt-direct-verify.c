@@ -59,12 +59,14 @@ static void io_done(struct tpt_init *ctx, int status, void *arg)
 
 	if (status) {
 		v->errors++;
+		/* The context's error is its last one, which with
+		 * requests in flight may be another's: said as such. */
 		if (v->errors <= 16)
 			fprintf(stderr, PROG ": %s of %zu bytes at %" PRIu64
-				" failed: %s\n",
+				" failed: %s (the library's last error: %s)\n",
 				io->req.write ? "write" : "read", len,
 				v->m.base + io->req.blk * v->m.bs,
-				tpt_init_error(ctx));
+				strerror(-status), tpt_init_error(ctx));
 		if (status == -ENOTCONN || status == -ECANCELED)
 			v->lost = true;
 	} else {
