@@ -177,37 +177,33 @@ ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t offset,
 	return real(fd, iov, cnt, offset, flags);
 }
 
-ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset)
+/* A write of @n bytes at @offset went through: what it covered is good. */
+static ssize_t written(int fd, ssize_t n, off_t offset)
 {
-	ssize_t n;
+	int saved = errno;
 
-	REAL(pwrite);
-	n = real(fd, buf, count, offset);
 	if (n > 0)
 		touches_bad(fd, offset, n, true);
+	errno = saved;
 	return n;
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset)
+{
+	REAL(pwrite);
+	return written(fd, real(fd, buf, count, offset), offset);
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t count, off_t offset)
 {
-	ssize_t n;
-
 	REAL(pwrite64);
-	n = real(fd, buf, count, offset);
-	if (n > 0)
-		touches_bad(fd, offset, n, true);
-	return n;
+	return written(fd, real(fd, buf, count, offset), offset);
 }
 
 ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t offset)
 {
-	ssize_t n;
-
 	REAL(pwritev);
-	n = real(fd, iov, cnt, offset);
-	if (n > 0)
-		touches_bad(fd, offset, n, true);
-	return n;
+	return written(fd, real(fd, iov, cnt, offset), offset);
 }
 
 ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
