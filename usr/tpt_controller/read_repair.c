@@ -4,7 +4,7 @@
  * A disk that cannot read a sector answers MEDIUM ERROR, UNRECOVERED
  * READ ERROR, and has lost that sector's data until it is written again
  * (it then remaps it).  A host READ over such a sector is served from the
- * other members (array.c, array_span_exclude()); left at that, the unit
+ * other members (array.c, array_unreadable()); left at that, the unit
  * stays unreadable, and the next box lost turns it into data loss.  So,
  * as Linux md does, the units of the read's stripes on that position are
  * rebuilt from the others and written back to it: a REBUILD span of the

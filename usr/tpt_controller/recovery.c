@@ -530,12 +530,13 @@ static void stall_why(struct tpt_array *a, uint64_t at,
 		      uint32_t missing, unsigned int position, char *why,
 		      size_t len)
 {
-	uint32_t unreadable = missing & ~(1u << position) &
-			      ~array_missing_at(a, at);
+	uint32_t unreadable;
 
 	why[0] = '\0';
 	if (!lacks_others(a, missing, position))
 		return;
+	/* Lacked there by no position: some member could not read it. */
+	unreadable = missing & ~(1u << position) & ~array_missing_at(a, at);
 	if (unreadable)
 		snprintf(why, len, " (position mask 0x%x cannot read its "
 			 "units there: lost sectors; a host write over them "
@@ -743,12 +744,12 @@ static int vote_queue(struct tpt_array *a, struct vote_batch *b,
 {
 	struct tpt_recovery *rc = &a->recovery;
 	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
-	struct tpt_span *s = array_background_span(a, TPT_SPAN_REBUILD, wrong >= 0 ?
-					     (unsigned int)wrong :
-					     RAID_PARITY_MEMBER, first, n,
-					     vote_repair_done);
+	struct tpt_span *s;
 	uint64_t st;
 
+	s = array_background_span(a, TPT_SPAN_REBUILD, wrong >= 0 ?
+				  (unsigned int)wrong : RAID_PARITY_MEMBER,
+				  first, n, vote_repair_done);
 	if (!s)
 		return -ENOMEM;
 	for (st = first; st < first + n; st++)
@@ -932,8 +933,8 @@ static bool recovery_next_batch(struct tpt_array *a)
 	     array_missing_at(a, first + n) == missing; n++)
 		;
 	s = array_background_span(a, job_checks(a) ? TPT_SPAN_CHECK :
-			    TPT_SPAN_REBUILD, rc->position, first, n,
-			    recovery_span_done);
+				  TPT_SPAN_REBUILD, rc->position, first, n,
+				  recovery_span_done);
 	if (s && job_checks(a)) {
 		/* Its outcome: whole units, so aligned_alloc()'s size is a
 		 * multiple of the alignment. */
