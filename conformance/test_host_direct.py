@@ -453,7 +453,6 @@ def went_on_plain(c, host, stock):
     back to plain SCSI, and no member was failed for the host's trouble.
     The extended host's summary."""
     out, err = host.communicate(timeout=120)
-    host.stderr_text = err
     sout, serr = stock.communicate(timeout=120)
     assert host.returncode == 0, out + err
     res = kv(out)
@@ -476,11 +475,9 @@ def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
     (10 s) without a transfer moving, its commands fail with the
     passive-peer sense naming the host (protocol.md 9.1), the controller
     fails that host's request alone, and the library sends it again
-    through the controller: the host sees no error and no wrong byte, no
-    member is failed, and a stock client beside it sees nothing either.
-    The route comes back: after --direct-retry (3 s here; the library's
-    default is 60) the host tries direct again and stays direct.  Before,
-    it stayed plain for the rest of its session."""
+    through the controller and goes on that way: the host sees no error
+    and no wrong byte, no member is failed, and a stock client beside it
+    sees nothing either."""
     sw, c = net.Switch(), None
     span = 8 * MiB
     try:
@@ -497,26 +494,21 @@ def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
         host = subprocess.Popen(
             [*sw.exec_prefix(hbox), str(paths.tool("tpt-direct-verify")), "--offset", str(span),
              "--span", str(span), "--zero", "--seconds", "24", "--qd", "8", "--max-bs", "1m",
-             "--direct-retry", "3", "--final-check", c.url],
+             "--final-check", c.url],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(3)
         blackhole(boxes[2], hbox.box_addr)
         blackhole(hbox, boxes[2].box_addr)
-        deadline = time.monotonic() + 20
-        while "no transfer moved for" not in c.targets[2].log():
-            assert time.monotonic() < deadline, c.targets[2].log()[-3000:]
-            time.sleep(0.2)
-        blackhole(boxes[2], hbox.box_addr, on=False)
-        blackhole(hbox, boxes[2].box_addr, on=False)
         res = went_on_plain(c, host, stock)
         assert int(res["direct_out"]) > 0 and int(res["plain_out"]) > 0, res
-        assert res["direct"] == "yes" and int(res["path_fallbacks"]) >= 1, res
-        assert "host-direct again" in host.stderr_text, host.stderr_text
+        assert "no transfer moved for" in c.targets[2].log()
         report(f"the route between a direct host and target 2 lost under load: "
                f"{res['ops']} requests, no error (the library went on through the "
                f"controller: {int(res['plain_out']) >> 20} MiB written plain after "
                f"{int(res['direct_out']) >> 20} MiB direct), no member failed, the stock "
-               f"client beside it clean; the route back, direct again")
+               f"client beside it clean")
+        blackhole(boxes[2], hbox.box_addr, on=False)
+        blackhole(hbox, boxes[2].box_addr, on=False)
     finally:
         for t in ([c.controller] + c.targets) if c else ():
             t.stop()

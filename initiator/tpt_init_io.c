@@ -188,37 +188,6 @@ static bool host_path_failed(const struct scsi_task *task)
 	       sense.info.information == TPT_PEER_ID_INITIATOR;
 }
 
-/*
- * A target could not reach us (host_path_failed()): plain SCSI for now,
- * direct again later, since a route comes back.  Said once per loss; a
- * retry that finds it still lost waits twice as long.
- */
-static void path_lost(struct tpt_init *ctx)
-{
-	if (!ctx->direct)
-		return;
-	if (ctx->path_lost && ctx->direct_retry_wait <
-				      16 * ctx->cfg.direct_retry_s)
-		ctx->direct_retry_wait *= 2;
-	else if (!ctx->path_lost)
-		init_log(ctx, TPT_INIT_LOG_WARNING, "%s: falling back to "
-			 "plain SCSI; direct again in %u s", ctx->err,
-			 ctx->direct_retry_wait);
-	ctx->path_lost = true;
-	ctx->direct_retry_at = init_now() + ctx->direct_retry_wait;
-	ctx->stats.path_fallbacks++;
-}
-
-/* Plain since a target could not reach us, and the wait is over. */
-static void retry_direct(struct tpt_init *ctx)
-{
-	if (ctx->direct || !ctx->path_lost ||
-	    init_now() < ctx->direct_retry_at)
-		return;
-	init_log(ctx, TPT_INIT_LOG_INFO, "trying host-direct again");
-	ctx->direct = true;
-}
-
 static void cmd_cb(struct iscsi_context *iscsi, int status,
 		   void *command_data, void *private_data)
 {
@@ -236,13 +205,6 @@ static void cmd_cb(struct iscsi_context *iscsi, int status,
 		for (p = cmd; p; p = p->merged) {
 			size_t bytes = (size_t)p->blocks * ctx->block_size;
 
-			if (p->direct && ctx->path_lost) {
-				init_log(ctx, TPT_INIT_LOG_WARNING,
-					 "host-direct again");
-				ctx->path_lost = false;
-				ctx->direct_retry_wait =
-					ctx->cfg.direct_retry_s;
-			}
 			if (p->direct && p->kind == CMD_READ) {
 				memcpy(p->data, tpt_dm_buf_addr(p->buf), bytes);
 				ctx->stats.direct_bytes_in += bytes;
@@ -289,12 +251,8 @@ static void cmd_cb(struct iscsi_context *iscsi, int status,
 		     init_sense_is(task, TPT_SENSE_INVALID_OPCODE) ||
 		     host_path_failed(task))) {
 			init_status_error(ctx, cmd_name(cmd), status, task);
-			if (host_path_failed(task))
-				path_lost(ctx);
-			else
-				init_log(ctx, TPT_INIT_LOG_WARNING, "%s: "
-					 "falling back to plain SCSI",
-					 ctx->err);
+			init_log(ctx, TPT_INIT_LOG_WARNING, "%s: falling back "
+				 "to plain SCSI", ctx->err);
 			ctx->direct = false;
 			scsi_free_scsi_task(task);
 			wait_push_pieces(ctx, cmd);
@@ -466,7 +424,6 @@ void init_io_pump(struct tpt_init *ctx)
 		 */
 		if (!ctx->inflight_cmds && max > (ctx->nr_waiting + 2) / 2)
 			max = (ctx->nr_waiting + 2) / 2;
-		retry_direct(ctx);
 		cmd->direct = ctx->direct && cmd->kind != CMD_FLUSH;
 		/* Counted in flight first: a send that fails after libiscsi
 		 * queued it ends in cmd_cb, which counts it out. */

@@ -91,12 +91,6 @@ struct tpt_init {
 	/* Host-direct. */
 	struct tpt_dm *dm;
 	bool direct;
-	/* Plain since a target could not reach us: direct again from
-	 * direct_retry_at (monotonic seconds), after a wait that doubles
-	 * each time (direct_retry_wait). */
-	bool path_lost;
-	double direct_retry_at;
-	unsigned int direct_retry_wait;
 	uint8_t key[TPT_AUTH_TOKEN_LEN];
 	uint8_t key_list[TPT_HOST_KEY_LEN];
 	char dm_endpoint[80];
