@@ -447,17 +447,35 @@ def blackhole(box, addr, on=True):
                     f"{addr}/32"], check=True)
 
 
+def moving_direct(c, host):
+    """Once the extended host's data moves direct, and a second more: it
+    then has requests at the targets.  A fixed wait was not enough when
+    the host's login was slow (while the namespaces of the test before
+    went away)."""
+    deadline = time.monotonic() + 30
+    while True:
+        st = array_stats(c)
+        if st["direct_in"] + st["direct_out"]:
+            break
+        assert time.monotonic() < deadline and host.poll() is None, st
+        time.sleep(0.1)
+    time.sleep(1)
+
+
 def went_on_plain(c, host, stock):
     """The extended host and the stock client beside it, run to their
     end: neither saw an error or a wrong byte, the extended host fell
     back to plain SCSI, and no member was failed for the host's trouble.
     The extended host's summary."""
     out, err = host.communicate(timeout=120)
+    if err is None:
+        err = host.stderr_path.read_text()
     sout, serr = stock.communicate(timeout=120)
     assert host.returncode == 0, out + err
     res = kv(out)
     assert res["errors"] == "0" and res["mismatches"] == "0", out + err
-    assert "falling back to plain SCSI" in err, err
+    assert "falling back to plain SCSI" in err, \
+        out + err + "".join(t.log()[-1500:] for t in c.targets) + c.controller.log()[-3000:]
     assert stock.returncode == 0 and "errors=0 mismatches=0" in sout, sout + serr
     assert counters(c)["member_failures"] == 0, show(c)
     assert array_state(c) == "optimal", show(c)
@@ -475,9 +493,12 @@ def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
     (10 s) without a transfer moving, its commands fail with the
     passive-peer sense naming the host (protocol.md 9.1), the controller
     fails that host's request alone, and the library sends it again
-    through the controller and goes on that way: the host sees no error
-    and no wrong byte, no member is failed, and a stock client beside it
-    sees nothing either."""
+    through the controller: the host sees no error and no wrong byte, no
+    member is failed, and a stock client beside it sees nothing either.
+    The route comes back: after --direct-retry (2 s here; the library's
+    default is 60, doubled for each retry that finds the path still
+    lost) the host tries direct again and stays direct.  Before, it
+    stayed plain for the rest of its session."""
     sw, c = net.Switch(), None
     span = 8 * MiB
     try:
@@ -491,24 +512,43 @@ def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
              str(workdir / "model"), "--zero", "--span", str(span), "--seconds", "24", "--qd", "4",
              "--max-bs", "256k", "--final-check", c.url],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        host = subprocess.Popen(
-            [*sw.exec_prefix(hbox), str(paths.tool("tpt-direct-verify")), "--offset", str(span),
-             "--span", str(span), "--zero", "--seconds", "24", "--qd", "8", "--max-bs", "1m",
-             "--final-check", c.url],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(3)
+        # Until the test stops it (SIGTERM) once it is direct again.
+        host_err = workdir / "host.err"
+        with open(host_err, "w") as err_file:
+            host = subprocess.Popen(
+                [*sw.exec_prefix(hbox), str(paths.tool("tpt-direct-verify")), "--offset",
+                 str(span), "--span", str(span), "--zero", "--seconds", "120", "--qd", "8",
+                 "--max-bs", "1m", "--direct-retry", "2", "--final-check", c.url],
+                stdout=subprocess.PIPE, stderr=err_file, text=True)
+        host.stderr_path = host_err
+        moving_direct(c, host)
         blackhole(boxes[2], hbox.box_addr)
         blackhole(hbox, boxes[2].box_addr)
+        deadline = time.monotonic() + 20
+        while "no transfer moved for" not in c.targets[2].log():
+            assert time.monotonic() < deadline, c.targets[2].log()[-3000:]
+            time.sleep(0.2)
+        blackhole(boxes[2], hbox.box_addr, on=False)
+        blackhole(hbox, boxes[2].box_addr, on=False)
+        # Retries at 2, 4, 8, 16 s at the most if the path were still
+        # lost: 60 s is well past what a route back needs.
+        deadline = time.monotonic() + 60
+        while "host-direct again" not in host_err.read_text():
+            assert time.monotonic() < deadline and host.poll() is None, \
+                host_err.read_text() + c.targets[2].log()[-3000:]
+            time.sleep(0.2)
+        time.sleep(3)
+        host.send_signal(signal.SIGTERM)
         res = went_on_plain(c, host, stock)
+        err = host_err.read_text()
         assert int(res["direct_out"]) > 0 and int(res["plain_out"]) > 0, res
-        assert "no transfer moved for" in c.targets[2].log()
+        assert res["direct"] == "yes" and int(res["path_fallbacks"]) >= 1, \
+            str(res) + err + c.targets[2].log()[-3000:]
         report(f"the route between a direct host and target 2 lost under load: "
                f"{res['ops']} requests, no error (the library went on through the "
                f"controller: {int(res['plain_out']) >> 20} MiB written plain after "
                f"{int(res['direct_out']) >> 20} MiB direct), no member failed, the stock "
-               f"client beside it clean")
-        blackhole(boxes[2], hbox.box_addr, on=False)
-        blackhole(hbox, boxes[2].box_addr, on=False)
+               f"client beside it clean; the route back, direct again")
     finally:
         for t in ([c.controller] + c.targets) if c else ():
             t.stop()
@@ -522,7 +562,9 @@ def test_hung_direct_host_fails_alone(tgtd_factory, workdir, report):
     OUT naming it) and release their stripes, no member is failed, and a
     stock client beside it goes on untouched.  Woken, the host finds
     them failed and sends them again plain (libtptinitiator), without
-    an error or a wrong byte."""
+    an error or a wrong byte.  A stop that finds no transfer waiting on
+    the host (a READ's data fits in the sockets' buffers) fails nothing:
+    the host is stopped again."""
     span = 8 * MiB
     c = cluster.start(tgtd_factory, n=4, mode="tpt", unit=32 << 10, member_bytes=16 << 20,
                       extra_opts=(f"fail_timeout={FAIL_TIMEOUT}",))
@@ -531,20 +573,28 @@ def test_hung_direct_host_fails_alone(tgtd_factory, workdir, report):
                  "--lun", 1, "--params", "tpt_xfer_timeout=3")
     stock = subprocess.Popen(
         [str(paths.tool("tpt-iscsi-verify")), "--model", str(workdir / "model"), "--zero",
-         "--span", str(span), "--seconds", "14", "--qd", "4", "--max-bs", "256k",
+         "--span", str(span), "--seconds", "20", "--qd", "4", "--max-bs", "256k",
          "--final-check", c.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Until the test stops it (SIGTERM).
     host = subprocess.Popen(
         [str(paths.tool("tpt-direct-verify")), "--offset", str(span), "--span", str(span),
-         "--zero", "--seconds", "14", "--qd", "8", "--max-bs", "1m", "--final-check", c.url],
+         "--zero", "--seconds", "120", "--qd", "8", "--max-bs", "1m", "--final-check", c.url],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)
-    os.kill(host.pid, signal.SIGSTOP)
-    time.sleep(6)
-    os.kill(host.pid, signal.SIGCONT)
+    moving_direct(c, host)
+    stops = 0
+    while not any("no transfer moved for" in t.log() for t in c.targets):
+        assert stops < 4, "".join(t.log()[-1500:] for t in c.targets)
+        os.kill(host.pid, signal.SIGSTOP)
+        time.sleep(6)
+        os.kill(host.pid, signal.SIGCONT)
+        stops += 1
+        time.sleep(1)
+    host.send_signal(signal.SIGTERM)
     res = went_on_plain(c, host, stock)
-    assert any("no transfer moved for" in t.log() for t in c.targets)
-    report(f"a direct host stopped 6 s with requests in flight: {res['ops']} requests, no "
-           f"error (sent on plain after it woke), no member failed, the stock client clean")
+    report(f"a direct host stopped 6 s with requests in flight ({stops} "
+           f"stop{'s' if stops > 1 else ''}): "
+           f"{res['ops']} requests, no error (sent on plain after it woke), no member "
+           f"failed, the stock client clean")
 
 @pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
 def test_direct_host_across_a_cut_link(tgtd_factory, workdir, report):

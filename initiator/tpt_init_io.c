@@ -188,6 +188,39 @@ static bool host_path_failed(const struct scsi_task *task)
 	       sense.info.information == TPT_PEER_ID_INITIATOR;
 }
 
+/*
+ * A target could not reach @cmd's host buffers (host_path_failed()):
+ * plain SCSI for now, direct again later, since a route comes back.  A
+ * retry that finds it still lost waits twice as long.  A command sent
+ * before the last retry says nothing about the path now.
+ */
+static void path_lost(struct tpt_init *ctx, const struct init_cmd *cmd)
+{
+	if (!ctx->direct || cmd->direct_try != ctx->direct_tries)
+		return;
+	if (ctx->path_lost && ctx->direct_retry_wait <
+				      16 * ctx->cfg.direct_retry_s)
+		ctx->direct_retry_wait *= 2;
+	init_log(ctx, TPT_INIT_LOG_WARNING, "%s: %s plain SCSI; direct again "
+		 "in %u s", ctx->err, ctx->path_lost ? "still lost, back to" :
+		 "falling back to", ctx->direct_retry_wait);
+	ctx->path_lost = true;
+	ctx->direct = false;
+	ctx->direct_retry_at = init_now() + ctx->direct_retry_wait;
+	ctx->stats.path_fallbacks++;
+}
+
+/* Plain since a target could not reach us, and the wait is over. */
+static void retry_direct(struct tpt_init *ctx)
+{
+	if (ctx->direct || !ctx->path_lost ||
+	    init_now() < ctx->direct_retry_at)
+		return;
+	init_log(ctx, TPT_INIT_LOG_INFO, "trying host-direct again");
+	ctx->direct = true;
+	ctx->direct_tries++;
+}
+
 static void cmd_cb(struct iscsi_context *iscsi, int status,
 		   void *command_data, void *private_data)
 {
@@ -202,6 +235,14 @@ static void cmd_cb(struct iscsi_context *iscsi, int status,
 	ctx->inflight_cmds--;
 	cmd->task = NULL;
 	if (status == SCSI_STATUS_GOOD) {
+		/* Not one sent before the path was lost: it says nothing of
+		 * the path now. */
+		if (cmd->direct && ctx->path_lost && ctx->direct &&
+		    cmd->direct_try == ctx->direct_tries) {
+			init_log(ctx, TPT_INIT_LOG_WARNING, "host-direct again");
+			ctx->path_lost = false;
+			ctx->direct_retry_wait = ctx->cfg.direct_retry_s;
+		}
 		for (p = cmd; p; p = p->merged) {
 			size_t bytes = (size_t)p->blocks * ctx->block_size;
 
@@ -251,9 +292,14 @@ static void cmd_cb(struct iscsi_context *iscsi, int status,
 		     init_sense_is(task, TPT_SENSE_INVALID_OPCODE) ||
 		     host_path_failed(task))) {
 			init_status_error(ctx, cmd_name(cmd), status, task);
-			init_log(ctx, TPT_INIT_LOG_WARNING, "%s: falling back "
-				 "to plain SCSI", ctx->err);
-			ctx->direct = false;
+			if (host_path_failed(task)) {
+				path_lost(ctx, cmd);
+			} else {
+				init_log(ctx, TPT_INIT_LOG_WARNING, "%s: "
+					 "falling back to plain SCSI",
+					 ctx->err);
+				ctx->direct = false;
+			}
 			scsi_free_scsi_task(task);
 			wait_push_pieces(ctx, cmd);
 			return;
@@ -424,7 +470,9 @@ void init_io_pump(struct tpt_init *ctx)
 		 */
 		if (!ctx->inflight_cmds && max > (ctx->nr_waiting + 2) / 2)
 			max = (ctx->nr_waiting + 2) / 2;
+		retry_direct(ctx);
 		cmd->direct = ctx->direct && cmd->kind != CMD_FLUSH;
+		cmd->direct_try = ctx->direct_tries;
 		/* Counted in flight first: a send that fails after libiscsi
 		 * queued it ends in cmd_cb, which counts it out. */
 		ctx->inflight++;

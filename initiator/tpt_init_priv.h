@@ -48,6 +48,7 @@ struct init_cmd {
 	uint8_t *data;			/* the caller's bytes for this piece */
 	bool fua;
 	bool direct;			/* sent as TPT HOST READ/WRITE */
+	unsigned int direct_try;	/* ctx->direct_tries when sent */
 	unsigned int ua_retries;
 	struct tpt_dm_buf *buf;		/* direct: the pool buffer, this send */
 	struct scsi_task *task;
@@ -91,6 +92,15 @@ struct tpt_init {
 	/* Host-direct. */
 	struct tpt_dm *dm;
 	bool direct;
+	/* Plain since a target could not reach us: direct again from
+	 * direct_retry_at (monotonic seconds), after a wait that doubles
+	 * each time (direct_retry_wait). */
+	bool path_lost;
+	double direct_retry_at;
+	unsigned int direct_retry_wait;
+	/* Times direct was taken up again: only what a command sent since
+	 * the last time meets says whether the path is back. */
+	unsigned int direct_tries;
 	uint8_t key[TPT_AUTH_TOKEN_LEN];
 	uint8_t key_list[TPT_HOST_KEY_LEN];
 	char dm_endpoint[80];

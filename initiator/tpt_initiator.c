@@ -23,6 +23,7 @@
 #define DEFAULT_QD 16
 #define MAX_QD 256
 #define DEFAULT_TIMEOUT 30
+#define DEFAULT_DIRECT_RETRY 60
 
 double init_now(void)
 {
@@ -168,6 +169,12 @@ int tpt_init_new(const struct tpt_init_config *cfg, struct tpt_init **out,
 	if (ctx->cfg.timeout_s > 3600)
 		FAIL(-EINVAL, "timeout %u s: at most 3600",
 		     ctx->cfg.timeout_s);
+	if (!ctx->cfg.direct_retry_s)
+		ctx->cfg.direct_retry_s = DEFAULT_DIRECT_RETRY;
+	if (ctx->cfg.direct_retry_s > 3600)
+		FAIL(-EINVAL, "direct_retry %u s: at most 3600",
+		     ctx->cfg.direct_retry_s);
+	ctx->direct_retry_wait = ctx->cfg.direct_retry_s;
 	if (!ctx->cfg.merge_max)
 		ctx->cfg.merge_max = TPT_INIT_MERGE_MAX;
 	if (ctx->cfg.merge_max > TPT_INIT_MERGE_MAX)

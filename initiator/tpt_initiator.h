@@ -111,6 +111,11 @@ struct tpt_init_config {
 	 * commands once for them all.  0: TPT_INIT_MERGE_MAX; 1: never
 	 * merge. */
 	unsigned int merge_max;
+	/* A target that could not reach our datamover (a route lost)
+	 * sends us on plain SCSI through the controller; this many seconds
+	 * later, direct is tried again, and each time it fails again the
+	 * wait doubles, up to 16 times this.  0: 60; at most 3600. */
+	unsigned int direct_retry_s;
 
 	/* Refused datamover peers, fallback decisions, session loss.
 	 * NULL: warnings and errors to stderr. */
@@ -209,6 +214,7 @@ struct tpt_init_stats {
 	uint64_t errors;		/* requests that failed */
 	uint64_t refused_peers;		/* datamover connections refused */
 	uint64_t accepted_peers;
+	uint64_t path_fallbacks;	/* direct given up for a lost path */
 };
 void tpt_init_get_stats(const struct tpt_init *ctx, struct tpt_init_stats *st);
 

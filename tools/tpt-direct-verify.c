@@ -143,6 +143,16 @@ static void check_all(struct verify *v)
 	drain(v);
 }
 
+/* SIGINT or SIGTERM: no new request; what is in flight completes and the
+ * run ends as at its limit (final check, summary). */
+static volatile sig_atomic_t stop_asked;
+
+static void ask_stop(int sig)
+{
+	(void)sig;
+	stop_asked = 1;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -163,12 +173,16 @@ static void usage(FILE *out)
 		"  --merge N        adjacent requests one command may carry\n"
 		"                   (the library's %d; 1: never merge)\n"
 		"  --direct auto|on|off  (auto)\n"
+		"  --direct-retry S after a lost path, direct again in S s\n"
+		"                   (the library's 60)\n"
 		"  --dm ADDR[:PORT] where the datamover listens\n"
 		"  --initiator IQN  initiator name\n"
 		"  --timeout S      login and command timeout (30)\n\n"
+		"SIGINT or SIGTERM ends the run early: requests in flight\n"
+		"complete, then the final check and the summary.\n"
 		"Prints: ops= writes= reads= bytes= errors= mismatches= direct=\n"
 		"direct_in= direct_out= plain_in= plain_out= refused_peers=\n"
-		"commands= merged=\n"
+		"commands= merged= path_fallbacks=\n"
 		"Exit status: 0 no error and no mismatch, 1 otherwise, 2 usage.\n",
 		MAX_QD, TPT_INIT_MERGE_MAX);
 }
@@ -189,6 +203,7 @@ int main(int argc, char **argv)
 		{ "sequential", no_argument, NULL, 'S' },
 		{ "merge", required_argument, NULL, 'M' },
 		{ "direct", required_argument, NULL, 'd' },
+		{ "direct-retry", required_argument, NULL, 'R' },
 		{ "dm", required_argument, NULL, 'm' },
 		{ "initiator", required_argument, NULL, 'i' },
 		{ "timeout", required_argument, NULL, 'T' },
@@ -252,6 +267,11 @@ int main(int argc, char **argv)
 			cfg.merge_max = (unsigned int)x;
 			break;
 		case 'd': if (tpt_init_parse_direct(optarg, &cfg.direct)) goto bad; break;
+		case 'R':
+			if (tpt_init_parse_size(optarg, &x) || !x || x > 3600)
+				goto bad;
+			cfg.direct_retry_s = (unsigned int)x;
+			break;
 		case 'm':
 			if (tpt_init_parse_endpoint(optarg, dm_addr,
 						    sizeof(dm_addr),
@@ -281,6 +301,8 @@ int main(int argc, char **argv)
 	/* A controller gone mid-run fails its requests, which we report,
 	 * rather than killing us silently (tpt_initiator.h). */
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGINT, ask_stop);
+	signal(SIGTERM, ask_stop);
 	if (tpt_init_connect(v.ctx)) {
 		fprintf(stderr, PROG ": %s\n", tpt_init_error(v.ctx));
 		tpt_init_close(v.ctx);
@@ -323,9 +345,10 @@ int main(int argc, char **argv)
 		v.m.reads = v.bytes = 0;
 	}
 	deadline = seconds ? model_now() + (double)seconds : 0;
-	while (!v.lost && (seconds ? model_now() < deadline :
+	while (!v.lost && !stop_asked &&
+	       (seconds ? model_now() < deadline :
 			   v.m.writes + v.m.reads < ops)) {
-		for (i = 0; i < v.qd && !v.lost; i++) {
+		for (i = 0; i < v.qd && !v.lost && !stop_asked; i++) {
 			uint64_t blk;
 			uint32_t n;
 
@@ -350,11 +373,12 @@ int main(int argc, char **argv)
 	       " direct=%s direct_in=%" PRIu64 " direct_out=%" PRIu64
 	       " plain_in=%" PRIu64 " plain_out=%" PRIu64
 	       " refused_peers=%" PRIu64 " commands=%" PRIu64
-	       " merged=%" PRIu64 "\n", v.m.writes + v.m.reads,
+	       " merged=%" PRIu64 " path_fallbacks=%" PRIu64 "\n",
+	       v.m.writes + v.m.reads,
 	       v.m.writes, v.m.reads, v.bytes, v.errors, v.m.mismatches,
 	       tpt_init_is_direct(v.ctx) ? "yes" : "no", st.direct_bytes_in,
 	       st.direct_bytes_out, st.plain_bytes_in, st.plain_bytes_out,
-	       st.refused_peers, st.commands, st.merged);
+	       st.refused_peers, st.commands, st.merged, st.path_fallbacks);
 	tpt_init_close(v.ctx);
 	for (i = 0; i < v.qd; i++)
 		free(v.io[i].req.buf);

@@ -38,7 +38,7 @@ static char *cfg_url, *cfg_user, *cfg_password, *cfg_target_user,
 static char cfg_dm_addr[64];
 static uint16_t cfg_dm_port;
 static size_t cfg_max_io;
-static unsigned int cfg_qd, cfg_timeout, cfg_merge;
+static unsigned int cfg_qd, cfg_timeout, cfg_merge, cfg_direct_retry;
 static enum tpt_init_direct cfg_direct;
 
 static void tptraid_unload(void)
@@ -146,6 +146,12 @@ static int tptraid_config(const char *key, const char *value)
 		cfg_timeout = (unsigned int)v;
 		return 0;
 	}
+	if (!strcmp(key, "direct_retry")) {
+		if (parse_number(key, value, 3600, &v) || !v)
+			return v ? -1 : (nbdkit_error("direct_retry=0"), -1);
+		cfg_direct_retry = (unsigned int)v;
+		return 0;
+	}
 	if (!strcmp(key, "direct")) {
 		if (tpt_init_parse_direct(value, &cfg_direct)) {
 			nbdkit_error("direct=%s: auto, on or off", value);
@@ -185,6 +191,7 @@ static void fill_config(struct tpt_init_config *c)
 	c->queue_depth = cfg_qd;
 	c->timeout_s = cfg_timeout;
 	c->merge_max = cfg_merge;
+	c->direct_retry_s = cfg_direct_retry;
 	c->log = log_to_nbdkit;
 }
 
@@ -216,6 +223,8 @@ static int tptraid_config_complete(void)
 	"target_password=..  mutual CHAP: the target's secret.\n" \
 	"initiator=IQN       our initiator name.\n" \
 	"direct=auto|on|off  host-direct: try and fall back, insist, never.\n" \
+	"direct_retry=S      after a target lost its path to us, direct again\n" \
+	"                    in S seconds, doubling while it stays lost (60).\n" \
 	"dm=ADDR[:PORT]      where the datamover listens (default: the local\n" \
 	"                    address of the iSCSI connection, ephemeral port).\n" \
 	"provider=NAME       libfabric provider (default: the datamover's pick).\n" \
