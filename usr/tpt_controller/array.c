@@ -49,12 +49,17 @@
  * bound, which running_cap finds (span_cap_adjust). */
 #define TPT_SPAN_RUNNING_MAX 64
 
-static time_t since_s(const struct timespec *t)
+time_t tpt_now_s(void)
 {
 	struct timespec now;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec - t->tv_sec;
+	return now.tv_sec;
+}
+
+static time_t since_s(const struct timespec *t)
+{
+	return tpt_now_s() - t->tv_sec;
 }
 
 /* ---- positions and what a span may use ---- */
@@ -695,9 +700,10 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		array_run_waiting(a);
 		return;
 	}
+	/* It read around units it could not: they are written back. */
+	if (!result && s->excluded)
+		read_repair_queue(a, s, s->excluded);
 	if (tpt_span_background(s)) {
-		if (!result && s->excluded)
-			read_repair_queue(a, s, s->excluded);
 		s->done(s, result);
 		array_run_waiting(a);
 		return;
@@ -715,8 +721,6 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 	pthread_mutex_unlock(&a->counters_lock);
 	if (result && !r->result)
 		r->result = result;
-	if (!result && s->excluded)
-		read_repair_queue(a, s, s->excluded);
 	r->next = s->lba + s->blocks;
 	free(s);
 	req_continue(r);
@@ -934,14 +938,17 @@ bool array_may_lose(const struct tpt_array *a, const struct tpt_member *m)
 	return array_state_without(a, m) != TPT_ARRAY_FAILED;
 }
 
+bool array_lacks_too_many(const struct tpt_array *a, uint32_t lacking)
+{
+	return (unsigned int)__builtin_popcount(lacking) >
+	       a->level->nr_parity(&a->geo);
+}
+
 /* Whether @s's stripes can do without @pos as well as what they lack. */
 static bool rebuildable_without(const struct tpt_span *s, unsigned int pos)
 {
-	const struct tpt_array *a = s->array;
-	uint32_t lacking = array_span_missing(s) | 1u << pos;
-
-	return (unsigned int)__builtin_popcount(lacking) <=
-	       a->level->nr_parity(&a->geo);
+	return !array_lacks_too_many(s->array,
+				     array_span_missing(s) | 1u << pos);
 }
 
 int array_unreadable(struct tpt_span *s, struct tpt_member *m,

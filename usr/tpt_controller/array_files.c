@@ -311,8 +311,7 @@ bool array_intent_hold(struct tpt_array *a, struct tpt_span *s)
 	/* Missing more than the level rebuilds, it fails unplanned: if it
 	 * has written nothing before (a member failed under it), no box
 	 * misses anything. */
-	if ((unsigned int)__builtin_popcount(missing) >
-	    a->level->nr_parity(&a->geo) && !s->wrote)
+	if (array_lacks_too_many(a, missing) && !s->wrote)
 		return false;
 	for (r = first; r <= last; r++) {
 		uint64_t st = r * TPT_RECOVERY_REGION_STRIPES;

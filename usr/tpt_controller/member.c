@@ -63,14 +63,6 @@ static LIST_HEAD(watched_members);
 static LIST_HEAD(failing_members);
 static int failing_efd = -1;
 
-static time_t now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
-}
-
 const char *member_error(const struct tpt_member *m)
 {
 	return m->iscsi ? iscsi_get_error(m->iscsi) : "no session";
@@ -223,7 +215,7 @@ static void member_teardown(struct tpt_member *m)
 	m->link = MEMBER_OFFLINE;
 	m->session++;
 	m->fenced = false;
-	m->next_connect = now_s() + MEMBER_RECONNECT_INTERVAL;
+	m->next_connect = tpt_now_s() + MEMBER_RECONNECT_INTERVAL;
 	m->nop_sent = 0;
 	if (m->fd >= 0) {
 		/* Reset, not a graceful close: commands still queued in our
@@ -381,7 +373,7 @@ static void member_nop_done(struct iscsi_context *iscsi, int status,
 	(void)command_data;
 	if (status == SCSI_STATUS_GOOD) {
 		m->nop_sent = 0;
-		m->nop_answered = now_s();
+		m->nop_answered = tpt_now_s();
 	}
 }
 
@@ -426,7 +418,7 @@ static void member_check(struct tpt_member *m, time_t now)
 
 void member_probe(struct tpt_member *m)
 {
-	time_t now = now_s();
+	time_t now = tpt_now_s();
 
 	/* An unanswered NOP counts from now at the latest: the box gets
 	 * fail_timeout from the report to answer. */
@@ -453,7 +445,7 @@ void member_unreachable(struct tpt_member *from, struct tpt_member *to)
 {
 	unsigned int timeout = to->array->fail_timeout;
 	struct tpt_member *first, *second, *victim;
-	time_t now = now_s();
+	time_t now = tpt_now_s();
 	char why[160];
 
 	member_probe(to);
@@ -504,7 +496,7 @@ static struct tgt_work member_tick_work;
 static void member_tick(void *data)
 {
 	struct tpt_member *m, *tmp;
-	time_t now = now_s();
+	time_t now = tpt_now_s();
 
 	(void)data;
 	list_for_each_entry_safe(m, tmp, &watched_members, watch_link) {
@@ -585,7 +577,7 @@ void member_connect(struct tpt_member *m)
 
 	if (m->link != MEMBER_OFFLINE || m->failing)
 		return;
-	m->next_connect = now_s() + MEMBER_RECONNECT_INTERVAL;
+	m->next_connect = tpt_now_s() + MEMBER_RECONNECT_INTERVAL;
 	m->iscsi = iscsi_create_context(m->array->spec.initiator);
 	if (!m->iscsi)
 		return;
@@ -628,7 +620,7 @@ void member_connect(struct tpt_member *m)
 		iscsi_set_target_username_pwd(m->iscsi, "", "");
 	m->lun = url->lun;
 	m->link = MEMBER_CONNECTING;
-	m->connect_started = now_s();
+	m->connect_started = tpt_now_s();
 	if (iscsi_full_connect_async(m->iscsi, url->portal, url->lun,
 				     member_connected, m)) {
 		iscsi_destroy_url(url);
@@ -665,7 +657,7 @@ static void member_serve(struct tpt_array *a, int ms)
 			member_fail(who[i], NULL);
 	}
 	for (i = 0; i < a->nr_boxes; i++)
-		member_check(&a->member[i], now_s());
+		member_check(&a->member[i], tpt_now_s());
 	while (!list_empty(&failing_members))
 		member_teardown(list_first_entry(&failing_members,
 						 struct tpt_member, fail_link));
@@ -679,9 +671,9 @@ static void member_serve(struct tpt_array *a, int ms)
  */
 void member_wait(struct tpt_array *a, unsigned int seconds)
 {
-	time_t deadline = now_s() + seconds;
+	time_t deadline = tpt_now_s() + seconds;
 
-	while (now_s() < deadline && array_settling(a))
+	while (tpt_now_s() < deadline && array_settling(a))
 		member_serve(a, 100);
 }
 
@@ -697,10 +689,10 @@ static bool cmds_in_flight(const struct tpt_array *a)
 
 void member_drain(struct tpt_array *a, unsigned int seconds)
 {
-	time_t deadline = now_s() + seconds;
+	time_t deadline = tpt_now_s() + seconds;
 	unsigned int i;
 
-	while (now_s() < deadline && cmds_in_flight(a))
+	while (tpt_now_s() < deadline && cmds_in_flight(a))
 		member_serve(a, 100);
 	for (i = 0; i < a->nr_boxes; i++) {
 		struct tpt_member *m = &a->member[i];

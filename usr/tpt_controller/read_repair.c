@@ -44,19 +44,11 @@
 
 #define READ_ERRORS_MAX 20
 
-static time_t now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
-}
-
 /* Counts a read error of @m that is to be repaired; false once it has had
  * too many, which fails it. */
 static bool read_repair_count(struct tpt_array *a, struct tpt_member *m)
 {
-	time_t now = now_s();
+	time_t now = tpt_now_s();
 	time_t hours = m->read_errors ? (now - m->read_error_at) / 3600 : 0;
 
 	m->read_errors = hours >= 32 ? 0 : m->read_errors >> hours;

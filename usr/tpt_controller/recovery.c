@@ -507,8 +507,7 @@ static bool lacks_others(const struct tpt_array *a, uint32_t missing,
 {
 	return position != RAID_PARITY_MEMBER &&
 	       (missing & ~(1u << position)) &&
-	       (unsigned int)__builtin_popcount(missing) >
-	       a->level->nr_parity(&a->geo);
+	       array_lacks_too_many(a, missing);
 }
 
 /* Whether a box catching up serves one of the positions in @missing:
@@ -1155,8 +1154,7 @@ static int torn_returning(struct tpt_array *a, uint64_t stripe)
 	uint32_t lacking = array_missing_at(a, stripe);
 	unsigned int p;
 
-	if ((unsigned int)__builtin_popcount(lacking) <=
-	    a->level->nr_parity(&a->geo))
+	if (!array_lacks_too_many(a, lacking))
 		return -1;
 	for (p = 0; p < a->nr_members; p++) {
 		struct tpt_position *pos = &a->pos[p];
@@ -1205,7 +1203,7 @@ static bool force_stale(struct tpt_array *a, uint64_t stripe, uint64_t n)
 	for (p = 0; p < nr_parity; p++)
 		others &= ~(1u << a->level->parity_member(&a->geo, stripe, p));
 	/* None, or more than the parity can stand for. */
-	if (!others || (unsigned int)__builtin_popcount(others) > nr_parity)
+	if (!others || array_lacks_too_many(a, others))
 		return false;
 	if (n < FORCE_LOG_STRIPES)
 		force_log(a, stripe, others, "from its parity as it is");

@@ -571,6 +571,11 @@ const char *tpt_array_state_name(enum tpt_array_state st);
 enum tpt_array_state tpt_array_state(const struct tpt_array *a);
 /* Whether @a would still serve every stripe without @m. */
 bool array_may_lose(const struct tpt_array *a, const struct tpt_member *m);
+/* Whether a stripe lacking the positions in @lacking is beyond what the
+ * level rebuilds. */
+bool array_lacks_too_many(const struct tpt_array *a, uint32_t lacking);
+/* CLOCK_MONOTONIC seconds, for the controller's timeouts and budgets. */
+time_t tpt_now_s(void);
 
 /* ---- array_files.c ---- */
 
