@@ -191,6 +191,46 @@ def test_check_writes_back_what_it_cannot_read(tgtd_factory, client, mode, workd
            f"{fig[1]} stripes checked, 0 mismatches, no member failed")
 
 
+def test_check_goes_on_over_a_stripe_it_cannot_read(tgtd_factory, client, mode, workdir,
+                                                    report):
+    """Two members' units of one RAID-5 stripe unreadable: the parity
+    gives one back, not two, so that stripe's blocks are lost until a
+    write covers them.  A check goes over its batch again a stripe at a
+    time, counts that one stripe unread (unreadable_stripes, and the end
+    line) and goes on to the last stripe: a lost sector further on is
+    still written back, and no member is failed.  Before, the check stopped there ("Input/output
+    error"), leaving every stripe after it unchecked."""
+    a = Array(tgtd_factory, client, mode, workdir)
+    before = counters(a.c)
+    lost = sorted({a.lose_sectors(1, 0), a.lose_sectors(1, 2, offset=16384)})
+    later = a.lose_sectors(40, 1, offset=4096)
+    fig = check_all(a.c)
+    assert fig[0] == "last" and fig[1] == fig[2] and fig[4] == "completed", \
+        (fig, [ln for ln in a.c.controller.log().splitlines() if "check" in ln or "read" in ln])
+    # Gone over again a stripe at a time: only stripe 1 is unread.
+    assert "TPT-RAID check: unreadable_stripes 1\n" in show(a.c), show(a.c)
+    log = a.c.controller.log()
+    assert ("check: stripe 1 not checked: units unreadable on more positions than the "
+            "parity gives back" in log), log[-3000:]
+    assert "1 not read (units lost on more positions" in log, log[-3000:]
+    k = counters(a.c)
+    assert k["member_failures"] == before["member_failures"], show(a.c)
+    assert array_state(a.c) == "optimal" and {v[1] for v in members(a.c).values()} == {"up"}
+    assert a.member_bytes(40, 1) == bytes(UNIT)
+    r = a.read(lba(1), BLOCKS)
+    assert r["status"] == CHECK_CONDITION and proto.parse_sense(r["sense"]).key == MEDIUM_ERROR
+    # A host write over the stripe gives its blocks back: the next check
+    # reads everything.
+    new = os.urandom((N - 1) * UNIT)
+    assert a.write(lba(1), new)["status"] == GOOD
+    fig = check_all(a.c)
+    assert fig[1] == fig[2] and fig[3] == 0 and fig[4] == "completed", fig
+    assert "unreadable_stripes" not in show(a.c)
+    report(f"{mode}: check=yes over a RAID-5 stripe with lost sectors on members {lost}: "
+           f"that stripe counted unread, the check completed ({fig[2]} stripes), "
+           f"member {later}'s lost sector further on written back, no member failed")
+
+
 @pytest.mark.parametrize("raid,n", [(1, 3), (6, 6)])
 def test_check_writes_back_on_other_levels(tgtd_factory, client, workdir, raid, n, report):
     """The same on a mirror of three and a RAID-6: sectors lost on two

@@ -993,6 +993,7 @@ int array_unreadable(struct tpt_span *s, struct tpt_member *m,
 			s->last_stripe, array_span_missing(s) ?
 			"another position lacks them" : "neither can another "
 			"position");
+		s->lost_units = true;
 		*retry = false;
 		return -EIO;
 	}

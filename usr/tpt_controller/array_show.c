@@ -59,6 +59,10 @@ static void show_check(const struct tpt_array *a, struct concat_buf *b)
 		      rc->check ? "running" : "last", k->checked, k->total,
 		      k->found.mismatches, rc->check ? "" : " ",
 		      rc->check ? "" : k->end);
+	if (k->found.unreadable)
+		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID check: "
+			      "unreadable_stripes %" PRIu64 "\n",
+			      k->found.unreadable);
 	for (p = 0; p < a->nr_members; p++)
 		if (k->found.located[p])
 			concat_printf(b, TPT_SHOW_INDENT "TPT-RAID check: "

@@ -160,7 +160,7 @@ static void check_end(struct tpt_array *a, const char *how, bool keep)
 {
 	struct tpt_recovery *rc = &a->recovery;
 	struct tpt_check *k = &rc->checking;
-	char where[256] = "", resumed[64] = "", next[96] = "";
+	char where[256] = "", resumed[64] = "", next[96] = "", unread[96] = "";
 	size_t at = 0;
 	unsigned int p;
 
@@ -182,6 +182,10 @@ static void check_end(struct tpt_array *a, const char *how, bool keep)
 					       at ? "," : "; one wrong unit "
 					       "each in", p,
 					       k->found.located[p]);
+	if (k->found.unreadable)
+		snprintf(unread, sizeof(unread), ", %" PRIu64 " not read (units "
+			 "lost on more positions than the level gives back)",
+			 k->found.unreadable);
 	if (k->resumed_after)
 		snprintf(resumed, sizeof(resumed), " (from stripe %" PRIu64
 			 " on, after %s)", k->resumed_at, k->resumed_after);
@@ -193,9 +197,9 @@ static void check_end(struct tpt_array *a, const char *how, bool keep)
 			 PRIu64 " once the array is optimal again",
 			 rc->kept_from);
 	eprintf("tptraid: check %s: %" PRIu64 " of %" PRIu64 " stripes "
-		"checked in %.2f s%s, %" PRIu64 " mismatched (stripes whose "
+		"checked in %.2f s%s%s, %" PRIu64 " mismatched (stripes whose "
 		"%s)%s; nothing was repaired%s%s\n", how, k->checked, k->total,
-		elapsed(&rc->started), resumed, k->found.mismatches,
+		elapsed(&rc->started), resumed, unread, k->found.mismatches,
 		a->level->copies ?
 		"copies differ" : "parity disagrees with their data", where,
 		k->found.located_kept ? ": resync=yes would keep the wrong units "
@@ -271,6 +275,7 @@ static void tally_add(struct tpt_check_tally *a,
 
 	a->mismatches += b->mismatches;
 	a->located_kept += b->located_kept;
+	a->unreadable += b->unreadable;
 	for (p = 0; p < TPT_SPEC_MAX_MEMBERS; p++)
 		a->located[p] += b->located[p];
 }
@@ -648,6 +653,109 @@ static void batch_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
 	recovery_step(a);
 }
 
+/* Check stripes [@first, @first + @n) are not read: counted in @t and in
+ * the running check's figures. */
+static void check_unread(struct tpt_array *a, uint64_t first, uint64_t n,
+			 struct tpt_check_tally *t)
+{
+	struct tpt_check *k = &a->recovery.checking;
+	char which[64];
+
+	if (n > 1)
+		snprintf(which, sizeof(which), "stripes %" PRIu64 "-%" PRIu64,
+			 first, first + n - 1);
+	else
+		snprintf(which, sizeof(which), "stripe %" PRIu64, first);
+	eprintf("tptraid: check: %s not checked: units unreadable on more "
+		"positions than the %s back; lost until a write covers "
+		"them\n", which, a->level->copies ? "copies give" :
+		"parity gives");
+	t->unreadable += n;
+	k->found.unreadable += n;
+	k->checked += n;
+}
+
+/*
+ * A check batch that met units lost beyond what the level gives back,
+ * gone over again a stripe at a time, one after the other: only the
+ * stripes that lack them are counted unread, the others are checked.
+ * It ends as the batch it stands for.
+ */
+struct check_narrowing {
+	uint64_t first, n, next;
+	uint32_t missing, also;
+	int result;
+	struct tpt_check_tally found;
+};
+
+static bool narrow_next(struct tpt_array *a, struct check_narrowing *cn);
+
+static void narrow_span_done(struct tpt_span *s, int result)
+{
+	struct check_narrowing *cn = s->priv;
+	struct tpt_array *a = s->array;
+	struct tpt_recovery *rc = &a->recovery;
+	bool checking = rc->active && rc->check;
+	struct tpt_check_tally t;
+
+	if (checking && !result) {
+		check_count(a, s, &t);
+		tally_add(&cn->found, &t);
+	} else if (checking && result == -EIO && s->lost_units) {
+		check_unread(a, s->first_stripe, 1, &cn->found);
+	} else if (result) {
+		cn->result = result;
+	}
+	free(s->buf);
+	free(s);
+	if (checking && !cn->result && ++cn->next < cn->first + cn->n &&
+	    narrow_next(a, cn))
+		return;
+	if (checking && !cn->result)
+		check_kept_advance(a, cn->first, cn->n, &cn->found);
+	batch_ended(a, cn->first, cn->n, cn->missing, cn->also, cn->result);
+	free(cn);
+}
+
+/* Queues @cn's next stripe; false when it cannot (@cn's result says). */
+static bool narrow_next(struct tpt_array *a, struct check_narrowing *cn)
+{
+	struct tpt_span *s;
+
+	s = array_background_span(a, TPT_SPAN_CHECK, a->recovery.position,
+				  cn->next, 1, narrow_span_done);
+	if (s)
+		s->buf = aligned_alloc(TPT_PARITY_ALIGN,
+				       raid_check_bytes(a->level, &a->geo,
+							a->block_size, 1));
+	if (!s || !s->buf) {
+		free(s);
+		cn->result = -ENOMEM;
+		return false;
+	}
+	s->priv = cn;
+	array_queue_span(a, s);
+	return true;
+}
+
+/* Batch [@first, @first + @n) again, a stripe at a time: false when it
+ * cannot be (out of memory), and the batch is counted unread whole. */
+static bool check_narrow(struct tpt_array *a, uint64_t first, uint64_t n,
+			 uint32_t missing, uint32_t also)
+{
+	struct check_narrowing *cn = calloc(1, sizeof(*cn));
+
+	if (!cn)
+		return false;
+	*cn = (struct check_narrowing) { .first = first, .n = n,
+					 .next = first, .missing = missing,
+					 .also = also };
+	if (narrow_next(a, cn))
+		return true;
+	free(cn);
+	return false;
+}
+
 static void recovery_span_done(struct tpt_span *s, int result)
 {
 	struct tpt_array *a = s->array;
@@ -657,6 +765,22 @@ static void recovery_span_done(struct tpt_span *s, int result)
 	/* With a member that could not read (array_unreadable()). */
 	uint32_t s_missing = array_span_missing(s), s_also = s->rebuild_also;
 
+	if (rc->active && rc->check && result == -EIO && s->lost_units) {
+		/* Units lost on more positions than the level gives back
+		 * (array_unreadable() logged which): the check goes on, as
+		 * md's goes on over a read error it cannot repair.  Stopping
+		 * would leave every stripe after them unchecked. */
+		struct tpt_check_tally found = { 0 };
+
+		free(s->buf);
+		free(s);
+		if (n > 1 && check_narrow(a, s_first, n, s_missing, s_also))
+			return;
+		check_unread(a, s_first, n, &found);
+		check_kept_advance(a, s_first, n, &found);
+		batch_ended(a, s_first, n, s_missing, s_also, 0);
+		return;
+	}
 	if (rc->active && rc->check && !result) {
 		struct tpt_check_tally found;
 

@@ -385,6 +385,9 @@ struct tpt_span {
 	 * (read_repair.c), and those it has asked that for already: a
 	 * position that still cannot read after its repair is lost there. */
 	uint32_t repair_first, repair_asked;
+	/* Failed for units lost on more positions than the level gives
+	 * back (array_unreadable()): a check counts its stripes unread. */
+	bool lost_units;
 	/* WRITE: the region record generation it waits for, and whether it
 	 * counts among its regions' writes in flight (array_files.c). */
 	uint64_t need_gen;
@@ -634,6 +637,9 @@ struct tpt_check_tally {
 	/* Of those, the ones resync=yes would keep wrong (recovery.c,
 	 * resync_keeps()). */
 	uint64_t located_kept;
+	/* Stripes it could not read: units lost on more positions than
+	 * the level gives back (not kept in the state file). */
+	uint64_t unreadable;
 };
 
 /* An online check's figures (check=yes), running or the last one's. */
