@@ -303,8 +303,9 @@ def test_rebuild_steps_over_an_unreadable_block(tgtd_factory, client, mode, work
     """The classic RAID-5 double fault: a box lost, and while its units
     are rebuilt onto the spare a survivor cannot read a sector.  That
     stripe's lost unit cannot be rebuilt; the rest can.  The rebuild
-    steps over the stripes, rebuilds the rest, and tries them again every
-    5 s; the survivor stays and the array is never failed (before, the
+    steps over that stripe (its batch gone over again a stripe at a
+    time), rebuilds the rest, and tries it again every 5 s; the survivor
+    stays and the array is never failed (before, the
     survivor was failed and with it the array: every block offline for
     one sector).  A host write of the whole stripe gives the units back,
     and the rebuild finishes."""
@@ -313,8 +314,9 @@ def test_rebuild_steps_over_an_unreadable_block(tgtd_factory, client, mode, work
     gone = locate(2, 0)[0]
     mark = len(a.c.controller.log())
     kill(a.c.targets[gone])
-    # The batch of stripes 0-15 is left; the other 224 are rebuilt.
-    log = wait_log(a.c, r"recovery of position \d stopped at stripe 0: 16 stripes from there "
+    # Its batch (stripes 0-15) gone over again a stripe at a time: only
+    # stripe 2 is left, the other 239 are rebuilt.
+    log = wait_log(a.c, r"recovery of position \d stopped at stripe 2: 1 stripe from there "
                    r"on .* cannot read its units there", since=mark)
     assert array_state(a.c) == "rebuilding", show(a.c)
     assert members(a.c)[pos][1] == "up", show(a.c)

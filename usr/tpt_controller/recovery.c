@@ -591,41 +591,21 @@ static void vote_count(struct tpt_array *a, const struct tpt_span *s,
 		       int *votes);
 
 /*
- * The batch of stripes [@first, @first + @n), planned without @missing
- * and rebuilding the positions of @also too, has ended with @result:
- * what it did is done, and the next batch starts.
+ * Stripes [@first, @first + @n) of a rebuild or resync, planned without
+ * @missing and rebuilding the positions of @also too, ended with @result:
+ * what they did is done.  False when that pauses the job.
  */
-static void batch_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
-			uint32_t s_missing, uint32_t s_also, int result)
+static bool stripes_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
+			  uint32_t s_missing, uint32_t s_also, int result)
 {
 	struct tpt_recovery *rc = &a->recovery;
 	unsigned int p;
 
-	rc->in_flight--;
-	if (rc->active && rc->check && result) {
-		char how[80];
-
-		/* A box lost or failing (the batch, planned again, found a
-		 * position out of sync): it goes on when the array is
-		 * optimal again.  What the members said ends it. */
-		snprintf(how, sizeof(how), "stopped at stripe %" PRIu64 ": %s",
-			 s_first, result == -ENODATA ?
-			 "a position is not in sync" : strerror(-result));
-		check_end(a, how, result == -ENODATA);
-		rc->active = false;
-	}
-	if (!rc->active) {
-		/* Stopped meanwhile: start what the array needs now. */
-		if (!rc->in_flight)
-			recovery_kick(a);
-		return;
-	}
-	if (rc->check) {
-		rc->done_stripes += n;
-	} else if (result && lacks_others(a, s_missing, rc->position)) {
+	if (result && lacks_others(a, s_missing, rc->position)) {
 		/* Another position lacks these stripes too (a box lost
-		 * while this one was recovering, and back): step over them.
-		 * Its recovery may need the stripes this one does now, and
+		 * while this one was recovering, and back; or a survivor
+		 * cannot read its units there): step over them.  Its
+		 * recovery may need the stripes this one does now, and
 		 * this job comes back for these when it has run. */
 		if (!rc->skipped) {
 			rc->first_skipped = s_first;
@@ -634,7 +614,7 @@ static void batch_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
 		rc->skipped += n;
 	} else if (result) {
 		recovery_pause(a, s_first, strerror(-result), s_missing);
-		return;
+		return false;
 	} else {
 		rc->done_stripes += n;
 		if (rc->position == RAID_PARITY_MEMBER) {
@@ -650,7 +630,52 @@ static void batch_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
 							 s_first, s_first + n);
 		}
 	}
+	return true;
+}
+
+/* A batch whose stripes are accounted for is over: the next one starts,
+ * or, stopped meanwhile, what the array needs now once none is left. */
+static void batch_close(struct tpt_array *a)
+{
+	struct tpt_recovery *rc = &a->recovery;
+
+	if (!rc->active) {
+		if (!rc->in_flight)
+			recovery_kick(a);
+		return;
+	}
 	recovery_step(a);
+}
+
+/*
+ * The batch of stripes [@first, @first + @n), planned without @missing
+ * and rebuilding the positions of @also too, has ended with @result:
+ * what it did is done, and the next batch starts.
+ */
+static void batch_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
+			uint32_t s_missing, uint32_t s_also, int result)
+{
+	struct tpt_recovery *rc = &a->recovery;
+
+	rc->in_flight--;
+	if (rc->active && rc->check && result) {
+		char how[80];
+
+		/* A box lost or failing (the batch, planned again, found a
+		 * position out of sync): it goes on when the array is
+		 * optimal again.  What the members said ends it. */
+		snprintf(how, sizeof(how), "stopped at stripe %" PRIu64 ": %s",
+			 s_first, result == -ENODATA ?
+			 "a position is not in sync" : strerror(-result));
+		check_end(a, how, result == -ENODATA);
+		rc->active = false;
+	}
+	if (rc->active && rc->check)
+		rc->done_stripes += n;
+	else if (rc->active &&
+		 !stripes_ended(a, s_first, n, s_missing, s_also, result))
+		return;
+	batch_close(a);
 }
 
 /* Check stripes [@first, @first + @n) are not read: counted in @t and in
@@ -676,23 +701,24 @@ static void check_unread(struct tpt_array *a, uint64_t first, uint64_t n,
 }
 
 /*
- * A check batch that met units lost beyond what the level gives back,
- * gone over again a stripe at a time, one after the other: only the
- * stripes that lack them are counted unread, the others are checked.
- * It ends as the batch it stands for.
+ * A batch that met units lost beyond what the level gives back (a
+ * survivor's lost sectors, array_unreadable()), gone over again a stripe
+ * at a time, one after the other: only the stripes that lack them are
+ * left (a check counts them unread, a rebuild steps over them), the
+ * others are checked or rebuilt.  It ends as the batch it stands for.
  */
-struct check_narrowing {
+struct batch_narrowing {
 	uint64_t first, n, next;
 	uint32_t missing, also;
 	int result;
 	struct tpt_check_tally found;
 };
 
-static bool narrow_next(struct tpt_array *a, struct check_narrowing *cn);
+static bool narrow_next(struct tpt_array *a, struct batch_narrowing *cn);
 
 static void narrow_span_done(struct tpt_span *s, int result)
 {
-	struct check_narrowing *cn = s->priv;
+	struct batch_narrowing *cn = s->priv;
 	struct tpt_array *a = s->array;
 	struct tpt_recovery *rc = &a->recovery;
 	bool checking = rc->active && rc->check;
@@ -703,51 +729,73 @@ static void narrow_span_done(struct tpt_span *s, int result)
 		tally_add(&cn->found, &t);
 	} else if (checking && result == -EIO && s->lost_units) {
 		check_unread(a, s->first_stripe, 1, &cn->found);
-	} else if (result) {
+	} else if (checking && result) {
+		cn->result = result;
+	} else if (rc->active &&
+		   !stripes_ended(a, s->first_stripe, 1, array_span_missing(s),
+				  s->rebuild_also, result)) {
+		/* Paused: the rest waits for the job to go on. */
 		cn->result = result;
 	}
 	free(s->buf);
 	free(s);
-	if (checking && !cn->result && ++cn->next < cn->first + cn->n &&
+	if (rc->active && !cn->result && ++cn->next < cn->first + cn->n &&
 	    narrow_next(a, cn))
 		return;
-	if (checking && !cn->result)
+	if (checking && !cn->result) {
 		check_kept_advance(a, cn->first, cn->n, &cn->found);
-	batch_ended(a, cn->first, cn->n, cn->missing, cn->also, cn->result);
+		batch_ended(a, cn->first, cn->n, cn->missing, cn->also, 0);
+	} else if (checking) {
+		batch_ended(a, cn->first, cn->n, cn->missing, cn->also,
+			    cn->result);
+	} else {
+		/* Each stripe was accounted for as it ended; out of memory,
+		 * those not gone over yet are left like the ones that lack
+		 * the unit, for the job to come back to. */
+		if (rc->active && cn->result == -ENOMEM)
+			stripes_ended(a, cn->next, cn->first + cn->n - cn->next,
+				      cn->missing, cn->also, -ENOMEM);
+		rc->in_flight--;
+		if (!cn->result || rc->active)
+			batch_close(a);
+	}
 	free(cn);
 }
 
 /* Queues @cn's next stripe; false when it cannot (@cn's result says). */
-static bool narrow_next(struct tpt_array *a, struct check_narrowing *cn)
+static bool narrow_next(struct tpt_array *a, struct batch_narrowing *cn)
 {
+	bool check = a->recovery.check;
 	struct tpt_span *s;
 
-	s = array_background_span(a, TPT_SPAN_CHECK, a->recovery.position,
-				  cn->next, 1, narrow_span_done);
-	if (s)
+	s = array_background_span(a, check ? TPT_SPAN_CHECK : TPT_SPAN_REBUILD,
+				  a->recovery.position, cn->next, 1,
+				  narrow_span_done);
+	if (s && check)
 		s->buf = aligned_alloc(TPT_PARITY_ALIGN,
 				       raid_check_bytes(a->level, &a->geo,
 							a->block_size, 1));
-	if (!s || !s->buf) {
+	if (!s || (check && !s->buf)) {
 		free(s);
 		cn->result = -ENOMEM;
 		return false;
 	}
+	s->rebuild_also = cn->also;
 	s->priv = cn;
 	array_queue_span(a, s);
 	return true;
 }
 
 /* Batch [@first, @first + @n) again, a stripe at a time: false when it
- * cannot be (out of memory), and the batch is counted unread whole. */
-static bool check_narrow(struct tpt_array *a, uint64_t first, uint64_t n,
+ * cannot be (out of memory), and the batch ends as it is. */
+static bool batch_narrow(struct tpt_array *a, uint64_t first, uint64_t n,
 			 uint32_t missing, uint32_t also)
 {
-	struct check_narrowing *cn = calloc(1, sizeof(*cn));
+	struct batch_narrowing *cn = calloc(1, sizeof(*cn));
 
 	if (!cn)
 		return false;
-	*cn = (struct check_narrowing) { .first = first, .n = n,
+	*cn = (struct batch_narrowing) { .first = first, .n = n,
 					 .next = first, .missing = missing,
 					 .also = also };
 	if (narrow_next(a, cn))
@@ -774,11 +822,22 @@ static void recovery_span_done(struct tpt_span *s, int result)
 
 		free(s->buf);
 		free(s);
-		if (n > 1 && check_narrow(a, s_first, n, s_missing, s_also))
+		if (n > 1 && batch_narrow(a, s_first, n, s_missing, s_also))
 			return;
 		check_unread(a, s_first, n, &found);
 		check_kept_advance(a, s_first, n, &found);
 		batch_ended(a, s_first, n, s_missing, s_also, 0);
+		return;
+	}
+	if (rc->active && !job_checks(a) && result && s->excluded && n > 1 &&
+	    lacks_others(a, s_missing, rc->position)) {
+		/* A survivor could not read its units of some of these
+		 * stripes, and they lack this position too: only those are
+		 * stepped over. */
+		free(s);
+		if (batch_narrow(a, s_first, n, s_missing, s_also))
+			return;
+		batch_ended(a, s_first, n, s_missing, s_also, result);
 		return;
 	}
 	if (rc->active && rc->check && !result) {
@@ -1025,9 +1084,11 @@ static bool recovery_next_batch(struct tpt_array *a)
 		if (rc->skipped) {
 			char what[96];
 
-			snprintf(what, sizeof(what), "%" PRIu64 " stripes "
+			snprintf(what, sizeof(what), "%" PRIu64 " stripe%s "
 				 "from there on that another position lacks "
-				 "too are left", rc->skipped);
+				 "too %s left", rc->skipped,
+				 rc->skipped > 1 ? "s" : "",
+				 rc->skipped > 1 ? "are" : "is");
 			recovery_pause(a, rc->first_skipped, what,
 				       rc->skipped_missing);
 		} else
