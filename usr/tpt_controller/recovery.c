@@ -28,18 +28,9 @@
  * compute the missing units, in Baseline mode the controller does.  The
  * rate is limited to rebuild_rate MB/s of rebuilt units, if set.
  *
- * The operator's check (check=yes, md's "check") is a job of the same
- * kind that goes over every stripe and writes nothing: each batch is the
- * level's tpt_check / bl_check, whose outcome - a syndrome per
- * redundancy unit, zero where it agrees with the data - comes back to us
- * in the span's buffer, and the stripes where it is not zero are counted.
- * It runs only while the array is optimal with nothing else to do: a
- * member's box lost stops it (md's check stops when an array degrades),
- * and so does a restart, but neither loses it.  Where it has got to is
- * kept in the state file, and once the array is optimal again with
- * nothing else to do - the box rebuilt or caught up, the controller
- * started again - it goes on from there (mdadm's mdcheck keeps its
- * place).
+ * The operator's check and the resync of a mirror of three or more
+ * copies are jobs whose batches are checks (job_checks()): check.c
+ * counts what they found, and queues the resync's repairs.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -53,6 +44,7 @@
 #include "log.h"
 #include "scsi/tpt_parity.h"
 #include "tpt_controller.h"
+#include "recovery.h"
 
 /* Stripes one batch rebuilds: a slot per stripe on every source, out of
  * the 128 each member gives us (mode_tpt.c). */
@@ -102,7 +94,7 @@ static unsigned int batches_max(const struct tpt_array *a)
 	return n < TPT_RECOVERY_BATCHES ? (unsigned int)n : TPT_RECOVERY_BATCHES;
 }
 
-static double elapsed(const struct timespec *since)
+double recovery_elapsed(const struct timespec *since)
 {
 	struct timespec now;
 
@@ -135,340 +127,18 @@ static uint64_t stripes_left(struct tpt_array *a)
 }
 
 static void recovery_step(struct tpt_array *a);
-static void recovery_start(struct tpt_array *a, unsigned int position,
-			   bool catch_up);
-
-/* ---- the online check (check=yes) ---- */
-
-/* Mismatched stripes a check names one by one in the log, at most. */
-#define CHECK_LOG_STRIPES 16
-
-/* How often a running check's progress reaches the state file: what a
- * crash makes it check again, at most. */
-#define CHECK_SAVE_SECONDS 10
-
-/* Why a kept check waits (recovery.kept_by). */
-static const char KEPT_BY_RESTART[] = "a restart";
-static const char KEPT_BY_LOSS[] = "a box's loss";
-
-/*
- * The running check is over, as @how says: its figures are the last
- * check's until the next one.  With @keep it is only stopped: it goes
- * on from where it got to once the array can run it again.
- */
-static void check_end(struct tpt_array *a, const char *how, bool keep)
-{
-	struct tpt_recovery *rc = &a->recovery;
-	struct tpt_check *k = &rc->checking;
-	char where[256] = "", resumed[64] = "", next[96] = "", unread[96] = "";
-	size_t at = 0;
-	unsigned int p;
-
-	snprintf(k->end, sizeof(k->end), "%s", how);
-	rc->last_check = *k;
-	rc->check = false;
-	if (keep)
-		rc->kept_by = a->stopping ? KEPT_BY_RESTART : KEPT_BY_LOSS;
-	else
-		rc->check_kept = false;
-	/* At the array's stop array_files_close() writes where it got
-	 * to, after the files thread is done. */
-	if (!a->stopping)
-		array_save_state(a);
-	for (p = 0; p < a->nr_members && at < sizeof(where); p++)
-		if (k->found.located[p])
-			at += (size_t)snprintf(where + at, sizeof(where) - at,
-					       "%s position %u: %" PRIu64,
-					       at ? "," : "; one wrong unit "
-					       "each in", p,
-					       k->found.located[p]);
-	if (k->found.unreadable)
-		snprintf(unread, sizeof(unread), ", %" PRIu64 " not read (units "
-			 "lost on more positions than the level gives back)",
-			 k->found.unreadable);
-	if (k->resumed_after)
-		snprintf(resumed, sizeof(resumed), " (from stripe %" PRIu64
-			 " on, after %s)", k->resumed_at, k->resumed_after);
-	if (a->stopping && rc->check_kept)
-		snprintf(next, sizeof(next), "; the next start goes on from "
-			 "stripe %" PRIu64, rc->kept_from);
-	else if (rc->check_kept)
-		snprintf(next, sizeof(next), "; it goes on from stripe %"
-			 PRIu64 " once the array is optimal again",
-			 rc->kept_from);
-	eprintf("tptraid: check %s: %" PRIu64 " of %" PRIu64 " stripes "
-		"checked in %.2f s%s%s, %" PRIu64 " mismatched (stripes whose "
-		"%s)%s; nothing was repaired%s%s\n", how, k->checked, k->total,
-		elapsed(&rc->started), resumed, unread, k->found.mismatches,
-		a->level->copies ?
-		"copies differ" : "parity disagrees with their data", where,
-		k->found.located_kept ? ": resync=yes would keep the wrong units "
-		"named that hold data: replace their box instead" :
-		k->found.mismatches ? ": resync=yes repairs them" : "", next);
-}
-
-/*
- * Whether resync=yes, which makes the redundancy agree with the data as
- * it is, would keep @wrong's unit of @stripe wrong: a data unit.  A
- * mirror's copies vote in a resync (vote_repair()), so an odd copy out
- * is rewritten from the others, the first one too.
- */
-static bool resync_keeps(const struct tpt_array *a, uint64_t stripe,
-			 unsigned int wrong)
-{
-	unsigned int i;
-
-	if (a->level->copies)
-		return false;
-	for (i = 0; i < a->level->nr_parity(&a->geo); i++)
-		if (a->level->parity_member(&a->geo, stripe, i) == wrong)
-			return false;
-	return true;
-}
-
-/* What stripe @i of check batch @s holds: its units agree, or no single
- * one is the wrong one (no copy is the odd one out), else the position
- * of the one that is. */
-#define VOTE_AGREE (-2)
-#define VOTE_NONE (-1)
-
-static int stripe_vote(const struct tpt_array *a, const struct tpt_span *s,
-		       uint32_t i)
-{
-	uint32_t nr = (uint32_t)(s->last_stripe - s->first_stripe + 1);
-	int wrong;
-
-	if (!raid_check_mismatch(a->level, &a->geo, a->block_size, s->buf,
-				 nr, i))
-		return VOTE_AGREE;
-	wrong = raid_check_locate(a->level, &a->geo, a->block_size, s->buf,
-				  nr, i, s->first_stripe + i);
-	return wrong >= 0 && (unsigned int)wrong < a->nr_members ? wrong :
-	       VOTE_NONE;
-}
-
-/* What a check says of a mismatched stripe: which unit is the wrong one
- * when a single unit explains it. */
-static void check_say(struct tpt_array *a, uint64_t st, int wrong)
-{
-	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
-	struct tpt_member *m = wrong < 0 ? NULL :
-			       array_position_member(a, (unsigned int)wrong);
-	char which[96] = "";
-
-	if (wrong >= 0)
-		snprintf(which, sizeof(which), ": position %d's unit (member "
-			 "%d) is the one wrong, the others agree", wrong,
-			 m ? (int)m->id : -1);
-	eprintf("tptraid: check: stripe %" PRIu64 " (array blocks %" PRIu64
-		"-%" PRIu64 "): %s%s\n", st, st * per_stripe,
-		(st + 1) * per_stripe - 1, a->level->copies ?
-		"its copies differ" : "its parity disagrees with its data",
-		which);
-}
-
-/* Adds @b's counts to @a's. */
-static void tally_add(struct tpt_check_tally *a,
-		      const struct tpt_check_tally *b)
-{
-	unsigned int p;
-
-	a->mismatches += b->mismatches;
-	a->located_kept += b->located_kept;
-	a->unreadable += b->unreadable;
-	for (p = 0; p < TPT_SPEC_MAX_MEMBERS; p++)
-		a->located[p] += b->located[p];
-}
-
-/* The stripes of check batch @s whose syndromes are not all zero: what
- * it found, into @t, counted in the running check's figures too. */
-static void check_count(struct tpt_array *a, const struct tpt_span *s,
-			struct tpt_check_tally *t)
-{
-	struct tpt_check *k = &a->recovery.checking;
-	uint32_t nr = (uint32_t)(s->last_stripe - s->first_stripe + 1), i;
-
-	memset(t, 0, sizeof(*t));
-	for (i = 0; i < nr; i++) {
-		uint64_t st = s->first_stripe + i;
-		int wrong = stripe_vote(a, s, i);
-
-		if (wrong == VOTE_AGREE)
-			continue;
-		if (wrong >= 0) {
-			t->located[wrong]++;
-			t->located_kept += resync_keeps(a, st,
-							(unsigned int)wrong);
-		}
-		if (k->found.mismatches + t->mismatches++ < CHECK_LOG_STRIPES)
-			check_say(a, st, wrong);
-	}
-	tally_add(&k->found, t);
-	k->checked += nr;
-}
-
-/*
- * Check batch [@first, @first + @stripes) ended with @mismatches: the
- * kept point moves on over it when every stripe before it is done, with
- * the batches that ended ahead of it, and reaches the state file every
- * CHECK_SAVE_SECONDS.
- */
-static void check_kept_advance(struct tpt_array *a, uint64_t first,
-			       uint64_t stripes,
-			       const struct tpt_check_tally *found)
-{
-	struct tpt_recovery *rc = &a->recovery;
-	bool folded;
-	unsigned int i;
-
-	if (first != rc->kept_from) {
-		/* At most the batches in flight with it are ahead. */
-		if (rc->nr_ahead < TPT_RECOVERY_BATCHES)
-			rc->ahead[rc->nr_ahead++] = (struct tpt_check_ahead) {
-				first, stripes, *found };
-		return;
-	}
-	rc->kept_from += stripes;
-	tally_add(&rc->kept, found);
-	do {
-		folded = false;
-		for (i = 0; i < rc->nr_ahead && !folded; i++) {
-			if (rc->ahead[i].first != rc->kept_from)
-				continue;
-			rc->kept_from += rc->ahead[i].stripes;
-			tally_add(&rc->kept, &rc->ahead[i].found);
-			rc->ahead[i] = rc->ahead[--rc->nr_ahead];
-			folded = true;
-		}
-	} while (folded);
-	if (elapsed(&rc->kept_saved) >= CHECK_SAVE_SECONDS) {
-		clock_gettime(CLOCK_MONOTONIC, &rc->kept_saved);
-		array_save_state(a);
-	}
-}
-
-/* A check from stripe @from on (0, or where one was stopped, as
- * @resumed_after says), having @found what it found before it. */
-static void check_begin(struct tpt_array *a, uint64_t from,
-			const struct tpt_check_tally *found,
-			const char *resumed_after)
-{
-	struct tpt_recovery *rc = &a->recovery;
-	struct tpt_check_tally before = *found;
-
-	memset(&rc->checking, 0, sizeof(rc->checking));
-	rc->checking.checked = from;
-	rc->checking.found = before;
-	rc->checking.resumed_at = from;
-	rc->checking.resumed_after = resumed_after;
-	rc->check = true;
-	rc->check_kept = true;
-	rc->kept_from = from;
-	rc->kept = before;
-	rc->nr_ahead = 0;
-	clock_gettime(CLOCK_MONOTONIC, &rc->kept_saved);
-	array_save_state(a);
-	recovery_start(a, RAID_PARITY_MEMBER, false);
-}
-
-void recovery_check_kept(struct tpt_array *a, uint64_t from,
-			 const struct tpt_check_tally *found)
-{
-	a->recovery.check_kept = true;
-	a->recovery.kept_by = KEPT_BY_RESTART;
-	a->recovery.kept_from = from;
-	a->recovery.kept = *found;
-}
-
-/* Whether a position's box is being failed: it counts as in sync until
- * it is gone, but a check planned now would stop at once. */
-static bool box_failing(struct tpt_array *a)
-{
-	unsigned int p;
-
-	for (p = 0; p < a->nr_members; p++) {
-		const struct tpt_member *m = array_position_member(a, p);
-
-		if (m && m->failing)
-			return true;
-	}
-	return false;
-}
-
-/* The check a restart or a box's loss stopped, once the array can run
- * it: the first thing recovery_kick() finds nothing else to do. */
-static void check_resume(struct tpt_array *a)
-{
-	struct tpt_recovery *rc = &a->recovery;
-
-	if (rc->kept_from > a->nr_stripes) {
-		eprintf("tptraid: the state file's check goes on from stripe %"
-			PRIu64 ", past the array's %" PRIu64 ": not resumed\n",
-			rc->kept_from, a->nr_stripes);
-		rc->check_kept = false;
-		array_save_state(a);
-		return;
-	}
-	check_begin(a, rc->kept_from, &rc->kept, rc->kept_by);
-}
-
-int recovery_check_start(struct tpt_array *a, char *why, size_t len)
-{
-	struct tpt_recovery *rc = &a->recovery;
-	enum tpt_array_state st = tpt_array_state(a);
-
-	if (rc->active && rc->check) {
-		snprintf(why, len, "a check runs already (check=stop ends it)");
-		return -EBUSY;
-	}
-	/* Batches of a job stopped a moment ago may still be ending. */
-	if (st != TPT_ARRAY_OPTIMAL || box_failing(a) || rc->active || rc->in_flight ||
-	    rc->paused || a->unsynced) {
-		snprintf(why, len, "the array is %s%s; a check needs every "
-			 "position in sync and no rebuild or resync running",
-			 tpt_array_state_name(st), st != TPT_ARRAY_OPTIMAL ? "" :
-			 rc->active || rc->in_flight || rc->paused ||
-			 a->unsynced ? " with a recovery to run" :
-			 " with a box being failed");
-		return -EBUSY;
-	}
-	check_begin(a, 0, &(struct tpt_check_tally){ 0 }, NULL);
-	return 0;
-}
-
-bool recovery_check_stop(struct tpt_array *a)
-{
-	struct tpt_recovery *rc = &a->recovery;
-
-	if (!rc->active && rc->check_kept) {
-		/* Waiting for the array to be optimal again. */
-		eprintf("tptraid: check=stop: the check stopped by %s does "
-			"not go on from stripe %" PRIu64 "\n", rc->kept_by,
-			rc->kept_from);
-		rc->check_kept = false;
-		array_save_state(a);
-		return true;
-	}
-	if (!rc->active || !rc->check)
-		return false;
-	check_end(a, "stopped by the operator", false);
-	recovery_stop(a);
-	if (!rc->in_flight)
-		recovery_kick(a);
-	return true;
-}
 
 /* ---- the end of a job ---- */
 
 static void recovery_finish(struct tpt_array *a)
 {
 	struct tpt_recovery *rc = &a->recovery;
-	double secs = elapsed(&rc->started);
+	double secs = recovery_elapsed(&rc->started);
 	uint64_t bytes = rc->done_stripes * a->spec.unit_bytes;
 
 	rc->active = false;
 	if (rc->check) {
-		check_end(a, "completed", false);
+		recovery_check_end(a, "completed", false);
 	} else if (rc->position == RAID_PARITY_MEMBER) {
 		array_unsynced_free(a);
 		if (rc->vote)
@@ -585,11 +255,6 @@ static void recovery_pause(struct tpt_array *a, uint64_t at,
 	add_work(&rc->timer, 5);
 }
 
-static void vote_repair(struct tpt_array *a, uint64_t first, uint64_t n,
-			uint32_t missing, const int *votes);
-static void vote_count(struct tpt_array *a, const struct tpt_span *s,
-		       int *votes);
-
 /*
  * Stripes [@first, @first + @n) of a rebuild or resync, planned without
  * @missing and rebuilding the positions of @also too, ended with @result:
@@ -652,8 +317,8 @@ static void batch_close(struct tpt_array *a)
  * and rebuilding the positions of @also too, has ended with @result:
  * what it did is done, and the next batch starts.
  */
-static void batch_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
-			uint32_t s_missing, uint32_t s_also, int result)
+void recovery_batch_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
+			  uint32_t s_missing, uint32_t s_also, int result)
 {
 	struct tpt_recovery *rc = &a->recovery;
 
@@ -667,7 +332,7 @@ static void batch_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
 		snprintf(how, sizeof(how), "stopped at stripe %" PRIu64 ": %s",
 			 s_first, result == -ENODATA ?
 			 "a position is not in sync" : strerror(-result));
-		check_end(a, how, result == -ENODATA);
+		recovery_check_end(a, how, result == -ENODATA);
 		rc->active = false;
 	}
 	if (rc->active && rc->check)
@@ -676,28 +341,6 @@ static void batch_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
 		 !stripes_ended(a, s_first, n, s_missing, s_also, result))
 		return;
 	batch_close(a);
-}
-
-/* Check stripes [@first, @first + @n) are not read: counted in @t and in
- * the running check's figures. */
-static void check_unread(struct tpt_array *a, uint64_t first, uint64_t n,
-			 struct tpt_check_tally *t)
-{
-	struct tpt_check *k = &a->recovery.checking;
-	char which[64];
-
-	if (n > 1)
-		snprintf(which, sizeof(which), "stripes %" PRIu64 "-%" PRIu64,
-			 first, first + n - 1);
-	else
-		snprintf(which, sizeof(which), "stripe %" PRIu64, first);
-	eprintf("tptraid: check: %s not checked: units unreadable on more "
-		"positions than the %s back; lost until a write covers "
-		"them\n", which, a->level->copies ? "copies give" :
-		"parity gives");
-	t->unreadable += n;
-	k->found.unreadable += n;
-	k->checked += n;
 }
 
 /*
@@ -714,62 +357,61 @@ struct batch_narrowing {
 	struct tpt_check_tally found;
 };
 
-static bool narrow_next(struct tpt_array *a, struct batch_narrowing *cn);
+static bool narrow_next(struct tpt_array *a, struct batch_narrowing *bn);
 
 static void narrow_span_done(struct tpt_span *s, int result)
 {
-	struct batch_narrowing *cn = s->priv;
+	struct batch_narrowing *bn = s->priv;
 	struct tpt_array *a = s->array;
 	struct tpt_recovery *rc = &a->recovery;
 	bool checking = rc->active && rc->check;
 	struct tpt_check_tally t;
 
 	if (checking && !result) {
-		check_count(a, s, &t);
-		tally_add(&cn->found, &t);
+		recovery_check_count(a, s, &t);
+		recovery_tally_add(&bn->found, &t);
 	} else if (checking && result == -EIO && s->lost_units) {
-		check_unread(a, s->first_stripe, 1, &cn->found);
+		recovery_check_unread(a, s->first_stripe, 1, &bn->found);
 	} else if (checking && result) {
-		cn->result = result;
+		bn->result = result;
 	} else if (rc->active &&
 		   !stripes_ended(a, s->first_stripe, 1, array_span_missing(s),
 				  s->rebuild_also, result)) {
 		/* Paused: the rest waits for the job to go on. */
-		cn->result = result;
+		bn->result = result;
 	}
 	free(s->buf);
 	free(s);
-	if (rc->active && !cn->result && ++cn->next < cn->first + cn->n &&
-	    narrow_next(a, cn))
+	if (rc->active && !bn->result && ++bn->next < bn->first + bn->n &&
+	    narrow_next(a, bn))
 		return;
-	if (checking && !cn->result) {
-		check_kept_advance(a, cn->first, cn->n, &cn->found);
-		batch_ended(a, cn->first, cn->n, cn->missing, cn->also, 0);
-	} else if (checking) {
-		batch_ended(a, cn->first, cn->n, cn->missing, cn->also,
-			    cn->result);
+	if (checking) {
+		if (!bn->result)
+			recovery_check_advance(a, bn->first, bn->n, &bn->found);
+		recovery_batch_ended(a, bn->first, bn->n, bn->missing,
+				     bn->also, bn->result);
 	} else {
 		/* Each stripe was accounted for as it ended; out of memory,
 		 * those not gone over yet are left like the ones that lack
 		 * the unit, for the job to come back to. */
-		if (rc->active && cn->result == -ENOMEM)
-			stripes_ended(a, cn->next, cn->first + cn->n - cn->next,
-				      cn->missing, cn->also, -ENOMEM);
+		if (rc->active && bn->result == -ENOMEM)
+			stripes_ended(a, bn->next, bn->first + bn->n - bn->next,
+				      bn->missing, bn->also, -ENOMEM);
 		rc->in_flight--;
-		if (!cn->result || rc->active)
+		if (!bn->result || rc->active)
 			batch_close(a);
 	}
-	free(cn);
+	free(bn);
 }
 
-/* Queues @cn's next stripe; false when it cannot (@cn's result says). */
-static bool narrow_next(struct tpt_array *a, struct batch_narrowing *cn)
+/* Queues @bn's next stripe; false when it cannot (@bn's result says). */
+static bool narrow_next(struct tpt_array *a, struct batch_narrowing *bn)
 {
 	bool check = a->recovery.check;
 	struct tpt_span *s;
 
 	s = array_background_span(a, check ? TPT_SPAN_CHECK : TPT_SPAN_REBUILD,
-				  a->recovery.position, cn->next, 1,
+				  a->recovery.position, bn->next, 1,
 				  narrow_span_done);
 	if (s && check)
 		s->buf = aligned_alloc(TPT_PARITY_ALIGN,
@@ -777,11 +419,11 @@ static bool narrow_next(struct tpt_array *a, struct batch_narrowing *cn)
 							a->block_size, 1));
 	if (!s || (check && !s->buf)) {
 		free(s);
-		cn->result = -ENOMEM;
+		bn->result = -ENOMEM;
 		return false;
 	}
-	s->rebuild_also = cn->also;
-	s->priv = cn;
+	s->rebuild_also = bn->also;
+	s->priv = bn;
 	array_queue_span(a, s);
 	return true;
 }
@@ -791,16 +433,16 @@ static bool narrow_next(struct tpt_array *a, struct batch_narrowing *cn)
 static bool batch_narrow(struct tpt_array *a, uint64_t first, uint64_t n,
 			 uint32_t missing, uint32_t also)
 {
-	struct batch_narrowing *cn = calloc(1, sizeof(*cn));
+	struct batch_narrowing *bn = calloc(1, sizeof(*bn));
 
-	if (!cn)
+	if (!bn)
 		return false;
-	*cn = (struct batch_narrowing) { .first = first, .n = n,
+	*bn = (struct batch_narrowing) { .first = first, .n = n,
 					 .next = first, .missing = missing,
 					 .also = also };
-	if (narrow_next(a, cn))
+	if (narrow_next(a, bn))
 		return true;
-	free(cn);
+	free(bn);
 	return false;
 }
 
@@ -824,9 +466,9 @@ static void recovery_span_done(struct tpt_span *s, int result)
 		free(s);
 		if (n > 1 && batch_narrow(a, s_first, n, s_missing, s_also))
 			return;
-		check_unread(a, s_first, n, &found);
-		check_kept_advance(a, s_first, n, &found);
-		batch_ended(a, s_first, n, s_missing, s_also, 0);
+		recovery_check_unread(a, s_first, n, &found);
+		recovery_check_advance(a, s_first, n, &found);
+		recovery_batch_ended(a, s_first, n, s_missing, s_also, 0);
 		return;
 	}
 	if (rc->active && !job_checks(a) && result && s->excluded && n > 1 &&
@@ -837,147 +479,28 @@ static void recovery_span_done(struct tpt_span *s, int result)
 		free(s);
 		if (batch_narrow(a, s_first, n, s_missing, s_also))
 			return;
-		batch_ended(a, s_first, n, s_missing, s_also, result);
+		recovery_batch_ended(a, s_first, n, s_missing, s_also, result);
 		return;
 	}
 	if (rc->active && rc->check && !result) {
 		struct tpt_check_tally found;
 
-		check_count(a, s, &found);
-		check_kept_advance(a, s_first, n, &found);
+		recovery_check_count(a, s, &found);
+		recovery_check_advance(a, s_first, n, &found);
 	} else if (rc->active && rc->vote && !result) {
 		int votes[RECOVERY_BATCH_STRIPES];
 
 		/* The batch ends when its repairs have. */
-		vote_count(a, s, votes);
+		recovery_vote_count(a, s, votes);
 		free(s->buf);
 		free(s);
-		vote_repair(a, s_first, n, s_missing, votes);
+		recovery_vote_repair(a, s_first, n, s_missing, votes);
 		return;
 	}
 	if (s->kind == TPT_SPAN_CHECK)
 		free(s->buf);
 	free(s);
-	batch_ended(a, s_first, n, s_missing, s_also, result);
-}
-
-/* ---- the resync of a mirror of three or more copies votes ---- */
-
-/*
- * Copies differ where a write was torn by a crash (never acknowledged:
- * either version is the array's) or where one went bad behind the
- * array's back, which only a check finds.  Copying the first over the
- * others, as a resync of two copies must, would spread a bad first copy;
- * with three or more the copies vote instead, as the check locates the
- * wrong one (raid_check_locate()).  Each batch is a check, and only the
- * stripes whose copies differ are written: the odd copy out from the
- * others (a REBUILD span of its position: the planner copies from a copy
- * in sync other than it), or, where no single copy is the odd one out,
- * every copy from the first.  The check and the repairs are separate
- * spans: a host write between them rewrites every copy, which makes the
- * vote moot, never wrong.
- */
-
-
-/* Odd copies out the log names one by one in a resync, at most. */
-#define VOTE_LOG_STRIPES 16
-
-/* A voting batch whose repairs are in flight. */
-struct vote_batch {
-	uint64_t first, n;
-	uint32_t missing;
-	unsigned int pending;	/* repairs, and 1 while they go out */
-	int result;		/* the first repair's error */
-};
-
-/* The votes of check batch @s's stripes, into @votes. */
-static void vote_count(struct tpt_array *a, const struct tpt_span *s,
-		       int *votes)
-{
-	uint32_t nr = (uint32_t)(s->last_stripe - s->first_stripe + 1), i;
-
-	for (i = 0; i < nr; i++)
-		votes[i] = stripe_vote(a, s, i);
-}
-
-static void vote_put(struct tpt_array *a, struct vote_batch *b)
-{
-	if (--b->pending)
-		return;
-	batch_ended(a, b->first, b->n, b->missing, 0, b->result);
-	free(b);
-}
-
-static void vote_repair_done(struct tpt_span *s, int result)
-{
-	struct vote_batch *b = s->priv;
-	struct tpt_array *a = s->array;
-
-	if (result && !b->result)
-		b->result = result;
-	free(s);
-	vote_put(a, b);
-}
-
-/* Stripes [@first, @first + @n) of batch @b get the copies of their
- * vote @wrong. */
-static int vote_queue(struct tpt_array *a, struct vote_batch *b,
-		      uint64_t first, uint64_t n, int wrong)
-{
-	struct tpt_recovery *rc = &a->recovery;
-	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
-	struct tpt_span *s;
-	uint64_t st;
-
-	s = array_background_span(a, TPT_SPAN_REBUILD, wrong >= 0 ?
-				  (unsigned int)wrong : RAID_PARITY_MEMBER,
-				  first, n, vote_repair_done);
-	if (!s)
-		return -ENOMEM;
-	for (st = first; st < first + n; st++)
-		if (rc->voted_odd + rc->voted_none + st - first <
-		    VOTE_LOG_STRIPES)
-			eprintf("tptraid: resync: stripe %" PRIu64 " (array "
-				"blocks %" PRIu64 "-%" PRIu64 "): %s\n", st,
-				st * per_stripe, (st + 1) * per_stripe - 1,
-				wrong >= 0 ? "one copy is the odd one out: "
-				"rewritten from the others" : "its copies "
-				"differ with no majority: the first copied "
-				"over the others");
-	if (wrong >= 0)
-		rc->voted_odd += n;
-	else
-		rc->voted_none += n;
-	s->priv = b;
-	b->pending++;
-	array_queue_span(a, s);
-	return 0;
-}
-
-/* Voting batch [@first, @first + @n) writes the stripes @votes say
- * differ, a span per run of stripes with the same vote; it ends when
- * they have. */
-static void vote_repair(struct tpt_array *a, uint64_t first, uint64_t n,
-			uint32_t missing, const int *votes)
-{
-	struct vote_batch *b = calloc(1, sizeof(*b));
-	uint64_t i, j;
-
-	if (!b) {
-		batch_ended(a, first, n, missing, 0, -ENOMEM);
-		return;
-	}
-	*b = (struct vote_batch){ first, n, missing, 1, 0 };
-	for (i = 0; i < n; i = j) {
-		for (j = i + 1; j < n && votes[j] == votes[i]; j++)
-			;
-		if (votes[i] != VOTE_AGREE &&
-		    vote_queue(a, b, first + i, j - i, votes[i])) {
-			b->result = -ENOMEM;
-			break;
-		}
-	}
-	vote_put(a, b);
+	recovery_batch_ended(a, s_first, n, s_missing, s_also, result);
 }
 
 static void recovery_retry(void *data)
@@ -1099,7 +622,7 @@ static bool recovery_next_batch(struct tpt_array *a)
 	 * rate; wait a second when they do. */
 	if (a->rebuild_rate &&
 	    (double)(rc->done_stripes * a->spec.unit_bytes) / 1e6 >
-	    a->rebuild_rate * elapsed(&rc->started)) {
+	    a->rebuild_rate * recovery_elapsed(&rc->started)) {
 		rc->paused = true;
 		rc->timer.func = recovery_resume;
 		rc->timer.data = a;
@@ -1135,7 +658,8 @@ static bool recovery_next_batch(struct tpt_array *a)
 		if (!rc->in_flight) {
 			rc->active = false;
 			if (rc->check)
-				check_end(a, "stopped: out of memory", false);
+				recovery_check_end(a, "stopped: out of memory",
+						   false);
 		}
 		return false;
 	}
@@ -1181,8 +705,8 @@ static const char *along_what(struct tpt_array *a, unsigned int position,
  * first stripe on: what an earlier job stopped by a failure did is clear
  * there already.  A quiet restart after a stall logs nothing new.
  */
-static void recovery_start(struct tpt_array *a, unsigned int position,
-			   bool catch_up)
+void recovery_job_start(struct tpt_array *a, unsigned int position,
+			bool catch_up)
 {
 	struct tpt_recovery *rc = &a->recovery;
 	bool quiet = position != RAID_PARITY_MEMBER &&
@@ -1278,16 +802,16 @@ void recovery_kick(struct tpt_array *a)
 	for (i = 0; i < a->nr_members; i++) {
 		p = (a->recovery.kick_from + i) % a->nr_members;
 		if (recovering_box(a, p)) {
-			recovery_start(a, p, a->pos[p].catch_up);
+			recovery_job_start(a, p, a->pos[p].catch_up);
 			return;
 		}
 	}
 	if (tpt_array_state(a) != TPT_ARRAY_OPTIMAL)
 		return;
 	if (a->unsynced)
-		recovery_start(a, RAID_PARITY_MEMBER, false);
-	else if (a->recovery.check_kept && !box_failing(a))
-		check_resume(a);
+		recovery_job_start(a, RAID_PARITY_MEMBER, false);
+	else
+		recovery_check_resume(a);
 }
 
 bool recovery_keeps_region(const struct tpt_array *a, uint64_t r)
@@ -1445,8 +969,9 @@ void recovery_stop(struct tpt_array *a)
 	/* Only a member's loss or the array's stop end a check here, and
 	 * neither loses it. */
 	if (a->recovery.active && a->recovery.check)
-		check_end(a, a->stopping ? "stopped: the array stopped" :
-			  "stopped: a box was lost", true);
+		recovery_check_end(a, a->stopping ?
+				   "stopped: the array stopped" :
+				   "stopped: a box was lost", true);
 	if (a->recovery.paused)
 		del_work(&a->recovery.timer);
 	a->recovery.paused = false;
@@ -1456,7 +981,7 @@ void recovery_stop(struct tpt_array *a)
 void recovery_progress(const struct tpt_array *a, char *buf, size_t len)
 {
 	const struct tpt_recovery *rc = &a->recovery;
-	double secs = elapsed(&rc->started), pct, rate, eta;
+	double secs = recovery_elapsed(&rc->started), pct, rate, eta;
 
 	if (!rc->active || !rc->total_stripes) {
 		snprintf(buf, len, "-");

@@ -347,7 +347,7 @@ enum tpt_span_kind {
 	TPT_SPAN_READ,
 	TPT_SPAN_WRITE,
 	TPT_SPAN_REBUILD,	/* rebuild @member's units (recovery.c) */
-	TPT_SPAN_CHECK,		/* check stripes, into @buf (recovery.c) */
+	TPT_SPAN_CHECK,		/* check stripes, into @buf (check.c) */
 };
 
 /*
@@ -657,7 +657,7 @@ struct tpt_check {
 };
 
 /* A batch of the running check that ended ahead of the stripes before
- * it (recovery.c, check_kept_advance()). */
+ * it (check.c, recovery_check_advance()). */
 struct tpt_check_ahead {
 	uint64_t first, stripes;
 	struct tpt_check_tally found;
@@ -675,7 +675,7 @@ struct tpt_recovery {
 	bool catch_up;			/* only the stripes its box missed */
 	/* The running resync is of a mirror of three or more copies: its
 	 * batches are checks, and only copies that differ are written
-	 * (recovery.c, vote_repair()); the stripes with an odd copy out
+	 * (check.c, recovery_vote_repair()); the stripes with an odd copy out
 	 * and those whose copies differed with no majority so far. */
 	bool vote;
 	uint64_t voted_odd, voted_none;
