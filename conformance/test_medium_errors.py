@@ -20,8 +20,8 @@ from tptlib import proto
 from tptlib.client import GOOD
 from tptlib.faults import BadSectors
 from test_failures import (CHECK_CONDITION, MEDIUM_ERROR, UNIT, array_state,  # noqa: F401
-                           check_all, counters, kill, members, mode, scrub, show, start, wait_log,
-                           wait_state)
+                           check_all, counters, kill, members, mode, scrub, set_param, show, start,
+                           wait_log, wait_state)
 
 N = 5
 BLOCKS = UNIT // 512
@@ -55,9 +55,10 @@ class Array:
     in, and stripes 0-7 written with random bytes."""
     STRIPES = 8
 
-    def __init__(self, tgtd_factory, client, mode, workdir, spares=0):
+    def __init__(self, tgtd_factory, client, mode, workdir, spares=0, opts=()):
         self.bad = BadSectors(workdir)
-        self.c = start(tgtd_factory, mode, n=N, spares=spares, target_env=self.bad.env())
+        self.c = start(tgtd_factory, mode, n=N, spares=spares, target_env=self.bad.env(),
+                       extra_opts=opts)
         self.client = client
         client.login("a", self.c.url)
         client.clear_unit_attentions("a")
@@ -333,6 +334,82 @@ def test_rebuild_steps_over_an_unreadable_block(tgtd_factory, client, mode, work
     scrub(a.c)
     report(f"{mode}: member {gone} lost, its rebuild meeting a lost sector of member {pos}: "
            f"stepped over, the rest rebuilt, never failed; a write of the stripe, then optimal")
+
+
+def test_resync_writes_back_what_it_cannot_read(tgtd_factory, client, mode, workdir, report):
+    """A parity resync (the operator's resync=yes here; a new array's
+    first one, the regions a crash left) that cannot read a data unit
+    writes it back from the others first, then computes the parity: the
+    resync completes and no member is failed.  Before, the member was
+    failed and the array degraded for one sector."""
+    a = Array(tgtd_factory, client, mode, workdir)
+    before = counters(a.c)
+    pos = a.lose_sectors(2, 1, offset=8192)
+    mark = len(a.c.controller.log())
+    set_param(a.c, "resync=yes")
+    wait_log(a.c, r"parity of \d+ stripes computed", since=mark)
+    k = counters(a.c)
+    assert k["member_failures"] == before["member_failures"], show(a.c)
+    assert k["medium_repairs"] > before["medium_repairs"], k
+    assert array_state(a.c) == "optimal" and {v[1] for v in members(a.c).values()} == {"up"}
+    assert "TPT-RAID recovery: none" in show(a.c), show(a.c)
+    assert a.member_bytes(2, 1) == a.expect(lba(2, 1), BLOCKS)
+    r = a.read(0, a.STRIPES * (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == a.data
+    scrub(a.c)
+    report(f"{mode}: resync=yes over member {pos}'s lost sector: written back from the "
+           f"others, the parity computed, no member failed")
+
+
+def test_resync_after_a_crash_steps_over_a_block_it_cannot_read(tgtd_factory, client, mode,
+                                                               workdir, report):
+    """After a crash, a region's parity may not match its data (a write
+    in flight there tore its stripe), so a unit a member cannot read
+    there is not the parity's to give back: rebuilt from it, a torn
+    stripe's unit would come back wrong, and be served and written back
+    so.  The resync steps over that stripe alone (its batch gone over
+    again a stripe at a time), computes the parity of the rest, fails no
+    member, and tries it again every 5 s; a host READ of the unit gets
+    MEDIUM ERROR, the units around it read right, and a write of the
+    stripe gives it back.  Before, the resync failed the member, which
+    left every unit of it in those regions unreadable."""
+    a = Array(tgtd_factory, client, mode, workdir, opts=("write_intent=no",))
+    pos = a.lose_sectors(2, 1, offset=8192)
+    kill(a.c.controller)
+    state = a.c.controller.dir / "array.state"
+    a.c.controller.start(port=a.c.controller.port)
+    a.c.controller.new_target(1, a.c.iqn)
+    a.c.controller.new_lun(1, 1, str(state), bstype="tptraid")
+    log = wait_log(a.c, r"the parity resync stopped at stripe 2: 1 stripe from there on that "
+                   r"a member cannot read is left \(position mask 0x[0-9a-f]+ cannot read its "
+                   r"units there, and their parity may not match their data")
+    assert f"position mask 0x{1 << pos:x} cannot" in log, log[-3000:]
+    assert "their parity may not match their data (a write was in flight" in log
+    assert "medium error" not in log and "failing it" not in log, log[-3000:]
+    assert array_state(a.c) == "optimal" and {v[1] for v in members(a.c).values()} == {"up"}
+    assert "TPT-RAID recovery: stopped, parity resync at stripe 2: " in show(a.c), show(a.c)
+    a.client.drop("a", check=False)
+    a.client.login("a", a.c.url)
+    a.client.clear_unit_attentions("a")
+    r = a.read(lba(2, 1), BLOCKS)
+    assert r["status"] == CHECK_CONDITION and proto.parse_sense(r["sense"]).key == MEDIUM_ERROR
+    r = a.read(lba(2, 0), BLOCKS)
+    assert r["status"] == GOOD and r["data"] == a.expect(lba(2, 0), BLOCKS)
+    r = a.read(lba(3), 5 * (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == a.expect(lba(3), 5 * (N - 1) * BLOCKS)
+    whole = os.urandom((N - 1) * UNIT)
+    assert a.write(lba(2), whole)["status"] == GOOD
+    deadline = time.monotonic() + 30
+    while "TPT-RAID recovery: none" not in show(a.c):
+        assert time.monotonic() < deadline, show(a.c)
+        time.sleep(0.2)
+    r = a.read(lba(2), (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == whole
+    assert counters(a.c)["member_failures"] == 0, show(a.c)
+    scrub(a.c)
+    report(f"{mode}: a crash, then the resync met member {pos}'s lost sector where the parity "
+           f"may be off: that stripe stepped over, its unit MEDIUM ERROR, no member failed; "
+           f"a write of the stripe, then the resync done")
 
 
 def test_raid6_rebuild_reads_around_an_unreadable_block(tgtd_factory, client, workdir, report):

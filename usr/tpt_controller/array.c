@@ -248,9 +248,35 @@ static void span_mark_stale(struct tpt_array *a, const struct tpt_span *s)
 			fine_set(a, a->parity_stale, st);
 }
 
+/*
+ * The parity positions of @s's stripes whose parity may not match their
+ * data (parity_stale): a unit a member cannot read there is not the
+ * parity's to give back, as array_missing_at() says of a box missing
+ * there.  Rebuilt from it, the unit of a stripe a crash tore would come
+ * back wrong, and be read and written back so.
+ */
+static uint32_t span_stale_parity(const struct tpt_span *s)
+{
+	const struct tpt_array *a = s->array;
+	unsigned int nr_parity = a->level->nr_parity(&a->geo), i;
+	uint32_t parity = 0;
+	uint64_t st;
+
+	if (!a->parity_stale || a->level->copies)
+		return 0;
+	for (st = s->first_stripe; st <= s->last_stripe; st++)
+		if (array_fine_has(a, a->parity_stale, st))
+			for (i = 0; i < nr_parity; i++)
+				parity |= 1u << a->level->parity_member(&a->geo,
+									st, i);
+	return parity;
+}
+
 uint32_t array_span_missing(const struct tpt_span *s)
 {
-	return s->missing | s->excluded;
+	uint32_t lacking = s->missing | s->excluded;
+
+	return s->excluded ? lacking | span_stale_parity(s) : lacking;
 }
 
 /*
@@ -947,35 +973,39 @@ bool array_lacks_too_many(const struct tpt_array *a, uint32_t lacking)
 /* Whether @s's stripes can do without @pos as well as what they lack. */
 static bool rebuildable_without(const struct tpt_span *s, unsigned int pos)
 {
-	return !array_lacks_too_many(s->array,
-				     array_span_missing(s) | 1u << pos);
+	return !array_lacks_too_many(s->array, array_span_missing(s) |
+				     1u << pos | span_stale_parity(s));
 }
 
 int array_unreadable(struct tpt_span *s, struct tpt_member *m,
 		     unsigned int pos, bool *retry)
 {
 	struct tpt_array *a = s->array;
+	bool resync = s->kind == TPT_SPAN_REBUILD &&
+		      s->member == RAID_PARITY_MEMBER && !s->repair;
 	bool repairs = (s->kind == TPT_SPAN_WRITE && !s->wrote) ||
-		       s->kind == TPT_SPAN_CHECK || s->repair;
+		       s->kind == TPT_SPAN_CHECK || s->repair || resync;
 
 	pthread_mutex_lock(&a->counters_lock);
 	a->counters.medium_errors++;
 	pthread_mutex_unlock(&a->counters_lock);
 	*retry = true;
 	/* Planned again without it: it is written back once the span has
-	 * read the rest (a READ's that cannot do without it fails then).
-	 * Not a parity resync's: the parity it would rebuild the unit from
-	 * is what the resync does not trust. */
-	if (s->kind == TPT_SPAN_READ ||
-	    (s->kind == TPT_SPAN_REBUILD && !s->repair &&
-	     s->member != RAID_PARITY_MEMBER && rebuildable_without(s, pos))) {
+	 * read the rest.  Not a parity resync's, which computes the parity
+	 * from every data unit: the unit is written back first (below),
+	 * where the parity can be trusted. */
+	if ((s->kind == TPT_SPAN_READ ||
+	     (s->kind == TPT_SPAN_REBUILD && !s->repair && !resync)) &&
+	    rebuildable_without(s, pos)) {
 		s->excluded |= 1u << pos;
 		return -ESTALE;
 	}
-	/* A write or a repair that has written nothing, a check: the
-	 * stripes are as they were, and what the others hold gives the
-	 * units back first.  Once a write has written some, only the
-	 * parity of a plan without the member knows what they hold. */
+	/* A write or a repair that has written nothing, a check, a parity
+	 * resync: the stripes are as they were, and what the others hold
+	 * gives the units back first (a resync's, where its parity can be
+	 * trusted: rebuildable_without()).  Once a write has written some,
+	 * only the parity of a plan without the member knows what they
+	 * hold. */
 	if (repairs && !(s->repair_asked & (1u << pos)) && s->repair < 2 &&
 	    rebuildable_without(s, pos)) {
 		s->repair_first |= 1u << pos;
@@ -986,14 +1016,18 @@ int array_unreadable(struct tpt_span *s, struct tpt_member *m,
 	 * written, and the span fails; failing a member would lose more.
 	 * A recovery steps over the stripes as it does over those another
 	 * position lacks, and comes back for them (recovery.c). */
-	if (repairs && !s->wrote) {
+	if ((repairs || s->kind == TPT_SPAN_READ) && !s->wrote) {
 		eprintf("tptraid: member %u cannot read its units of stripes %"
 			PRIu64 "-%" PRIu64 ", and %s: what needs them fails "
 			"until a write covers them\n", m->id, s->first_stripe,
-			s->last_stripe, array_span_missing(s) ?
-			"another position lacks them" : "neither can another "
-			"position");
+			s->last_stripe, span_stale_parity(s) ? "their parity "
+			"may not match their data (a write was in flight "
+			"there at a crash, and no resync has made them agree)" :
+			array_span_missing(s) ? "another position lacks them" :
+			"neither can another position");
 		s->lost_units = true;
+		/* What the recovery steps over the stripes for. */
+		s->excluded |= 1u << pos;
 		*retry = false;
 		return -EIO;
 	}

@@ -92,11 +92,15 @@ void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)
 		      a->fail_timeout_tuned ? " (set)" : "", a->rebuild_rate,
 		      a->rebuild_rate_tuned ? " (set)" : "");
 	recovery_progress(a, progress, sizeof(progress));
-	if (!rc->active && rc->paused && rc->stopped[0])
+	if (!rc->active && rc->paused && rc->stopped[0] &&
+	    rc->position == RAID_PARITY_MEMBER)
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: stopped, "
-			      "position %d at %s; trying again every 5 s\n",
-			      rc->position == RAID_PARITY_MEMBER ? -1 :
-			      (int)rc->position, rc->stopped);
+			      "parity resync at %s; trying again every 5 s\n",
+			      rc->stopped);
+	else if (!rc->active && rc->paused && rc->stopped[0])
+		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: stopped, "
+			      "position %u at %s; trying again every 5 s\n",
+			      rc->position, rc->stopped);
 	else if (!rc->active)
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: none\n");
 	else if (rc->check)

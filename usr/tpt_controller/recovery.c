@@ -175,14 +175,32 @@ static void recovery_finish(struct tpt_array *a)
 
 static void recovery_retry(void *data);
 
+/* Of @missing, the positions other than @position, which a rebuild of
+ * it lacks by definition (a resync's recovers none). */
+static uint32_t others_of(uint32_t missing, unsigned int position)
+{
+	return position == RAID_PARITY_MEMBER ? missing :
+	       missing & ~(1u << position);
+}
+
 /* Whether a batch planned without @missing failed for lack of positions
  * other than the one it recovers. */
 static bool lacks_others(const struct tpt_array *a, uint32_t missing,
 			 unsigned int position)
 {
-	return position != RAID_PARITY_MEMBER &&
-	       (missing & ~(1u << position)) &&
+	return others_of(missing, position) &&
 	       array_lacks_too_many(a, missing);
+}
+
+/* The parity positions of @stripe. */
+static uint32_t stripe_parity(const struct tpt_array *a, uint64_t stripe)
+{
+	uint32_t parity = 0;
+	unsigned int i;
+
+	for (i = 0; !a->level->copies && i < a->level->nr_parity(&a->geo); i++)
+		parity |= 1u << a->level->parity_member(&a->geo, stripe, i);
+	return parity;
 }
 
 /* Whether a box catching up serves one of the positions in @missing:
@@ -210,8 +228,15 @@ static void stall_why(struct tpt_array *a, uint64_t at,
 	if (!lacks_others(a, missing, position))
 		return;
 	/* Lacked there by no position: some member could not read it. */
-	unreadable = missing & ~(1u << position) & ~array_missing_at(a, at);
-	if (unreadable)
+	unreadable = others_of(missing, position) & ~array_missing_at(a, at);
+	if (position == RAID_PARITY_MEMBER)
+		/* The parity counts as lacking (array.c, span_stale_parity()):
+		 * it is what the resync does not trust. */
+		snprintf(why, len, " (position mask 0x%x cannot read its "
+			 "units there, and their parity may not match their "
+			 "data: lost until a host write covers them)",
+			 unreadable & ~stripe_parity(a, at));
+	else if (unreadable)
 		snprintf(why, len, " (position mask 0x%x cannot read its "
 			 "units there: lost sectors; a host write over them "
 			 "gives them back)", unreadable);
@@ -234,20 +259,22 @@ static void recovery_pause(struct tpt_array *a, uint64_t at,
 			   const char *what, uint32_t missing)
 {
 	struct tpt_recovery *rc = &a->recovery;
-	uint64_t *stalled = rc->position == RAID_PARITY_MEMBER ? NULL :
+	bool resync = rc->position == RAID_PARITY_MEMBER;
+	uint64_t *stalled = resync ? &rc->resync_stalled_at :
 			    &a->pos[rc->position].stalled_at;
-	char why[192];
+	char why[224], whose[32] = "the parity resync";
 
 	stall_why(a, at, missing, rc->position, why, sizeof(why));
 	snprintf(rc->stopped, sizeof(rc->stopped), "stripe %" PRIu64
 		 ": %s%s", at, what, why);
-	if (!stalled || *stalled != at + 1)
-		eprintf("tptraid: recovery of position %d stopped at %s; "
-			"trying again every 5 s\n",
-			stalled ? (int)rc->position : -1, rc->stopped);
-	if (stalled)
-		*stalled = at + 1;
-	rc->kick_from = stalled ? rc->position + 1 : 0;
+	if (!resync)
+		snprintf(whose, sizeof(whose), "recovery of position %u",
+			 rc->position);
+	if (*stalled != at + 1)
+		eprintf("tptraid: %s stopped at %s; trying again every 5 s\n",
+			whose, rc->stopped);
+	*stalled = at + 1;
+	rc->kick_from = resync ? 0 : rc->position + 1;
 	rc->active = false;
 	rc->paused = true;
 	rc->timer.func = recovery_retry;
@@ -284,6 +311,7 @@ static bool stripes_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
 		rc->done_stripes += n;
 		if (rc->position == RAID_PARITY_MEMBER) {
 			array_unsynced_done(a, s_first, s_first + n);
+			rc->resync_stalled_at = 0;
 		} else {
 			array_fine_clear(a, a->pos[rc->position].missed_fine,
 					 s_first, s_first + n);
@@ -474,8 +502,9 @@ static void recovery_span_done(struct tpt_span *s, int result)
 	if (rc->active && !job_checks(a) && result && s->excluded && n > 1 &&
 	    lacks_others(a, s_missing, rc->position)) {
 		/* A survivor could not read its units of some of these
-		 * stripes, and they lack this position too: only those are
-		 * stepped over. */
+		 * stripes, and they lack this position too (a resync's: their
+		 * parity may not match their data): only those are stepped
+		 * over. */
 		free(s);
 		if (batch_narrow(a, s_first, n, s_missing, s_also))
 			return;
@@ -608,9 +637,11 @@ static bool recovery_next_batch(struct tpt_array *a)
 			char what[96];
 
 			snprintf(what, sizeof(what), "%" PRIu64 " stripe%s "
-				 "from there on that another position lacks "
-				 "too %s left", rc->skipped,
+				 "from there on that %s %s left", rc->skipped,
 				 rc->skipped > 1 ? "s" : "",
+				 rc->position == RAID_PARITY_MEMBER ?
+				 "a member cannot read" :
+				 "another position lacks too",
 				 rc->skipped > 1 ? "are" : "is");
 			recovery_pause(a, rc->first_skipped, what,
 				       rc->skipped_missing);
@@ -709,8 +740,8 @@ void recovery_job_start(struct tpt_array *a, unsigned int position,
 			bool catch_up)
 {
 	struct tpt_recovery *rc = &a->recovery;
-	bool quiet = position != RAID_PARITY_MEMBER &&
-		     a->pos[position].stalled_at;
+	bool quiet = position == RAID_PARITY_MEMBER ?
+		     rc->resync_stalled_at : a->pos[position].stalled_at;
 	char along[96];
 
 	rc->active = true;
@@ -739,10 +770,10 @@ void recovery_job_start(struct tpt_array *a, unsigned int position,
 	else if (rc->check)
 		eprintf("tptraid: check=yes: checking %" PRIu64 " stripes "
 			"online; nothing is repaired\n", rc->total_stripes);
-	else if (position == RAID_PARITY_MEMBER)
+	else if (position == RAID_PARITY_MEMBER && !quiet)
 		eprintf("tptraid: computing the parity of %" PRIu64
 			" stripes\n", rc->total_stripes);
-	else if (!quiet)
+	else if (position != RAID_PARITY_MEMBER && !quiet)
 		eprintf("tptraid: %s position %u onto member %d (%s): %" PRIu64
 			" stripes%s%s\n", catch_up ? "catching up" : "rebuilding",
 			position, a->pos[position].member,

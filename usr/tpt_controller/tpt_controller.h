@@ -386,7 +386,8 @@ struct tpt_span {
 	 * position that still cannot read after its repair is lost there. */
 	uint32_t repair_first, repair_asked;
 	/* Failed for units lost on more positions than the level gives
-	 * back (array_unreadable()): a check counts its stripes unread. */
+	 * back (array_unreadable()): a check counts its stripes unread, a
+	 * rebuild or resync steps over them (recovery.c). */
 	bool lost_units;
 	/* WRITE: the region record generation it waits for, and whether it
 	 * counts among its regions' writes in flight (array_files.c). */
@@ -681,10 +682,14 @@ struct tpt_recovery {
 	uint64_t voted_odd, voted_none;
 	uint64_t next;			/* next stripe to recover */
 	uint64_t done_stripes, total_stripes;
-	/* Stripes stepped over because another position lacks them too,
-	 * and the first of them: the job is not done until they are. */
+	/* Stripes stepped over because another position lacks them too
+	 * (a resync: a member cannot read them, and their parity may not
+	 * match their data), and the first of them: the job is not done
+	 * until they are. */
 	uint64_t skipped, first_skipped;
 	uint32_t skipped_missing;
+	/* The parity resync's pos[].stalled_at. */
+	uint64_t resync_stalled_at;
 	struct timespec started;
 	unsigned int in_flight;		/* batches, TPT_RECOVERY_BATCHES at most */
 	/* recovery_kick() looks for a position to recover from here on. */
