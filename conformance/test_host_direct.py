@@ -495,10 +495,13 @@ def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
     fails that host's request alone, and the library sends it again
     through the controller: the host sees no error and no wrong byte, no
     member is failed, and a stock client beside it sees nothing either.
-    The route comes back: after --direct-retry (2 s here; the library's
-    default is 60, doubled for each retry that finds the path still
-    lost) the host tries direct again and stays direct.  Before, it
-    stayed plain for the rest of its session."""
+    While the route stays lost, the host tries direct again after
+    --direct-retry (1 s here; the library's default is 60) and the wait
+    doubles each time it is lost again, though requests that never touch
+    target 2 complete direct meanwhile (before, those reset the wait, so
+    the host retried every second).  The route comes back: the host goes
+    direct again and stays direct.  Before, it stayed plain for the rest
+    of its session."""
     sw, c = net.Switch(), None
     span = 8 * MiB
     try:
@@ -507,6 +510,9 @@ def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
         c = cluster.start(tgtd_factory, n=4, mode="tpt", unit=32 << 10, member_bytes=16 << 20,
                           boxes=dict(enumerate(boxes)), controller_box=ctl,
                           extra_opts=(f"fail_timeout={FAIL_TIMEOUT}",))
+        for t in c.targets:
+            t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
+                     "--lun", 1, "--params", "tpt_xfer_timeout=3")
         stock = subprocess.Popen(
             [*sw.exec_prefix(hbox), str(paths.tool("tpt-iscsi-verify")), "--model",
              str(workdir / "model"), "--zero", "--span", str(span), "--seconds", "24", "--qd", "4",
@@ -518,26 +524,39 @@ def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
             host = subprocess.Popen(
                 [*sw.exec_prefix(hbox), str(paths.tool("tpt-direct-verify")), "--offset",
                  str(span), "--span", str(span), "--zero", "--seconds", "120", "--qd", "8",
-                 "--max-bs", "1m", "--direct-retry", "2", "--final-check", c.url],
+                 "--max-bs", "1m", "--direct-retry", "1", "--final-check", c.url],
                 stdout=subprocess.PIPE, stderr=err_file, text=True)
         host.stderr_path = host_err
         moving_direct(c, host)
         blackhole(boxes[2], hbox.box_addr)
         blackhole(hbox, boxes[2].box_addr)
-        deadline = time.monotonic() + 20
-        while "no transfer moved for" not in c.targets[2].log():
-            assert time.monotonic() < deadline, c.targets[2].log()[-3000:]
-            time.sleep(0.2)
-        blackhole(boxes[2], hbox.box_addr, on=False)
-        blackhole(hbox, boxes[2].box_addr, on=False)
-        # Retries at 2, 4, 8, 16 s at the most if the path were still
-        # lost: 60 s is well past what a route back needs.
+        # Lost at 1 s, then again after retries 1 and 2 s later: each
+        # found it lost after target 2's 3 s.
         deadline = time.monotonic() + 60
-        while "host-direct again" not in host_err.read_text():
+        while "plain SCSI; direct again in 4 s" not in host_err.read_text():
             assert time.monotonic() < deadline and host.poll() is None, \
                 host_err.read_text() + c.targets[2].log()[-3000:]
             time.sleep(0.2)
-        time.sleep(3)
+        waits = re.findall(r"plain SCSI; direct again in (\d+) s", host_err.read_text())
+        assert waits == ["1", "2", "4"], host_err.read_text()
+        blackhole(boxes[2], hbox.box_addr, on=False)
+        blackhole(hbox, boxes[2].box_addr, on=False)
+        # Direct again, and holding: no fall-back for 5 s after the last
+        # "host-direct again" (target 2 gives up after 3).  Retries at
+        # 8 and 16 s at the most if the path were still lost.
+        deadline, held_from = time.monotonic() + 60, None
+        while True:
+            err = host_err.read_text()
+            direct = err.rfind("host-direct again") > err.rfind("plain SCSI;")
+            if not direct:
+                held_from = None
+            elif held_from is None:
+                held_from = time.monotonic()
+            elif time.monotonic() - held_from >= 5:
+                break
+            assert time.monotonic() < deadline and host.poll() is None, \
+                err + c.targets[2].log()[-3000:]
+            time.sleep(0.2)
         host.send_signal(signal.SIGTERM)
         res = went_on_plain(c, host, stock)
         err = host_err.read_text()

@@ -191,19 +191,26 @@ static bool host_path_failed(const struct scsi_task *task)
 /*
  * A target could not reach @cmd's host buffers (host_path_failed()):
  * plain SCSI for now, direct again later, since a route comes back.  A
- * retry that finds it still lost waits twice as long.  A command sent
- * before the last retry says nothing about the path now.
+ * retry that finds it still lost waits twice as long, and so does one
+ * lost again before direct has held a while (path_held_at): requests
+ * that never touched the target that cannot reach us complete direct
+ * meanwhile, and say nothing of its path.  A command sent before the
+ * last retry says nothing about the path now.
  */
 static void path_lost(struct tpt_init *ctx, const struct init_cmd *cmd)
 {
+	bool again = ctx->path_lost || init_now() < ctx->path_held_at;
+
 	if (!ctx->direct || cmd->direct_try != ctx->direct_tries)
 		return;
-	if (ctx->path_lost && ctx->direct_retry_wait <
-				      16 * ctx->cfg.direct_retry_s)
+	if (!again)
+		ctx->direct_retry_wait = ctx->cfg.direct_retry_s;
+	else if (ctx->direct_retry_wait < 16 * ctx->cfg.direct_retry_s)
 		ctx->direct_retry_wait *= 2;
 	init_log(ctx, TPT_INIT_LOG_WARNING, "%s: %s plain SCSI; direct again "
 		 "in %u s", ctx->err, ctx->path_lost ? "still lost, back to" :
-		 "falling back to", ctx->direct_retry_wait);
+		 again ? "lost again, back to" : "falling back to",
+		 ctx->direct_retry_wait);
 	ctx->path_lost = true;
 	ctx->direct = false;
 	ctx->direct_retry_at = init_now() + ctx->direct_retry_wait;
@@ -241,7 +248,9 @@ static void cmd_cb(struct iscsi_context *iscsi, int status,
 		    cmd->direct_try == ctx->direct_tries) {
 			init_log(ctx, TPT_INIT_LOG_WARNING, "host-direct again");
 			ctx->path_lost = false;
-			ctx->direct_retry_wait = ctx->cfg.direct_retry_s;
+			ctx->path_held_at = init_now() +
+					    ctx->direct_retry_wait +
+					    INIT_PATH_HOLD_S;
 		}
 		for (p = cmd; p; p = p->merged) {
 			size_t bytes = (size_t)p->blocks * ctx->block_size;

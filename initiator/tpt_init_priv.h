@@ -25,6 +25,12 @@ _Static_assert(TPT_INIT_MERGE_MAX == TPT_HOST_DESC_MAX,
 /* UNIT ATTENTIONs one command may absorb (a new nexus sees a few). */
 #define INIT_UA_RETRIES 8
 
+/* How long direct must hold after a retry, beyond the wait before it,
+ * for the next path lost to start the wait over: longer than a target
+ * takes to give up on us (tpt_xfer_timeout, 10 s by default) and the
+ * controller to tell us. */
+#define INIT_PATH_HOLD_S 30
+
 enum init_state {
 	INIT_NEW,		/* nothing sent yet */
 	INIT_CONNECTING,	/* login, capacity, host key */
@@ -98,6 +104,9 @@ struct tpt_init {
 	bool path_lost;
 	double direct_retry_at;
 	unsigned int direct_retry_wait;
+	/* Direct again since a retry: the wait starts over from
+	 * direct_retry_s only for a path lost from this time on. */
+	double path_held_at;
 	/* Times direct was taken up again: only what a command sent since
 	 * the last time meets says whether the path is back. */
 	unsigned int direct_tries;

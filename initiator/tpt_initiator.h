@@ -113,7 +113,8 @@ struct tpt_init_config {
 	unsigned int merge_max;
 	/* A target that could not reach our datamover (a route lost)
 	 * sends us on plain SCSI through the controller; this many seconds
-	 * later, direct is tried again, and each time it fails again the
+	 * later, direct is tried again, and each time it fails again (or
+	 * is lost again within 30 s of the wait after it came back) the
 	 * wait doubles, up to 16 times this.  0: 60; at most 3600. */
 	unsigned int direct_retry_s;
 
