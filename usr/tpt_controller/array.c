@@ -977,6 +977,18 @@ static bool rebuildable_without(const struct tpt_span *s, unsigned int pos)
 				     1u << pos | span_stale_parity(s));
 }
 
+/* For the log: @m's units of @s's stripes are lost until written. */
+static void say_lost(const struct tpt_span *s, const struct tpt_member *m)
+{
+	eprintf("tptraid: member %u cannot read its units of stripes %" PRIu64
+		"-%" PRIu64 ", and %s: what needs them fails until a write "
+		"covers them\n", m->id, s->first_stripe, s->last_stripe,
+		span_stale_parity(s) ? "their parity may not match their data "
+		"(a write was in flight there at a crash, and no resync has "
+		"made them agree)" : array_span_missing(s) ?
+		"another position lacks them" : "neither can another position");
+}
+
 int array_unreadable(struct tpt_span *s, struct tpt_member *m,
 		     unsigned int pos, bool *retry)
 {
@@ -1017,14 +1029,11 @@ int array_unreadable(struct tpt_span *s, struct tpt_member *m,
 	 * A recovery steps over the stripes as it does over those another
 	 * position lacks, and comes back for them (recovery.c). */
 	if ((repairs || s->kind == TPT_SPAN_READ) && !s->wrote) {
-		eprintf("tptraid: member %u cannot read its units of stripes %"
-			PRIu64 "-%" PRIu64 ", and %s: what needs them fails "
-			"until a write covers them\n", m->id, s->first_stripe,
-			s->last_stripe, span_stale_parity(s) ? "their parity "
-			"may not match their data (a write was in flight "
-			"there at a crash, and no resync has made them agree)" :
-			array_span_missing(s) ? "another position lacks them" :
-			"neither can another position");
+		/* A resync trying the stripe it stopped at again (every 5 s)
+		 * said so when it stopped. */
+		if (!resync || a->recovery.resync_stalled_at !=
+			       s->first_stripe + 1)
+			say_lost(s, m);
 		s->lost_units = true;
 		/* What the recovery steps over the stripes for. */
 		s->excluded |= 1u << pos;
