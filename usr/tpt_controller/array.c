@@ -168,6 +168,17 @@ static bool position_valid(struct tpt_array *a, unsigned int p,
 	}
 }
 
+uint32_t array_stripe_parity(const struct tpt_array *a, uint64_t stripe)
+{
+	uint32_t parity = 0;
+	unsigned int i;
+
+	for (i = 0; !a->level->copies && i < a->level->nr_parity(&a->geo);
+	     i++)
+		parity |= 1u << a->level->parity_member(&a->geo, stripe, i);
+	return parity;
+}
+
 uint32_t array_missing_at(struct tpt_array *a, uint64_t stripe)
 {
 	uint32_t missing = 0;
@@ -179,11 +190,9 @@ uint32_t array_missing_at(struct tpt_array *a, uint64_t stripe)
 	/* A box missing where the parity may disagree with what a host
 	 * wrote: its units there are unknown, not the parity's to give.
 	 * A copy that disagrees is only another version of its data. */
-	if (missing && a->parity_stale && !a->level->copies &&
+	if (missing && a->parity_stale &&
 	    array_fine_has(a, a->parity_stale, stripe))
-		for (p = 0; p < a->level->nr_parity(&a->geo); p++)
-			missing |= 1u << a->level->parity_member(&a->geo,
-								 stripe, p);
+		missing |= array_stripe_parity(a, stripe);
 	return missing;
 }
 
@@ -258,17 +267,13 @@ static void span_mark_stale(struct tpt_array *a, const struct tpt_span *s)
 static uint32_t span_stale_parity(const struct tpt_span *s)
 {
 	const struct tpt_array *a = s->array;
-	unsigned int nr_parity = a->level->nr_parity(&a->geo), i;
 	uint32_t parity = 0;
 	uint64_t st;
 
-	if (!a->parity_stale || a->level->copies)
-		return 0;
-	for (st = s->first_stripe; st <= s->last_stripe; st++)
+	for (st = s->first_stripe; a->parity_stale && st <= s->last_stripe;
+	     st++)
 		if (array_fine_has(a, a->parity_stale, st))
-			for (i = 0; i < nr_parity; i++)
-				parity |= 1u << a->level->parity_member(&a->geo,
-									st, i);
+			parity |= array_stripe_parity(a, st);
 	return parity;
 }
 

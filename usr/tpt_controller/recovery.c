@@ -192,16 +192,6 @@ static bool lacks_others(const struct tpt_array *a, uint32_t missing,
 	       array_lacks_too_many(a, missing);
 }
 
-/* The parity positions of @stripe. */
-static uint32_t stripe_parity(const struct tpt_array *a, uint64_t stripe)
-{
-	uint32_t parity = 0;
-	unsigned int i;
-
-	for (i = 0; !a->level->copies && i < a->level->nr_parity(&a->geo); i++)
-		parity |= 1u << a->level->parity_member(&a->geo, stripe, i);
-	return parity;
-}
 
 /* Whether a box catching up serves one of the positions in @missing:
  * force_recovery can take what it holds. */
@@ -235,7 +225,7 @@ static void stall_why(struct tpt_array *a, uint64_t at,
 		snprintf(why, len, " (position mask 0x%x cannot read its "
 			 "units there, and their parity may not match their "
 			 "data: lost until a host write covers them)",
-			 unreadable & ~stripe_parity(a, at));
+			 unreadable & ~array_stripe_parity(a, at));
 	else if (unreadable)
 		snprintf(why, len, " (position mask 0x%x cannot read its "
 			 "units there: lost sectors; a host write over them "

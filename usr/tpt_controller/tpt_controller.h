@@ -421,6 +421,8 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		   const struct tpt_array_counters *delta);
 /* Positions whose boxes do not hold @stripe's units as they should. */
 uint32_t array_missing_at(struct tpt_array *a, uint64_t stripe);
+/* The positions of @stripe's parity units (none in a mirror). */
+uint32_t array_stripe_parity(const struct tpt_array *a, uint64_t stripe);
 /* Positions @s must be planned without, computed when it starts. */
 uint32_t array_span_missing(const struct tpt_span *s);
 /* The box serving position @pos, or NULL. */
