@@ -106,14 +106,8 @@ void recovery_check_end(struct tpt_array *a, const char *how, bool keep)
 static bool resync_keeps(const struct tpt_array *a, uint64_t stripe,
 			 unsigned int wrong)
 {
-	unsigned int i;
-
-	if (a->level->copies)
-		return false;
-	for (i = 0; i < a->level->nr_parity(&a->geo); i++)
-		if (a->level->parity_member(&a->geo, stripe, i) == wrong)
-			return false;
-	return true;
+	return !a->level->copies &&
+	       !(array_stripe_parity(a, stripe) & (1u << wrong));
 }
 
 /* What stripe @i of check batch @s holds: its units agree, or no single
