@@ -19,9 +19,9 @@ import pytest
 from tptlib import proto
 from tptlib.client import GOOD
 from tptlib.faults import BadSectors
-from test_failures import (CHECK_CONDITION, MEDIUM_ERROR, UNIT, array_state,  # noqa: F401
-                           check_all, counters, kill, members, mode, scrub, set_param, show, start,
-                           wait_log, wait_state)
+from test_failures import (CHECK_CONDITION, MEDIUM_ERROR, MEMBER_BYTES, UNIT,  # noqa: F401
+                           array_state, check_all, check_figures, counters, kill, members, mode,
+                           scrub, set_param, show, start, wait_log, wait_state)
 
 N = 5
 BLOCKS = UNIT // 512
@@ -55,10 +55,10 @@ class Array:
     in, and stripes 0-7 written with random bytes."""
     STRIPES = 8
 
-    def __init__(self, tgtd_factory, client, mode, workdir, spares=0, opts=()):
+    def __init__(self, tgtd_factory, client, mode, workdir, spares=0, opts=(), **kw):
         self.bad = BadSectors(workdir)
         self.c = start(tgtd_factory, mode, n=N, spares=spares, target_env=self.bad.env(),
-                       extra_opts=opts)
+                       extra_opts=opts, **kw)
         self.client = client
         client.login("a", self.c.url)
         client.clear_unit_attentions("a")
@@ -230,6 +230,51 @@ def test_check_goes_on_over_a_stripe_it_cannot_read(tgtd_factory, client, mode, 
     report(f"{mode}: check=yes over a RAID-5 stripe with lost sectors on members {lost}: "
            f"that stripe counted unread, the check completed ({fig[2]} stripes), "
            f"member {later}'s lost sector further on written back, no member failed")
+
+
+def test_check_stopped_by_a_crash_keeps_what_it_could_not_read(tgtd_factory, client, mode,
+                                                              workdir, report):
+    """kill -9 of the controller during a slow check that has met a
+    stripe it cannot read (two members' units lost) and one further on:
+    the state file keeps the unread count with where the check got to
+    (check FROM MISMATCHES UNREADABLE), and the check resumed by the next
+    start counts both stripes, each once.  Before, the count was lost with
+    the restart, and a batch gone over a stripe at a time held the kept
+    point back while later batches ended ahead of it: the state file
+    stopped following the check."""
+    a = Array(tgtd_factory, client, mode, workdir, member_bytes=2 * MEMBER_BYTES)
+    for stripe in (1, 460):
+        a.lose_sectors(stripe, 0)
+        a.lose_sectors(stripe, 2, offset=16384)
+    state = a.c.controller.dir / "array.state"
+    set_param(a.c, "rebuild_rate=1")
+    set_param(a.c, "check=yes")
+    deadline = time.monotonic() + 60
+    while not (m := re.search(r"^check (\d+) (\d+) (\d+)$", state.read_text(), re.M)):
+        assert time.monotonic() < deadline, (state.read_text(), show(a.c))
+        time.sleep(0.2)
+    kill(a.c.controller)
+    kept, mismatched, unread = map(int, m.groups())
+    assert 1 < kept < 460 and (mismatched, unread) == (0, 1), m.group(0)
+    a.c.controller.start(port=a.c.controller.port)
+    a.c.controller.new_target(1, a.c.iqn)
+    a.c.controller.new_lun(1, 1, str(state), bstype="tptraid")
+    wait_state(a.c, {"optimal"}, timeout=30)
+    set_param(a.c, "rebuild_rate=0")
+    deadline = time.monotonic() + 60
+    while (fig := check_figures(a.c)) is None or fig[0] == "running":
+        assert time.monotonic() < deadline, show(a.c)
+        time.sleep(0.2)
+    assert fig[1] == fig[2] and fig[3] == 0 and fig[4] == "completed", (fig, show(a.c))
+    assert "TPT-RAID check: unreadable_stripes 2\n" in show(a.c), show(a.c)
+    log = a.c.controller.log()
+    assert re.search(rf"check completed: {fig[2]} of {fig[2]} stripes checked in [\d.]+ s "
+                     rf"\(from stripe {kept} on, after a restart\), 2 not read", log), \
+        log[-3000:]
+    assert counters(a.c)["member_failures"] == 0, show(a.c)
+    report(f"{mode}: controller killed {kept} of {fig[2]} stripes into a check that could not "
+           f"read stripe 1; the state file kept the count, the resumed check counted stripes "
+           f"1 and 460 unread, once each")
 
 
 @pytest.mark.parametrize("raid,n", [(1, 3), (6, 6)])

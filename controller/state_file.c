@@ -192,14 +192,25 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 				   l);
 	*arg2++ = '\0';
 	if (!strcmp(l, "check")) {
+		/* UNREADABLE came later: a file without it has none. */
+		char *arg3 = strchr(arg2, ' ');
+		uint64_t c = 0;
+
+		if (arg3)
+			*arg3++ = '\0';
 		if (seen[6] || !parse_uint(rest, UINT64_MAX, &a, 10) ||
-		    !parse_uint(arg2, UINT64_MAX, &b, 10) || b > a)
+		    !parse_uint(arg2, UINT64_MAX, &b, 10) ||
+		    (arg3 && !parse_uint(arg3, UINT64_MAX, &c, 10)) ||
+		    b > a || c > a - b)
 			return state_error(err, errlen, n, "check: at most "
-					   "once, FROM and MISMATCHES (stripes,"
-					   " decimal, MISMATCHES <= FROM)");
+					   "once, FROM, MISMATCHES and "
+					   "optionally UNREADABLE (stripes, "
+					   "decimal, MISMATCHES + UNREADABLE "
+					   "<= FROM)");
 		st->has_check = true;
 		st->check_from = a;
 		st->check_mismatches = b;
+		st->check_unreadable = c;
 		seen[6] = true;
 		return 0;
 	}
@@ -350,12 +361,20 @@ int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 	if (st->has_fail_timeout &&
 	    !state_append(buf, len, &at, "fail_timeout %u\n", st->fail_timeout))
 		return -ENOSPC;
-	if ((st->has_check && st->check_mismatches > st->check_from) ||
+	if ((st->has_check && (st->check_mismatches > st->check_from ||
+			       st->check_unreadable > st->check_from -
+						      st->check_mismatches)) ||
 	    !check_located_valid(st))
 		return -EINVAL;
 	if (st->has_check &&
-	    !state_append(buf, len, &at, "check %" PRIu64 " %" PRIu64 "\n",
+	    !state_append(buf, len, &at, "check %" PRIu64 " %" PRIu64,
 			  st->check_from, st->check_mismatches))
+		return -ENOSPC;
+	/* Left out when 0: a controller from before it reads the file. */
+	if (st->has_check && st->check_unreadable &&
+	    !state_append(buf, len, &at, " %" PRIu64, st->check_unreadable))
+		return -ENOSPC;
+	if (st->has_check && !state_append(buf, len, &at, "\n"))
 		return -ENOSPC;
 	if (st->nr_check_located) {
 		if (!state_append(buf, len, &at, "check_located %" PRIu64,

@@ -13,7 +13,7 @@
  *   position 1 5
  *   rebuild_rate 200
  *   fail_timeout 10
- *   check 1024 3
+ *   check 1024 3 1
  *   check_located 1 0 2 0 0 0
  *   creating yes
  *
@@ -29,8 +29,10 @@
  * once, are what the operator set with tgtadm after creation: they win over
  * the definition's values, so a restart keeps them.  "check", at most
  * once, is an operator's check (check=yes) that a restart interrupted:
- * stripes 0 to FROM-1 were checked and MISMATCHES of them disagreed, and
- * the controller goes on from FROM.  "check_located", at most once and
+ * stripes 0 to FROM-1 were checked, MISMATCHES of them disagreed and
+ * UNREADABLE (optional, 0 if left out) could not be read (units lost on
+ * more positions than the level gives back), and the controller goes on
+ * from FROM.  "check_located", at most once and
  * only with "check", is what it had located in those stripes: KEPT, then a
  * count per position (as many as "position" lines) of the stripes whose
  * one wrong unit that position holds; KEPT of them resync=yes would keep
@@ -68,11 +70,12 @@ struct tpt_state {
 	/* Set with tgtadm since creation (has_*), over the spec's. */
 	bool has_rebuild_rate, has_fail_timeout;
 	unsigned int rebuild_rate, fail_timeout;
-	/* A check to go on with (has_check): FROM and MISMATCHES, and the
-	 * wrong units it located per position (check_located, as many as
-	 * positions, or none) and how many of them resync would keep. */
+	/* A check to go on with (has_check): FROM, MISMATCHES and
+	 * UNREADABLE, and the wrong units it located per position
+	 * (check_located, as many as positions, or none) and how many of
+	 * them resync would keep. */
 	bool has_check;
-	uint64_t check_from, check_mismatches;
+	uint64_t check_from, check_mismatches, check_unreadable;
 	unsigned int nr_check_located;
 	uint64_t check_located[TPT_SPEC_MAX_MEMBERS], check_located_kept;
 	/* The array's creation has not finished ("creating yes"). */

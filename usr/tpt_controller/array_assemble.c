@@ -462,6 +462,7 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		struct tpt_check_tally found = {
 			.mismatches = state->check_mismatches,
 			.located_kept = state->check_located_kept,
+			.unreadable = state->check_unreadable,
 		};
 
 		memcpy(found.located, state->check_located,

@@ -437,6 +437,7 @@ static char *state_text(struct tpt_array *a, const char *path,
 	st->has_check = a->recovery.check_kept;
 	st->check_from = a->recovery.kept_from;
 	st->check_mismatches = a->recovery.kept.mismatches;
+	st->check_unreadable = a->recovery.kept.unreadable;
 	/* What it located, if anything: a count per position. */
 	for (i = 0; i < a->nr_members && st->has_check; i++)
 		if (a->recovery.kept.located[i])

@@ -206,7 +206,8 @@ void recovery_check_advance(struct tpt_array *a, uint64_t first,
 	unsigned int i;
 
 	if (first != rc->kept_from) {
-		/* At most the batches in flight with it are ahead. */
+		/* recovery_step() starts no batch that could not wait
+		 * here. */
 		if (rc->nr_ahead < TPT_RECOVERY_BATCHES)
 			rc->ahead[rc->nr_ahead++] = (struct tpt_check_ahead) {
 				first, stripes, *found };

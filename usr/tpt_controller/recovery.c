@@ -695,8 +695,14 @@ static void recovery_step(struct tpt_array *a)
 {
 	struct tpt_recovery *rc = &a->recovery;
 
+	/* A check's batches that ended ahead of the kept point wait in
+	 * rc->ahead (recovery_check_advance()) until the one before them
+	 * ends, a narrowed one a stripe at a time: none starts that could
+	 * not wait there. */
 	while (rc->active && !rc->paused && !a->stopping &&
 	       rc->in_flight < batches_max(a) &&
+	       !(rc->check &&
+		 rc->in_flight + rc->nr_ahead >= TPT_RECOVERY_BATCHES) &&
 	       recovery_next_batch(a))
 		;
 }

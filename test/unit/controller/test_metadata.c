@@ -267,6 +267,15 @@ static void state_file(void)
 	CHECK_EQ(tpt_state_parse(buf, (size_t)n, back, err, sizeof(err)), 0);
 	CHECK_MEM(back, st, sizeof(*st));
 	CHECK_EQ(tpt_state_format(st, buf, 20), -ENOSPC);
+	/* Stripes the check could not read: a third value, only when any. */
+	CHECK_EQ(st->check_unreadable, 0);
+	st->check_unreadable = 2;
+	n = tpt_state_format(st, buf, 1 << 16);
+	CHECK(n > 0 && strstr(buf, "\ncheck 1024 3 2\n") != NULL);
+	CHECK_EQ(tpt_state_parse(buf, (size_t)n, back, err, sizeof(err)), 0);
+	CHECK_MEM(back, st, sizeof(*st));
+	st->check_unreadable = 1022;
+	CHECK_EQ(tpt_state_format(st, buf, 1 << 16), -EINVAL);
 
 	expect_refused("array 0000000000000001\n", "line 1: not a tptraid");
 	expect_refused("tptraid-state 2\n", "tptraid-state 1");
@@ -315,7 +324,13 @@ static void state_file(void)
 	expect_refused("tptraid-state 1\ncheck 1024\n",
 		       "line 2: check: expected two values");
 	expect_refused("tptraid-state 1\ncheck 3 4\n",
-		       "line 2: check: at most once, FROM and MISMATCHES");
+		       "line 2: check: at most once, FROM, MISMATCHES and "
+		       "optionally UNREADABLE");
+	expect_refused("tptraid-state 1\ncheck 5 3 3\n",
+		       "line 2: check: at most once, FROM, MISMATCHES");
+	expect_refused("tptraid-state 1\ncheck 5 0 x\n", "line 2: check");
+	expect_refused("tptraid-state 1\ncheck 5 0 1 2\n", "line 2: check");
+	expect_refused("tptraid-state 1\ncheck 5 0 \n", "line 2: check");
 	expect_refused("tptraid-state 1\ncheck 0x10 0\n", "line 2: check");
 	expect_refused("tptraid-state 1\ncheck 5 0\ncheck 5 0\n",
 		       "line 3: check: at most once");
