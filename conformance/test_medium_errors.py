@@ -50,6 +50,16 @@ def lba(stripe, data_index=0, n=N):
     return (stripe * (n - 1) + data_index) * BLOCKS
 
 
+def retried_quietly(c):
+    """Until a recovery stopped by a unit it cannot get has tried again
+    (every 5 s), meeting the member's lost sector once more: that retry
+    logs no line of its own - the stop said what it could not read."""
+    mark = len(c.controller.log())
+    wait_counter(c, "medium_errors", counters(c)["medium_errors"] + 1)
+    again = c.controller.log()[mark:]
+    assert not re.search(r"member \d+: .*failed|cannot read its units", again), again
+
+
 class Array:
     """A RAID-5 of N targets whose disks can lose sectors, a host logged
     in, and stripes 0-7 written with random bytes."""
@@ -345,6 +355,38 @@ def test_unreadable_block_with_a_box_lost(tgtd_factory, client, mode, workdir, r
            f"the rest right")
 
 
+def test_read_error_says_which_block_it_could_not_read(tgtd_factory, client, mode, workdir,
+                                                       report):
+    """Two members' units of stripe 34 unreadable: a READ of stripes 0-39
+    gets MEDIUM ERROR, UNRECOVERED READ ERROR with the first block it
+    lost in the sense INFORMATION (VALID set), and every stripe before
+    34: the residual counts only stripes 34-39.  So Linux's sd completes
+    the blocks before the lost one and fails the rest, as it does for a
+    disk that reports the sector it could not read.  Before, the host got
+    no INFORMATION, and a residual of 0 with the whole buffer sent, what
+    the array had not read there included: whatever that memory held
+    before, another command's bytes.  A READ that starts in the stripe
+    gets no data at all."""
+    a = Array(tgtd_factory, client, mode, workdir)
+    lost = sorted({a.lose_sectors(34, 0), a.lose_sectors(34, 2)})
+    stripe_bytes = (N - 1) * UNIT
+    for first, stripes in ((0, 40), (33, 2), (34, 1)):
+        r = a.read(lba(first), stripes * (N - 1) * BLOCKS)
+        assert r["status"] == CHECK_CONDITION, (first, r["status"])
+        sense = proto.parse_sense(r["sense"])
+        assert (sense.key, sense.asc, sense.ascq) == (MEDIUM_ERROR, 0x11, 0x00), sense
+        assert sense.info_valid and sense.information == lba(34, 0), (first, sense)
+        unread = (first + stripes - 34) * stripe_bytes
+        assert (r["residual_kind"], r["residual"]) == ("underflow", unread), (first, r)
+    r = a.read(lba(34, 1), BLOCKS)
+    assert r["status"] == GOOD and r["data"] == bytes(UNIT), r["status"]
+    r = a.read(lba(30), 4 * (N - 1) * BLOCKS)
+    assert r["status"] == GOOD, r
+    assert counters(a.c)["member_failures"] == 0, show(a.c)
+    report(f"{mode}: units of stripe 34 lost on members {lost}: READs of stripes 0-39, 33-34 "
+           f"and 34 got MEDIUM ERROR naming LBA {lba(34, 0)} and the stripes before it")
+
+
 def test_rebuild_steps_over_an_unreadable_block(tgtd_factory, client, mode, workdir, report):
     """The classic RAID-5 double fault: a box lost, and while its units
     are rebuilt onto the spare a survivor cannot read a sector.  That
@@ -367,6 +409,7 @@ def test_rebuild_steps_over_an_unreadable_block(tgtd_factory, client, mode, work
     assert array_state(a.c) == "rebuilding", show(a.c)
     assert members(a.c)[pos][1] == "up", show(a.c)
     assert "failed" not in re.findall(r"the array is (\w+)", log)
+    retried_quietly(a.c)
     r = a.read(lba(3), 5 * (N - 1) * BLOCKS)
     assert r["status"] == GOOD and r["data"] == a.expect(lba(3), 5 * (N - 1) * BLOCKS)
     whole = os.urandom((N - 1) * UNIT)
@@ -433,6 +476,7 @@ def test_resync_after_a_crash_steps_over_a_block_it_cannot_read(tgtd_factory, cl
     assert "medium error" not in log and "failing it" not in log, log[-3000:]
     assert array_state(a.c) == "optimal" and {v[1] for v in members(a.c).values()} == {"up"}
     assert "TPT-RAID recovery: stopped, parity resync at stripe 2: " in show(a.c), show(a.c)
+    retried_quietly(a.c)
     a.client.drop("a", check=False)
     a.client.login("a", a.c.url)
     a.client.clear_unit_attentions("a")

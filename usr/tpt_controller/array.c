@@ -285,6 +285,34 @@ uint32_t array_span_missing(const struct tpt_span *s)
 }
 
 /*
+ * The first block of READ span @s, failed for lack of units (boxes lost,
+ * units members could not read), that its stripe cannot give: on a
+ * position it lacks, in a stripe that lacks more than the level gives
+ * back.  What a disk reports in the sense INFORMATION of a READ it could
+ * not complete.  The span's first block when none stands out.
+ */
+uint64_t array_span_first_lost(const struct tpt_span *s)
+{
+	const struct tpt_array *a = s->array;
+	uint64_t lba = s->lba, end = s->lba + s->blocks;
+	struct raid_chunk c;
+
+	while (lba < end) {
+		uint32_t lacking = s->missing | s->excluded;
+
+		a->level->map(&a->geo, lba, &c);
+		if (s->excluded && a->parity_stale &&
+		    array_fine_has(a, a->parity_stale, c.stripe))
+			lacking |= array_stripe_parity(a, c.stripe);
+		if (array_lacks_too_many(a, lacking) &&
+		    (a->level->copies || (lacking & (1u << c.member))))
+			return lba;
+		lba += a->geo.unit_blocks - c.member_lba % a->geo.unit_blocks;
+	}
+	return s->lba;
+}
+
+/*
  * Fix what @s plans without, cutting it where that changes within it (a
  * position recovered in part of the span, or missed in part): the rest becomes
  * the request's next span.  A rebuild span names its target position,
@@ -348,10 +376,11 @@ static struct tpt_span *span_next(struct tpt_req *r)
 
 	if (!s)
 		return NULL;
-	cut = (r->next / per_stripe + TPT_SPAN_MAX_STRIPES) * per_stripe;
+	cut = (r->next / per_stripe +
+	       (r->stripe_at_a_time ? 1 : TPT_SPAN_MAX_STRIPES)) * per_stripe;
 	/* A mirror's reads and writes take no slots: nothing bounds its
 	 * span but the request. */
-	if (cut > end || a->level->copies)
+	if (cut > end || (a->level->copies && !r->stripe_at_a_time))
 		cut = end;
 	s->kind = r->kind == TPT_REQ_WRITE ? TPT_SPAN_WRITE : TPT_SPAN_READ;
 	s->req = r;
@@ -645,6 +674,23 @@ static void span_retry_later(struct tpt_array *a, struct tpt_span *s,
 
 /* Long enough for a hung member to be found failed, and its requests to
  * be planned without it. */
+/*
+ * READ span @s met units lost on more positions than the level gives
+ * back, somewhere in its stripes: it keeps its first stripe, without
+ * what it excluded, and the request goes on a stripe at a time (it
+ * fails at the stripe that lacks them).
+ */
+static void span_narrow(struct tpt_array *a, struct tpt_span *s)
+{
+	uint64_t per_stripe = raid_stripe_data_blocks(a->level, &a->geo);
+
+	s->narrow = false;
+	s->excluded = 0;
+	s->blocks = (uint32_t)((s->first_stripe + 1) * per_stripe - s->lba);
+	s->last_stripe = s->first_stripe;
+	s->req->stripe_at_a_time = true;
+}
+
 static bool span_may_retry(struct tpt_array *a, struct tpt_span *s)
 {
 	return !a->stopping &&
@@ -715,6 +761,8 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		s->attempts++;
 		/* A fault a member has since been failed for, or one that a
 		 * re-plan alone cures: at once; anything else after a pause. */
+		if (s->narrow)
+			span_narrow(a, s);
 		if (array_missing_at(a, s->first_stripe) != s->missing ||
 		    result == -ESTALE) {
 			s->missing = 0;
@@ -750,9 +798,16 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		*(s->kind == TPT_SPAN_WRITE ? in : out) += bytes;
 	}
 	pthread_mutex_unlock(&a->counters_lock);
-	if (result && !r->result)
+	if (result && !r->result) {
+		/* The spans before it have their blocks read: a READ's host
+		 * gets those, and where it failed. */
 		r->result = result;
-	r->next = s->lba + s->blocks;
+		r->next = s->lba;
+		if (s->kind == TPT_SPAN_READ)
+			r->lost_lba = array_span_first_lost(s);
+	} else {
+		r->next = s->lba + s->blocks;
+	}
 	free(s);
 	req_continue(r);
 	array_run_waiting(a);
@@ -810,6 +865,7 @@ void tpt_array_submit(struct tpt_array *a, struct tpt_req *r)
 	r->array = a;
 	r->next = r->lba;
 	r->result = 0;
+	r->lost_lba = r->lba;
 	if (r->kind == TPT_REQ_SYNC) {
 		sync_start(r);
 		return;
@@ -982,6 +1038,25 @@ static bool rebuildable_without(const struct tpt_span *s, unsigned int pos)
 				     1u << pos | span_stale_parity(s));
 }
 
+/*
+ * Whether a member's failed command under @s goes without its own log
+ * line: a medium error met again by a recovery trying the stripes it
+ * stopped at every 5 s, which said what it could not read when it
+ * stopped (recovery_pause()).
+ */
+bool array_failure_quiet(const struct tpt_span *s,
+			 const struct scsi_task *task, int status)
+{
+	const struct tpt_array *a = s->array;
+
+	if (status != SCSI_STATUS_CHECK_CONDITION || !task ||
+	    task->sense.key != SCSI_SENSE_MEDIUM_ERROR ||
+	    s->kind != TPT_SPAN_REBUILD || s->repair)
+		return false;
+	return s->member == RAID_PARITY_MEMBER ?
+	       a->recovery.resync_stalled_at : a->pos[s->member].stalled_at;
+}
+
 /* For the log: @m's units of @s's stripes are lost until written. */
 static void say_lost(const struct tpt_span *s, const struct tpt_member *m)
 {
@@ -1033,6 +1108,10 @@ int array_unreadable(struct tpt_span *s, struct tpt_member *m,
 	 * written, and the span fails; failing a member would lose more.
 	 * A recovery steps over the stripes as it does over those another
 	 * position lacks, and comes back for them (recovery.c). */
+	if (s->kind == TPT_SPAN_READ && s->first_stripe < s->last_stripe) {
+		s->narrow = true;
+		return -ESTALE;
+	}
 	if ((repairs || s->kind == TPT_SPAN_READ) && !s->wrote) {
 		/* A resync trying the stripe it stopped at again (every 5 s)
 		 * said so when it stopped. */

@@ -93,6 +93,33 @@ void tptraid_io_error(struct scsi_cmd *cmd, int err, bool write)
 			 err == -ENOMEM ? ASC_INTERNAL_TGT_FAILURE :
 			 write ? ASC_WRITE_ERROR : ASC_READ_ERROR);
 	scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+	/* No data: tgt sends the in buffer with CHECK CONDITION too, up
+	 * to its transfer length, and what the array did not read there
+	 * is whatever the buffer held before - another command's data. */
+	if (scsi_get_data_dir(cmd) == DATA_READ ||
+	    scsi_get_data_dir(cmd) == DATA_BIDIRECTIONAL)
+		scsi_set_in_resid_by_actual(cmd, 0);
+}
+
+/*
+ * READ @r failed: its host gets the blocks read before the span that
+ * failed, and in the sense INFORMATION the first block the array could
+ * not get, as a disk reports the sector it could not read (Linux's sd
+ * completes the blocks before it and fails only the rest).
+ */
+static void read_error(struct scsi_cmd *cmd, const struct tpt_req *r)
+{
+	struct scsi_lu *lu = cmd->dev;
+
+	if (r->result != -EIO && r->result != -ENODATA) {
+		tptraid_io_error(cmd, r->result, false);
+		return;
+	}
+	sense_data_build_with_info(cmd, MEDIUM_ERROR, ASC_READ_ERROR,
+				   r->lost_lba);
+	scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+	scsi_set_in_resid_by_actual(cmd, (uint32_t)(r->next - r->lba) <<
+					 lu->blk_shift);
 }
 
 static void io_error(struct scsi_cmd *cmd, int err)
@@ -380,6 +407,8 @@ static void loop_io_answer(struct tptraid_io *io)
 
 	if (io->r.direct)
 		tpt_hosts_io_answer(cmd, &io->r);
+	else if (io->r.result && io->r.kind == TPT_REQ_READ)
+		read_error(cmd, &io->r);
 	else if (io->r.result)
 		io_error(cmd, io->r.result);
 	else

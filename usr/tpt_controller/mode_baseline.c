@@ -134,7 +134,8 @@ static void bl_cmd_done(struct tpt_member *m, struct scsi_task *task,
 	struct bl_run *run = io->run;
 
 	if (status != SCSI_STATUS_GOOD) {
-		if (status != SCSI_STATUS_CANCELLED)
+		if (status != SCSI_STATUS_CANCELLED &&
+		    !array_failure_quiet(run->span, task, status))
 			eprintf("tptraid: member %u: command failed with "
 				"status 0x%x: %s\n", m->id, status,
 				member_error(m));

@@ -833,7 +833,8 @@ static void tp_cmd_done(struct tpt_member *m, struct scsi_task *task,
 	struct tp_run *run = c->run;
 
 	if (status != SCSI_STATUS_GOOD && !run->releasing) {
-		if (status != SCSI_STATUS_CANCELLED)
+		if (status != SCSI_STATUS_CANCELLED &&
+		    !array_failure_quiet(run->span, task, status))
 			eprintf("tptraid: member %u: %s of group %u failed: "
 				"status 0x%x, sense %x/%04x\n", m->id,
 				tpt_plan_op_name(c->pc->op),

@@ -327,6 +327,11 @@ struct tpt_req {
 	uint64_t next;			/* first block not yet done */
 	unsigned int pending;		/* SYNC: members outstanding */
 	int result;
+	/* A READ that failed: the first of its blocks it could not get
+	 * (array_span_first_lost()); those before @next were read.  Its
+	 * spans are a stripe each once one has met units lost. */
+	uint64_t lost_lba;
+	bool stripe_at_a_time;
 	struct list_head link;
 };
 
@@ -389,6 +394,10 @@ struct tpt_span {
 	 * back (array_unreadable()): a check counts its stripes unread, a
 	 * rebuild or resync steps over them (recovery.c). */
 	bool lost_units;
+	/* READ of several stripes that met them: gone over again a stripe
+	 * at a time, to serve the stripes before them and to tell the host
+	 * which block it lost (array_span_first_lost()). */
+	bool narrow;
 	/* WRITE: the region record generation it waits for, and whether it
 	 * counts among its regions' writes in flight (array_files.c). */
 	uint64_t need_gen;
@@ -423,6 +432,11 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 uint32_t array_missing_at(struct tpt_array *a, uint64_t stripe);
 /* The positions of @stripe's parity units (none in a mirror). */
 uint32_t array_stripe_parity(const struct tpt_array *a, uint64_t stripe);
+/* Whether a member's failed command under @s is said by other lines. */
+bool array_failure_quiet(const struct tpt_span *s,
+			 const struct scsi_task *task, int status);
+/* The first block of failed READ span @s that its stripe cannot give. */
+uint64_t array_span_first_lost(const struct tpt_span *s);
 /* Positions @s must be planned without, computed when it starts. */
 uint32_t array_span_missing(const struct tpt_span *s);
 /* The box serving position @pos, or NULL. */
