@@ -672,8 +672,6 @@ static void span_retry_later(struct tpt_array *a, struct tpt_span *s,
 	}
 }
 
-/* Long enough for a hung member to be found failed, and its requests to
- * be planned without it. */
 /*
  * READ span @s met units lost on more positions than the level gives
  * back, somewhere in its stripes: it keeps its first stripe, without
@@ -691,6 +689,8 @@ static void span_narrow(struct tpt_array *a, struct tpt_span *s)
 	s->req->stripe_at_a_time = true;
 }
 
+/* Long enough for a hung member to be found failed, and its requests to
+ * be planned without it. */
 static bool span_may_retry(struct tpt_array *a, struct tpt_span *s)
 {
 	return !a->stopping &&
@@ -866,6 +866,7 @@ void tpt_array_submit(struct tpt_array *a, struct tpt_req *r)
 	r->next = r->lba;
 	r->result = 0;
 	r->lost_lba = r->lba;
+	r->stripe_at_a_time = false;
 	if (r->kind == TPT_REQ_SYNC) {
 		sync_start(r);
 		return;
@@ -1107,7 +1108,9 @@ int array_unreadable(struct tpt_span *s, struct tpt_member *m,
 	 * second lost sector in the stripe): those blocks are lost until
 	 * written, and the span fails; failing a member would lose more.
 	 * A recovery steps over the stripes as it does over those another
-	 * position lacks, and comes back for them (recovery.c). */
+	 * position lacks, and comes back for them (recovery.c).  A READ
+	 * of several stripes goes over them again a stripe at a time
+	 * first (span_narrow()): the stripes before serve their blocks. */
 	if (s->kind == TPT_SPAN_READ && s->first_stripe < s->last_stripe) {
 		s->narrow = true;
 		return -ESTALE;
