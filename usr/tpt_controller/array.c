@@ -295,17 +295,14 @@ uint64_t array_span_first_lost(const struct tpt_span *s)
 {
 	const struct tpt_array *a = s->array;
 	uint64_t lba = s->lba, end = s->lba + s->blocks;
+	uint32_t lacking = array_span_missing(s);
 	struct raid_chunk c;
 
+	if (!array_lacks_too_many(a, lacking) || a->level->copies)
+		return s->lba;
 	while (lba < end) {
-		uint32_t lacking = s->missing | s->excluded;
-
 		a->level->map(&a->geo, lba, &c);
-		if (s->excluded && a->parity_stale &&
-		    array_fine_has(a, a->parity_stale, c.stripe))
-			lacking |= array_stripe_parity(a, c.stripe);
-		if (array_lacks_too_many(a, lacking) &&
-		    (a->level->copies || (lacking & (1u << c.member))))
+		if (lacking & (1u << c.member))
 			return lba;
 		lba += a->geo.unit_blocks - c.member_lba % a->geo.unit_blocks;
 	}
@@ -1048,14 +1045,11 @@ static bool rebuildable_without(const struct tpt_span *s, unsigned int pos)
 bool array_failure_quiet(const struct tpt_span *s,
 			 const struct scsi_task *task, int status)
 {
-	const struct tpt_array *a = s->array;
-
 	if (status != SCSI_STATUS_CHECK_CONDITION || !task ||
 	    task->sense.key != SCSI_SENSE_MEDIUM_ERROR ||
 	    s->kind != TPT_SPAN_REBUILD || s->repair)
 		return false;
-	return s->member == RAID_PARITY_MEMBER ?
-	       a->recovery.resync_stalled_at : a->pos[s->member].stalled_at;
+	return *recovery_stalled_at(s->array, s->member);
 }
 
 /* For the log: @m's units of @s's stripes are lost until written. */

@@ -242,6 +242,12 @@ static void stall_why(struct tpt_array *a, uint64_t at,
 			 "");
 }
 
+uint64_t *recovery_stalled_at(struct tpt_array *a, unsigned int position)
+{
+	return position == RAID_PARITY_MEMBER ? &a->recovery.resync_stalled_at :
+	       &a->pos[position].stalled_at;
+}
+
 /* The job stops for now: a kick in a few seconds starts what the array
  * needs then, trying the other positions first, since one may need what
  * this one lacks.  Said once for each stripe it stops at. */
@@ -250,8 +256,7 @@ static void recovery_pause(struct tpt_array *a, uint64_t at,
 {
 	struct tpt_recovery *rc = &a->recovery;
 	bool resync = rc->position == RAID_PARITY_MEMBER;
-	uint64_t *stalled = resync ? &rc->resync_stalled_at :
-			    &a->pos[rc->position].stalled_at;
+	uint64_t *stalled = recovery_stalled_at(a, rc->position);
 	char why[224], whose[32] = "the parity resync";
 
 	stall_why(a, at, missing, rc->position, why, sizeof(why));
@@ -736,8 +741,7 @@ void recovery_job_start(struct tpt_array *a, unsigned int position,
 			bool catch_up)
 {
 	struct tpt_recovery *rc = &a->recovery;
-	bool quiet = position == RAID_PARITY_MEMBER ?
-		     rc->resync_stalled_at : a->pos[position].stalled_at;
+	bool quiet = *recovery_stalled_at(a, position);
 	char along[96];
 
 	rc->active = true;

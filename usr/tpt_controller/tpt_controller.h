@@ -735,6 +735,9 @@ struct tpt_recovery {
 
 /* Start whatever the array's state calls for, if nothing runs. */
 void recovery_kick(struct tpt_array *a);
+/* Where @position's recovery (RAID_PARITY_MEMBER: the parity resync)
+ * last stopped, plus one; 0 when it did not. */
+uint64_t *recovery_stalled_at(struct tpt_array *a, unsigned int position);
 /* At assembly: the state file keeps a check a restart (or a box's loss
  * before it) stopped, to go on with from stripe @from once the array is
  * optimal with nothing else to do. */
