@@ -372,19 +372,52 @@ static void member_nop_done(struct iscsi_context *iscsi, int status,
 	(void)iscsi;
 	(void)command_data;
 	if (status == SCSI_STATUS_GOOD) {
+		m->nop_answered_sent = m->nop_sent;
 		m->nop_sent = 0;
 		m->nop_answered = tpt_now_s();
 	}
 }
 
+/*
+ * Whether the controller can tell @m's silence since @since from its own:
+ * another member of the array answered a NOP-Out sent later, or none is
+ * online to ask.  When every port's traffic ends in the controller's, a
+ * full controller port (the data of reads from every member, on slow
+ * links) holds each member's NOP-In behind the others' data, and a member
+ * with nothing of its own to send is as silent as a hung one.  A later
+ * NOP of another member answered went through that same queue, behind
+ * @m's answer: then @m's silence is its own.  Later by a second at least
+ * (the ticks send them): NOP-Ins of one tick drain from such a queue
+ * together, and a tick may fall between two of them.
+ */
+static bool others_answered_since(const struct tpt_member *m, time_t since)
+{
+	const struct tpt_array *a = m->array;
+	bool asked = false;
+	unsigned int i;
+
+	for (i = 0; i < a->nr_boxes; i++) {
+		const struct tpt_member *o = &a->member[i];
+
+		if (o == m || o->link != MEMBER_ONLINE || o->failing)
+			continue;
+		if (o->nop_answered && o->nop_answered_sent > since)
+			return true;
+		asked = true;
+	}
+	return !asked;
+}
+
 /* Once a second: a NOP-Out to every ONLINE member that has none in
  * flight, a verdict on those whose NOP went unanswered, and libiscsi's
  * own timeouts, which only advance when it is serviced.  A box is failed
- * when its NOP has been unanswered and the box silent for fail_timeout:
- * one that keeps sending (the data of a rebuild's reads on a slow link,
- * where its NOP-In queues behind seconds of them, with TCP's
- * retransmission pauses between) is alive.  A hung box sends nothing,
- * and a dead one nothing but a reset. */
+ * when its NOP has been unanswered and the box silent for fail_timeout,
+ * while another box answered one sent later: one that keeps sending
+ * (the data of a rebuild's reads on a slow link, where its NOP-In queues
+ * behind seconds of them, with TCP's retransmission pauses between) is
+ * alive, and one whose answer waits behind the others' data in the
+ * controller's own port is no more silent than they are.  A hung box
+ * sends nothing, and a dead one nothing but a reset. */
 static void member_check(struct tpt_member *m, time_t now)
 {
 	unsigned int timeout = m->array->fail_timeout;
@@ -401,8 +434,15 @@ static void member_check(struct tpt_member *m, time_t now)
 	m->heard = false;
 	if (m->link == MEMBER_ONLINE) {
 		if (m->nop_sent && now - m->nop_sent >= (time_t)timeout &&
-		    now - m->last_heard >= (time_t)timeout) {
-			member_fail(m, "no answer to NOP-Out");
+		    now - m->last_heard >= (time_t)timeout &&
+		    others_answered_since(m, m->nop_sent)) {
+			char why[80];
+
+			snprintf(why, sizeof(why), "no answer to NOP-Out for "
+				 "%u s, nothing heard for %u s",
+				 (unsigned int)(now - m->nop_sent),
+				 (unsigned int)(now - m->last_heard));
+			member_fail(m, why);
 			return;
 		}
 		if (!m->nop_sent &&

@@ -148,6 +148,7 @@ struct tpt_member {
 	bool heard;
 	time_t last_heard;
 	time_t nop_answered;		/* when a NOP-In last came back */
+	time_t nop_answered_sent;	/* when that NOP-Out had gone */
 	time_t next_connect;
 	time_t connect_started;
 	/* Members that reported this one unreachable over the datamover
