@@ -12,11 +12,12 @@ they held is overwritten with random bytes, until something writes them.
 """
 import os
 import re
+import subprocess
 import time
 
 import pytest
 
-from tptlib import proto
+from tptlib import paths, proto
 from tptlib.client import GOOD
 from tptlib.faults import BadSectors
 from test_failures import (CHECK_CONDITION, MEDIUM_ERROR, MEMBER_BYTES, UNIT,  # noqa: F401
@@ -382,9 +383,20 @@ def test_read_error_says_which_block_it_could_not_read(tgtd_factory, client, mod
     assert r["status"] == GOOD and r["data"] == bytes(UNIT), r["status"]
     r = a.read(lba(30), 4 * (N - 1) * BLOCKS)
     assert r["status"] == GOOD, r
+    # The extended host: its TPT HOST READ (tpt mode; READ(16) on
+    # Baseline, where it falls back) names the block too, and
+    # libtptinitiator's error says it.
+    dd = subprocess.run([str(paths.tool("tpt-dd")), a.c.url, "of=/dev/null",
+                         f"bs={stripe_bytes}", "count=40", "--qd", "1"],
+                        capture_output=True, text=True, timeout=120)
+    assert dd.returncode == 1, dd.stderr
+    assert f"first block not done: {lba(34, 0)}" in dd.stderr, dd.stderr
+    assert ("mode=direct" if mode == "tpt" else "mode=plain") in dd.stderr, dd.stderr
+    assert f"bytes={34 * stripe_bytes} " in dd.stderr, dd.stderr
     assert counters(a.c)["member_failures"] == 0, show(a.c)
     report(f"{mode}: units of stripe 34 lost on members {lost}: READs of stripes 0-39, 33-34 "
-           f"and 34 got MEDIUM ERROR naming LBA {lba(34, 0)} and the stripes before it")
+           f"and 34 got MEDIUM ERROR naming LBA {lba(34, 0)} and the stripes before it; "
+           f"so did tpt-dd's ({'direct' if mode == 'tpt' else 'plain'})")
 
 
 def test_rebuild_steps_over_an_unreadable_block(tgtd_factory, client, mode, workdir, report):

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "initiator/tpt_init_priv.h"
+#include "scsi/tpt_sense.h"
 
 #define DEFAULT_IQN "iqn.2026-11.org.tptraid:initiator"
 #define DEFAULT_MAX_IO (4u << 20)
@@ -65,16 +66,41 @@ bool init_sense_is(const struct scsi_task *task, enum tpt_sense_reason reason)
 	       task->sense.ascq == (c->asc << 8 | c->ascq);
 }
 
+/*
+ * A MEDIUM ERROR's INFORMATION, when VALID: the first block the LUN could
+ * not read or write (the blocks before it were done, as a disk reports a
+ * bad sector).  libiscsi's parsed sense leaves it out; the raw sense is
+ * in the task's data-in, behind its 2-byte length.
+ */
+static const char *lost_block_text(const struct scsi_task *task, char *buf,
+				   size_t len)
+{
+	struct tpt_sense sense;
+
+	if (task->sense.key != SCSI_SENSE_MEDIUM_ERROR ||
+	    task->datain.size < 2 ||
+	    tpt_sense_parse(task->datain.data + 2,
+			    (size_t)task->datain.size - 2, &sense) ||
+	    !sense.info.info_valid)
+		return "";
+	snprintf(buf, len, ", first block not done: %u",
+		 sense.info.information);
+	return buf;
+}
+
 int init_status_error(struct tpt_init *ctx, const char *what, int status,
 		      const struct scsi_task *task)
 {
+	char lost[48];
+
 	switch (status) {
 	case SCSI_STATUS_CHECK_CONDITION:
 		init_seterr(ctx, "%s: CHECK CONDITION, sense key 0x%x (%s), "
-			    "ASC/ASCQ 0x%04x (%s)", what, task->sense.key,
+			    "ASC/ASCQ 0x%04x (%s)%s", what, task->sense.key,
 			    scsi_sense_key_str(task->sense.key),
 			    task->sense.ascq,
-			    scsi_sense_ascq_str(task->sense.ascq));
+			    scsi_sense_ascq_str(task->sense.ascq),
+			    lost_block_text(task, lost, sizeof(lost)));
 		return -EIO;
 	case SCSI_STATUS_TIMEOUT:
 		init_seterr(ctx, "%s: timed out after %u s", what,

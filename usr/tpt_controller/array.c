@@ -917,13 +917,15 @@ void array_submitted(int fd, int events, void *data)
 }
 
 /* Submit a copy of @proto on the event loop and wait for its end. */
-static int array_io_wait(struct tpt_array *a, const struct tpt_req *proto)
+/* Runs @r on the event loop and waits; fills in its result, and for a
+ * failed READ where it stopped (next, lost_lba). */
+static int array_io_wait(struct tpt_array *a, struct tpt_req *r)
 {
-	struct blocking_req b = { .r = *proto };
+	struct blocking_req b = { .r = *r };
 	uint64_t one = 1;
 
 	if (b.r.kind != TPT_REQ_SYNC && !b.r.blocks)
-		return 0;
+		return r->result = 0;
 	b.r.done = blocking_done;
 	sem_init(&b.done, 0, 0);
 	pthread_mutex_lock(&a->submit_lock);
@@ -934,7 +936,9 @@ static int array_io_wait(struct tpt_array *a, const struct tpt_req *proto)
 	while (sem_wait(&b.done) && errno == EINTR)
 		;
 	sem_destroy(&b.done);
-	return b.r.result;
+	r->next = b.r.next;
+	r->lost_lba = b.r.lost_lba;
+	return r->result = b.r.result;
 }
 
 int tpt_array_io(struct tpt_array *a, enum tpt_req_kind kind, uint64_t lba,
@@ -946,14 +950,9 @@ int tpt_array_io(struct tpt_array *a, enum tpt_req_kind kind, uint64_t lba,
 	return array_io_wait(a, &r);
 }
 
-int tpt_array_io_direct(struct tpt_array *a, enum tpt_req_kind kind,
-			uint64_t lba, uint32_t blocks, struct tpt_host_buf *hb,
-			bool fua)
+void tpt_array_io_direct(struct tpt_array *a, struct tpt_req *r)
 {
-	struct tpt_req r = { .kind = kind, .lba = lba, .blocks = blocks,
-			     .direct = hb, .fua = fua };
-
-	return array_io_wait(a, &r);
+	array_io_wait(a, r);
 }
 
 void tpt_array_get_counters(struct tpt_array *a, struct tpt_array_counters *out)

@@ -342,12 +342,11 @@ void tpt_array_submit(struct tpt_array *a, struct tpt_req *r);
  * and wait.  0 or a negative errno. */
 int tpt_array_io(struct tpt_array *a, enum tpt_req_kind kind, uint64_t lba,
 		 uint32_t blocks, void *buf, bool fua);
-/* The same for an extended host's request: -ENOKEY when its nexus has
- * no host key registered, -ECOMM when a target could not reach the
- * host's buffer (hb->fault says how). */
-int tpt_array_io_direct(struct tpt_array *a, enum tpt_req_kind kind,
-			uint64_t lba, uint32_t blocks, struct tpt_host_buf *hb,
-			bool fua);
+/* The same for an extended host's request @r (kind, lba, blocks, fua,
+ * direct set), whose result, next and lost_lba it fills in: -ENOKEY when
+ * its nexus has no host key registered, -ECOMM when a target could not
+ * reach the host's buffer (r->direct->fault says how). */
+void tpt_array_io_direct(struct tpt_array *a, struct tpt_req *r);
 
 enum tpt_span_kind {
 	TPT_SPAN_READ,
