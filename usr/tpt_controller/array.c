@@ -916,9 +916,8 @@ void array_submitted(int fd, int events, void *data)
 	}
 }
 
-/* Submit a copy of @proto on the event loop and wait for its end. */
-/* Runs @r on the event loop and waits; fills in its result, and for a
- * failed READ where it stopped (next, lost_lba). */
+/* Submits a copy of @r on the event loop and waits for its end; fills in
+ * @r's result, and for a failed READ where it stopped (next, lost_lba). */
 static int array_io_wait(struct tpt_array *a, struct tpt_req *r)
 {
 	struct blocking_req b = { .r = *r };

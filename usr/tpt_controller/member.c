@@ -401,7 +401,7 @@ static bool others_answered_since(const struct tpt_member *m, time_t since)
 
 		if (o == m || o->link != MEMBER_ONLINE || o->failing)
 			continue;
-		if (o->nop_answered && o->nop_answered_sent > since)
+		if (o->nop_answered_sent > since)
 			return true;
 		asked = true;
 	}
