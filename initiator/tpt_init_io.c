@@ -180,9 +180,7 @@ static bool host_path_failed(const struct scsi_task *task)
 {
 	struct tpt_sense sense;
 
-	if (task->datain.size < 2 ||
-	    tpt_sense_parse(task->datain.data + 2,
-			    (size_t)task->datain.size - 2, &sense))
+	if (!init_task_sense(task, &sense))
 		return false;
 	return tpt_sense_peer_failed(&sense) &&
 	       sense.info.information == TPT_PEER_ID_INITIATOR;

@@ -145,5 +145,8 @@ void init_io_fail_waiting(struct tpt_init *ctx, int status);
 void init_io_run_done(struct tpt_init *ctx);
 /* Whether a CHECK CONDITION's sense is @reason's (scsi/tpt_sense.h). */
 bool init_sense_is(const struct scsi_task *task, enum tpt_sense_reason reason);
+/* A CHECK CONDITION's whole sense, INFORMATION included, which libiscsi's
+ * parsed task->sense leaves out: false when there is none it can parse. */
+bool init_task_sense(const struct scsi_task *task, struct tpt_sense *out);
 
 #endif

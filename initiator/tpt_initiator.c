@@ -66,22 +66,25 @@ bool init_sense_is(const struct scsi_task *task, enum tpt_sense_reason reason)
 	       task->sense.ascq == (c->asc << 8 | c->ascq);
 }
 
-/*
- * A MEDIUM ERROR's INFORMATION, when VALID: the first block the LUN could
+/* libiscsi leaves the raw sense in the task's data-in, behind its 2-byte
+ * length. */
+bool init_task_sense(const struct scsi_task *task, struct tpt_sense *out)
+{
+	return task->datain.size >= 2 &&
+	       !tpt_sense_parse(task->datain.data + 2,
+				(size_t)task->datain.size - 2, out);
+}
+
+/* A MEDIUM ERROR's INFORMATION, when VALID: the first block the LUN could
  * not read or write (the blocks before it were done, as a disk reports a
- * bad sector).  libiscsi's parsed sense leaves it out; the raw sense is
- * in the task's data-in, behind its 2-byte length.
- */
+ * bad sector). */
 static const char *lost_block_text(const struct scsi_task *task, char *buf,
 				   size_t len)
 {
 	struct tpt_sense sense;
 
 	if (task->sense.key != SCSI_SENSE_MEDIUM_ERROR ||
-	    task->datain.size < 2 ||
-	    tpt_sense_parse(task->datain.data + 2,
-			    (size_t)task->datain.size - 2, &sense) ||
-	    !sense.info.info_valid)
+	    !init_task_sense(task, &sense) || !sense.info.info_valid)
 		return "";
 	snprintf(buf, len, ", first block not done: %u",
 		 sense.info.information);

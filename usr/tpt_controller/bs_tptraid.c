@@ -105,9 +105,10 @@ void tptraid_io_error(struct scsi_cmd *cmd, int err, bool write)
  * READ @r failed: its host gets the blocks read before the span that
  * failed, and in the sense INFORMATION the first block the array could
  * not get, as a disk reports the sector it could not read (Linux's sd
- * completes the blocks before it and fails only the rest).
+ * completes the blocks before it and fails only the rest).  A TPT HOST
+ * READ has no Data-In: the targets put those blocks in the host's buffer.
  */
-static void read_error(struct scsi_cmd *cmd, const struct tpt_req *r)
+void tptraid_read_error(struct scsi_cmd *cmd, const struct tpt_req *r)
 {
 	struct scsi_lu *lu = cmd->dev;
 
@@ -118,8 +119,10 @@ static void read_error(struct scsi_cmd *cmd, const struct tpt_req *r)
 	sense_data_build_with_info(cmd, MEDIUM_ERROR, ASC_READ_ERROR,
 				   r->lost_lba);
 	scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
-	scsi_set_in_resid_by_actual(cmd, (uint32_t)(r->next - r->lba) <<
-					 lu->blk_shift);
+	if (scsi_get_data_dir(cmd) == DATA_READ ||
+	    scsi_get_data_dir(cmd) == DATA_BIDIRECTIONAL)
+		scsi_set_in_resid_by_actual(cmd, (uint32_t)(r->next - r->lba)
+					    << lu->blk_shift);
 }
 
 static void io_error(struct scsi_cmd *cmd, int err)
@@ -408,7 +411,7 @@ static void loop_io_answer(struct tptraid_io *io)
 	if (io->r.direct)
 		tpt_hosts_io_answer(cmd, &io->r);
 	else if (io->r.result && io->r.kind == TPT_REQ_READ)
-		read_error(cmd, &io->r);
+		tptraid_read_error(cmd, &io->r);
 	else if (io->r.result)
 		io_error(cmd, io->r.result);
 	else

@@ -346,16 +346,13 @@ void tpt_hosts_io_answer(struct scsi_cmd *cmd, const struct tpt_req *r)
 	} else if (err == -ECOMM && r->direct->fault) {
 		/* The host's own datamover failed the targets. */
 		scsi_set_result(cmd, host_sense(cmd, r->direct->fault, &info));
-	} else if (r->kind == TPT_REQ_READ && (err == -EIO || err == -ENODATA)) {
-		/* As READ(16) says it: the first block the array could not
-		 * get, the blocks before it being in the host's buffer. */
-		sense_data_build_with_info(cmd, MEDIUM_ERROR, ASC_READ_ERROR,
-					   r->lost_lba);
-		scsi_set_result(cmd, SAM_STAT_CHECK_CONDITION);
+	} else if (r->kind == TPT_REQ_READ) {
+		/* What READ(16) reports, the first block not read included. */
+		tptraid_read_error(cmd, r);
 	} else {
-		/* What READ(16)/WRITE(16) report when the array cannot (the
-		 * data-out is the list, whatever the data's direction). */
-		tptraid_io_error(cmd, err, r->kind == TPT_REQ_WRITE);
+		/* What WRITE(16) reports when the array cannot (the data-out
+		 * is the list, whatever the data's direction). */
+		tptraid_io_error(cmd, err, true);
 	}
 }
 

@@ -881,6 +881,9 @@ void tpt_hosts_io(struct tpt_array *a, struct scsi_cmd *cmd);
 /* bs_tptraid.c: the sense of an array I/O that failed with @err, as a
  * single disk reports a READ (@write false) or WRITE it could not do. */
 void tptraid_io_error(struct scsi_cmd *cmd, int err, bool write);
+/* The same for a READ (or TPT HOST READ) @r, with the first block it
+ * could not get and, for a READ, the blocks before it as Data-In. */
+void tptraid_read_error(struct scsi_cmd *cmd, const struct tpt_req *r);
 /* On the event loop: the peer id of @hb's host (0), or -ENOKEY. */
 int tpt_hosts_resolve(struct tpt_array *a, struct tpt_host_buf *hb);
 
