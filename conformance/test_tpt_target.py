@@ -3,6 +3,7 @@ built from docs/protocol.md: the paper's request flows leave exactly the
 expected bytes on every backing file, and bad input gets the documented
 sense without harming the target."""
 import os
+import time
 
 from tptlib import proto
 from tptlib.targets import ARRAY_ID, assert_sense
@@ -548,19 +549,31 @@ def test_a_buffer_released_under_a_command_outlives_it(tpt):
 
 
 def test_idle_request_released_after_timeout(tpt):
+    """A request the controller leaves idle for tpt_group_timeout while it
+    goes on sending other commands is released.  While the nexus sends
+    nothing at all (its controller cut off, or hung) its requests wait:
+    WRITE NEW DATA still finds them when it comes back.  (A nexus is
+    active for 3 s after a command: the timeout must be longer here.)"""
     tpt.start(1)
     t0 = tpt.targets[0]
     t0.tgtd.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
-                   "--lun", 1, "--params", "tpt_group_timeout=1")
+                   "--lun", 1, "--params", "tpt_group_timeout=4")
     host = tpt.host_buffer("h", os.urandom(UNIT))
-    assert tpt.wait([xdwrite(tpt, t0, 1, 0x50, host)])[0].good
-    import time
-    deadline = time.monotonic() + 10
+    assert tpt.wait([xdwrite(tpt, t0, 1, 0x4f, host)])[0].good
+    time.sleep(6)
+    assert tpt.slot_header(t0, 0)["state"] == 1
+    assert tpt.wait([wnd(tpt, t0, 1, 0x4f)])[0].good
+    assert t0.read_backing(UNIT, UNIT) == host.read(0, UNIT)
+
+    assert tpt.wait([xdwrite(tpt, t0, 2, 0x50, host)])[0].good
+    deadline = time.monotonic() + 15
     while tpt.slot_header(t0, 0)["state"] != 0:
         assert time.monotonic() < deadline, "group never timed out"
+        # Other commands of the nexus: it is active.
+        assert tpt.cmd(t0, proto.setup_cdb(proto.REPORT_ENDPOINT, 32), inlen=32).good
         time.sleep(0.2)
-    assert_sense(tpt.wait([wnd(tpt, t0, 1, 0x50)])[0], "RELEASED_BY_TIMEOUT")
-    assert t0.read_backing(UNIT, UNIT) == bytes(UNIT)
+    assert_sense(tpt.wait([wnd(tpt, t0, 2, 0x50)])[0], "RELEASED_BY_TIMEOUT")
+    assert t0.read_backing(2 * UNIT, UNIT) == bytes(UNIT)
 
 
 def test_session_loss_releases_buffers(tpt):
@@ -1010,7 +1023,6 @@ def test_a_peer_dropped_from_the_list_fails_what_waits_on_it(tpt):
     other way too: a target dropped from t0's list loses the connection
     it had opened to t0, and cannot open another."""
     import socket
-    import time
     from tptlib.targets import ARRAY_ID
 
     tpt.start(2, deliver=False)

@@ -239,6 +239,7 @@ static enum tpt_sense_reason tpt_cmd_prepare(struct tpt_cmd *tc,
 	tc->session = tpt_session_get(cmd->c_target->tid, cmd->cmd_itn_id);
 	if (!tc->session)
 		return TPT_SENSE_POOL_EXHAUSTED;
+	tpt_session_heard(tc->session);
 	if (tc->session->superseded)
 		return TPT_SENSE_PEER_LIST_CONFLICT;
 	/* A LU in an array executes nothing for a nexus without the

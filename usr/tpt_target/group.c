@@ -88,7 +88,7 @@ enum tpt_sense_reason tpt_group_get(struct tpt_session *s, struct tpt_lu *tlu,
 			return release_reason[g->doom_why];
 		if (g->kind != kind)
 			return TPT_SENSE_GROUP_IN_USE;
-		g->last_used = now_seconds();
+		g->last_used = g->session->clock;
 		*out = g;
 		return TPT_SENSE_NONE;
 	}
@@ -120,7 +120,7 @@ enum tpt_sense_reason tpt_group_get(struct tpt_session *s, struct tpt_lu *tlu,
 	g->tlu = tlu;
 	g->number = number;
 	g->kind = kind;
-	g->last_used = now_seconds();
+	g->last_used = g->session->clock;
 	INIT_LIST_HEAD(&g->ranges);
 	INIT_LIST_HEAD(&g->preps);
 	list_add_tail(&g->link, &s->groups);
@@ -144,7 +144,7 @@ struct tpt_group *tpt_group_find(struct tpt_session *s, struct tpt_lu *tlu,
 void tpt_group_hold(struct tpt_group *g)
 {
 	g->inflight++;
-	g->last_used = now_seconds();
+	g->last_used = g->session->clock;
 }
 
 static void tpt_group_unlink(struct tpt_group *g)
@@ -180,7 +180,7 @@ bool tpt_group_forget_unused(struct tpt_group *g)
 
 void tpt_group_unhold(struct tpt_group *g)
 {
-	g->last_used = now_seconds();
+	g->last_used = g->session->clock;
 	if (!--g->inflight && g->doomed)
 		tpt_group_free(g);
 }
@@ -218,7 +218,22 @@ void tpt_session_release_groups(struct tpt_session *s, struct tpt_lu *tlu,
 
 /* ---- idle timeout ---- */
 
+/*
+ * A nexus that has sent a command within this many seconds is active: its
+ * groups age.  One that has gone quiet is not ending its requests, it has
+ * lost its controller (a link out, the controller hung or gone): the
+ * groups wait, and WRITE NEW DATA still finds them when the link is back.
+ * A controller that is gone for good ends the nexus (8.3), and the nexus's
+ * buffers are bounded meanwhile (tpt_session_pool_mb).
+ */
+#define TPT_NEXUS_ACTIVE 3
+
 static struct tgt_work timeout_work;
+
+void tpt_session_heard(struct tpt_session *s)
+{
+	s->heard = now_seconds();
+}
 
 static void tpt_group_timeouts(void *data)
 {
@@ -229,13 +244,16 @@ static void tpt_group_timeouts(void *data)
 	for (s = tpt_session_first(); s; s = tpt_session_next(s)) {
 		struct tpt_group *g, *tmp;
 
+		if (now - s->heard < TPT_NEXUS_ACTIVE)
+			s->clock++;
 		list_for_each_entry_safe(g, tmp, &s->groups, link) {
 			if (g->inflight || g->doomed ||
-			    now - g->last_used < g->tlu->group_timeout)
+			    s->clock - g->last_used < g->tlu->group_timeout)
 				continue;
 			eprintf("tpt: group %u of nexus %" PRIu64 " idle for "
-				"%us: releasing its buffers\n", g->number,
-				s->itn_id, g->tlu->group_timeout);
+				"%us of the nexus's activity: releasing its "
+				"buffers\n", g->number, s->itn_id,
+				g->tlu->group_timeout);
 			tpt_group_release(g, TPT_RELEASE_TIMEOUT);
 		}
 	}

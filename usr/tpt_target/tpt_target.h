@@ -133,6 +133,10 @@ struct tpt_session {
 	uint16_t nr_slots;
 	uint32_t slot_payload;
 	struct list_head groups;
+	/* When it last sent a command (monotonic seconds), and the seconds
+	 * it has been active since it began: the clock its groups' hold
+	 * time runs on (group.c). */
+	uint64_t heard, clock;
 	/* Groups released recently, and why: later commands naming them
 	 * learn what happened instead of "unknown group". */
 #define TPT_TOMBSTONES 64
@@ -295,7 +299,7 @@ struct tpt_group {
 	struct list_head ranges;
 	struct list_head preps;		/* PREP READ/WRITE until FINAL */
 	unsigned int inflight;		/* commands executing on it */
-	uint64_t last_used;		/* monotonic seconds */
+	uint64_t last_used;		/* its session's clock */
 	bool doomed;			/* release when inflight drops to 0 */
 	bool final_seen;		/* a FINAL PREP arrived: no more PREPs */
 	unsigned int held_pieces;	/* private pieces of its ranges */
@@ -317,6 +321,7 @@ bool tpt_group_forget_unused(struct tpt_group *g);
 void tpt_session_release_groups(struct tpt_session *s, struct tpt_lu *tlu,
 				enum tpt_release_why why);
 void tpt_group_timeouts_start(void);
+void tpt_session_heard(struct tpt_session *s);
 
 /* A new range of @nr_blocks at @lba stored in slots from @slot on, or in
  * private buffers for TPT_SLOT_NONE.  Not yet on the group's list.  With
