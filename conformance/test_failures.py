@@ -324,6 +324,57 @@ def test_every_target_silent_at_once_fails_none(tgtd_factory, mode, tmp_path, re
     verify_all(c, tmp_path)
 
 
+CONTROLLER_CUT = 40    # seconds: past every limit below
+
+
+@pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
+def test_controller_link_cut_then_restored_fails_none(tgtd_factory, mode, tmp_path, report):
+    """The controller's own cable pulled for 40 s under load and plugged
+    back (every box on a switch port; the controller's port goes down):
+    longer than fail_timeout (3 s), the command backstop (19 s), a span's
+    retries (16 s) and the targets' hold time for a request (30 s).
+    Every member connection then sits in TCP's retransmission backoff,
+    and comes back up to another 40 s after the link, each at its own
+    moment.  No member is failed, the host's I/O waits and goes on
+    without an error, and every byte reads back.  Before, a 15 s cut
+    failed the two members that came back last - the first ones back
+    answered NOP-Outs sent after the cut - and the array with them; and
+    a cut past the targets' hold time had them drop the requests in
+    flight, whose WRITE NEW DATA then failed the members."""
+    sw, c = net.Switch(), None
+    try:
+        boxes = [sw.add_box(f"t{i}") for i in range(4)]
+        ctl, hbox = sw.add_box("ctl"), sw.add_box("h0")
+        c = start(tgtd_factory, mode, n=4, boxes=dict(enumerate(boxes)), controller_box=ctl)
+        host = sw.exec_prefix(hbox)
+        load = subprocess.Popen(
+            [*host, str(paths.tool("tpt-iscsi-verify")), "--model", str(tmp_path), "--zero",
+             "--seconds", str(CONTROLLER_CUT + 12), "--qd", "8", "--max-bs", "192k", c.url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        port = ("ip", "-n", sw.netns, "link", "set", ctl.switch_if)
+        subprocess.run([*port, "down"], check=True)
+        time.sleep(CONTROLLER_CUT)
+        assert counters(c)["member_failures"] == 0, show(c)
+        subprocess.run([*port, "up"], check=True)
+        out, err = load.communicate(timeout=CONTROLLER_CUT + 240)
+        report(f"{mode}: the controller's link cut for {CONTROLLER_CUT} s mid-load: "
+               f"{out.strip()}")
+        assert load.returncode == 0 and "errors=0 mismatches=0" in out, out + err[-3000:]
+        assert counters(c)["member_failures"] == 0, show(c)
+        assert array_state(c) == "optimal", show(c)
+        r = subprocess.run([*host, str(paths.tool("tpt-iscsi-verify")), "--model",
+                            str(tmp_path), "--verify", "--max-bs", "256k", c.url],
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0 and "mismatches=0" in r.stdout, r.stdout + r.stderr
+        scrub(c, prefix=host)
+    finally:
+        # The daemons stop before their namespaces go, which would kill them.
+        for t in ([c.controller] + c.targets) if c else ():
+            t.stop()
+        sw.close()
+
+
 def test_returning_member_resyncs_only_what_it_missed(tgtd_factory, mode, tmp_path, report):
     """A member that comes back on the same box catches up from the missed
     write record: only the regions written while it was away."""

@@ -687,11 +687,13 @@ static void span_narrow(struct tpt_array *a, struct tpt_span *s)
 }
 
 /* Long enough for a hung member to be found failed, and its requests to
- * be planned without it. */
+ * be planned without it; the time every member was silent (the
+ * controller's link out) and the backoff after it not counted. */
 static bool span_may_retry(struct tpt_array *a, struct tpt_span *s)
 {
 	return !a->stopping &&
-	       since_s(&s->first_try) < 2 * (time_t)a->fail_timeout + 10;
+	       since_s(&s->first_try) < 2 * (time_t)a->fail_timeout + 10 +
+	       member_silence_excused(a, s->first_try.tv_sec);
 }
 
 void tpt_array_count(struct tpt_array *a, const struct tpt_array_counters *d)

@@ -10,7 +10,7 @@
  *   - its connection breaks (refused, reset: a box that died),
  *   - it leaves a NOP-Out unanswered for fail_timeout seconds (a hung box,
  *     a cut link: TCP stays up and says nothing),
- *   - a command times out (libiscsi's timeout, a backstop), or
+ *   - a command stays unanswered for 3 fail_timeout + 10 s (a backstop),
  *   - the array says so (a write error, a probe after a target reported
  *     it unreachable).
  *
@@ -48,6 +48,9 @@
 #define MEMBER_CONNECT_TIMEOUT 10
 /* Seconds between attempts to reach an OFFLINE member. */
 #define MEMBER_RECONNECT_INTERVAL 3
+/* The longest TCP waits between two retransmissions (Linux's
+ * TCP_RTO_MAX, seconds). */
+#define TCP_BACKOFF_MAX 120
 
 struct member_cmd {
 	struct list_head link;		/* member's cmds */
@@ -56,6 +59,7 @@ struct member_cmd {
 	member_cmd_cb cb;
 	void *arg;
 	struct iscsi_data data;
+	time_t sent;			/* monotonic seconds */
 	bool orphaned;			/* completed by a teardown */
 };
 
@@ -321,6 +325,7 @@ static int member_submit(struct tpt_member *m, struct scsi_task *task,
 	c->arg = arg;
 	c->data.data = data_out;
 	c->data.size = data_out_len;
+	c->sent = tpt_now_s();
 	if (iscsi_scsi_command_async(m->iscsi, m->lun, task, member_cmd_done,
 				     data_out ? &c->data : NULL, c)) {
 		scsi_free_scsi_task(task);
@@ -408,9 +413,73 @@ static bool others_answered_since(const struct tpt_member *m, time_t since)
 	return !asked;
 }
 
+/*
+ * @m was heard at @now.  When every member of its array had been silent
+ * for two ticks or more, that silence ends here: a tick sends each member
+ * a NOP-Out, so members that are there are heard at every tick, and all
+ * of them silent at once is the controller's own link out, or its port
+ * full.
+ */
+static void member_heard(struct tpt_member *m, time_t now)
+{
+	struct tpt_array *a = m->array;
+
+	m->last_heard = now;
+	if (a->heard_last && now - a->heard_last >= 2) {
+		a->silence_end = now;
+		a->silence_len = now - a->heard_last;
+	}
+	a->heard_last = now;
+}
+
+/*
+ * When the first member is heard after every member was silent
+ * (member_heard()), the others' TCP connections are likely still in
+ * retransmission backoff, each direction on its own timer: the wait
+ * doubles at every try, so the next can come as long after the link's
+ * return as the outage lasted (TCP_BACKOFF_MAX at most).  What was sent
+ * before the silence ended or during that backoff is given the silence
+ * and the backoff on top of its limit.  Before, a 15 s outage of the
+ * controller's link failed the two members whose connections came back
+ * last, and the array with them.
+ */
+time_t member_silence_excused(const struct tpt_array *a, time_t since)
+{
+	time_t backoff = a->silence_len < TCP_BACKOFF_MAX ? a->silence_len :
+							    TCP_BACKOFF_MAX;
+
+	return since < a->silence_end + backoff ?
+	       a->silence_len + backoff : 0;
+}
+
+/*
+ * The backstop behind the NOP-Outs: a member that answers them but has
+ * left a command unanswered for 3 fail_timeout + 10 s (long enough for a
+ * loaded box to finish a large command).  Here rather than libiscsi's
+ * timeout so that, for a command sent before every member went silent or
+ * in the backoff after (queued behind what TCP waits to retransmit),
+ * that silence and the backoff do not count, and while every
+ * member is silent none is judged, as for NOP-Outs (others_answered_
+ * since()).  Commands are listed in the order sent: the first is the
+ * oldest.
+ */
+static time_t member_cmd_overdue(const struct tpt_member *m, time_t now)
+{
+	const struct tpt_array *a = m->array;
+	const struct member_cmd *c;
+	time_t limit = 3 * (time_t)a->fail_timeout + 10;
+
+	if (list_empty(&m->cmds) || now - a->heard_last >= 2)
+		return 0;
+	c = list_first_entry(&m->cmds, struct member_cmd, link);
+	return now - c->sent >= limit + member_silence_excused(a, c->sent) ?
+	       now - c->sent : 0;
+}
+
 /* Once a second: a NOP-Out to every ONLINE member that has none in
- * flight, a verdict on those whose NOP went unanswered, and libiscsi's
- * own timeouts, which only advance when it is serviced.  A box is failed
+ * flight, a verdict on those whose NOP went unanswered or whose oldest
+ * command is overdue, and libiscsi serviced (the timeout a stop sets
+ * advances only then).  A box is failed
  * when its NOP has been unanswered and the box silent for fail_timeout,
  * while another box answered one sent later: one that keeps sending
  * (the data of a rebuild's reads on a slow link, where its NOP-In queues
@@ -420,7 +489,10 @@ static bool others_answered_since(const struct tpt_member *m, time_t since)
  * sends nothing, and a dead one nothing but a reset. */
 static void member_check(struct tpt_member *m, time_t now)
 {
-	unsigned int timeout = m->array->fail_timeout;
+	const struct tpt_array *a = m->array;
+	time_t timeout = a->fail_timeout;
+	char why[80];
+	time_t overdue;
 
 	if (m->failing || !m->iscsi)
 		return;
@@ -430,18 +502,25 @@ static void member_check(struct tpt_member *m, time_t now)
 		return;
 	}
 	if (m->heard)
-		m->last_heard = now;
+		member_heard(m, now);
 	m->heard = false;
 	if (m->link == MEMBER_ONLINE) {
-		if (m->nop_sent && now - m->nop_sent >= (time_t)timeout &&
-		    now - m->last_heard >= (time_t)timeout &&
+		if (m->nop_sent && now - m->nop_sent >= timeout +
+		    member_silence_excused(a, m->nop_sent) &&
+		    now - m->last_heard >= timeout +
+		    member_silence_excused(a, m->last_heard) &&
 		    others_answered_since(m, m->nop_sent)) {
-			char why[80];
-
 			snprintf(why, sizeof(why), "no answer to NOP-Out for "
 				 "%u s, nothing heard for %u s",
 				 (unsigned int)(now - m->nop_sent),
 				 (unsigned int)(now - m->last_heard));
+			member_fail(m, why);
+			return;
+		}
+		overdue = member_cmd_overdue(m, now);
+		if (overdue) {
+			snprintf(why, sizeof(why), "a command unanswered for "
+				 "%u s", (unsigned int)overdue);
 			member_fail(m, why);
 			return;
 		}
@@ -631,9 +710,7 @@ void member_connect(struct tpt_member *m)
 	iscsi_set_targetname(m->iscsi, url->target);
 	iscsi_set_session_type(m->iscsi, ISCSI_SESSION_NORMAL);
 	iscsi_set_header_digest(m->iscsi, ISCSI_HEADER_DIGEST_NONE_CRC32C);
-	/* A backstop behind the NOP-Outs, long enough for a loaded box to
-	 * finish a large command. */
-	iscsi_set_timeout(m->iscsi, (int)(3 * m->array->fail_timeout + 10));
+	/* No libiscsi timeout: member_cmd_overdue() is the backstop. */
 	/* An unreachable address must not hold a connect for minutes. */
 	iscsi_set_tcp_syncnt(m->iscsi, 2);
 	/*

@@ -191,6 +191,10 @@ void member_connect(struct tpt_member *m);
 void member_fail(struct tpt_member *m, const char *why);
 /* A target reported @m unreachable: ask it for a sign of life now. */
 void member_probe(struct tpt_member *m);
+/* Of a limit counted from @since (monotonic seconds), the seconds not to
+ * count: the last time every member of @a was silent at once and the
+ * TCP backoff after it, if @since was before their end. */
+time_t member_silence_excused(const struct tpt_array *a, time_t since);
 /*
  * Member @from reported member @to unreachable over the datamover (a
  * peer fault naming it, protocol.md 9.1).  @to is probed; if it goes on
@@ -795,6 +799,10 @@ struct tpt_array {
 	 * Fine maps; NULL when no resync is due. */
 	uint8_t *unsynced, *parity_stale;
 	unsigned int fail_timeout;	/* seconds without an answer */
+	/* When a member was last heard, and the last time every member was
+	 * silent at once (member.c): its end, when one was heard again,
+	 * and its length.  Monotonic seconds; 0: never. */
+	time_t heard_last, silence_end, silence_len;
 	unsigned int rebuild_rate;	/* MB/s, 0: unthrottled */
 	/* Set with tgtadm since creation: kept in the state file, where
 	 * they win over the definition's values at the next assembly. */
