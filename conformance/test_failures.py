@@ -188,9 +188,10 @@ class Load:
         return res
 
 
-def verify_all(c, model_dir):
-    """Every known block reads back as the model says."""
-    r = subprocess.run([str(paths.tool("tpt-iscsi-verify")), "--model", str(model_dir),
+def verify_all(c, model_dir, prefix=()):
+    """Every known block reads back as the model says.  prefix: what runs
+    it in a box that reaches the array (net.Switch.exec_prefix)."""
+    r = subprocess.run([*prefix, str(paths.tool("tpt-iscsi-verify")), "--model", str(model_dir),
                         "--verify", "--max-bs", "256k", c.url],
                        capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -235,6 +236,14 @@ def restart_target(c, i):
     t.new_lun(1, 1, str(c.backings[i]))
     t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
              "--lun", 1, "--params", f"tpt_dm={t.host}:{net.free_port(t.host)},tpt=on")
+
+
+def close_switch(c, sw):
+    """The daemons stop before their namespaces go, which would kill
+    them."""
+    for t in ([c.controller] + c.targets) if c else ():
+        t.stop()
+    sw.close()
 
 
 def close_link(c, link):
@@ -363,16 +372,10 @@ def test_controller_link_cut_then_restored_fails_none(tgtd_factory, mode, tmp_pa
         assert load.returncode == 0 and "errors=0 mismatches=0" in out, out + err[-3000:]
         assert counters(c)["member_failures"] == 0, show(c)
         assert array_state(c) == "optimal", show(c)
-        r = subprocess.run([*host, str(paths.tool("tpt-iscsi-verify")), "--model",
-                            str(tmp_path), "--verify", "--max-bs", "256k", c.url],
-                           capture_output=True, text=True, timeout=180)
-        assert r.returncode == 0 and "mismatches=0" in r.stdout, r.stdout + r.stderr
+        verify_all(c, tmp_path, prefix=host)
         scrub(c, prefix=host)
     finally:
-        # The daemons stop before their namespaces go, which would kill them.
-        for t in ([c.controller] + c.targets) if c else ():
-            t.stop()
-        sw.close()
+        close_switch(c, sw)
 
 
 def test_returning_member_resyncs_only_what_it_missed(tgtd_factory, mode, tmp_path, report):
@@ -1356,10 +1359,7 @@ def test_busy_slow_links_fail_no_member(tgtd_factory, mode, report):
         assert counters(c)["member_failures"] == 0, show(c)
         assert array_state(c) == "optimal", show(c)
     finally:
-        # The daemons stop before their namespaces go, which would kill them.
-        for t in ([c.controller] + c.targets) if c else ():
-            t.stop()
-        sw.close()
+        close_switch(c, sw)
 
 
 @pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
@@ -1403,16 +1403,10 @@ def test_two_targets_cut_from_each_other(tgtd_factory, tmp_path, report):
             subprocess.run(["ip", "-n", a.name, "route", "del", "blackhole",
                             f"{b.box_addr}/32"], check=True)
         wait_state(c, {"optimal"}, timeout=90)
-        r = subprocess.run([*host, str(paths.tool("tpt-iscsi-verify")), "--model",
-                            str(tmp_path), "--verify", c.url],
-                           capture_output=True, text=True, timeout=180)
-        assert r.returncode == 0 and "mismatches=0" in r.stdout, r.stdout + r.stderr
+        verify_all(c, tmp_path, prefix=host)
         scrub(c, prefix=host)
     finally:
-        # The daemons stop before their namespaces go, which would kill them.
-        for t in ([c.controller] + c.targets) if c else ():
-            t.stop()
-        sw.close()
+        close_switch(c, sw)
 
 
 def test_link_flaps_under_load(tgtd_factory, mode, tmp_path, report):
