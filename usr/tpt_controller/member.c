@@ -51,6 +51,10 @@
 /* The longest TCP waits between two retransmissions (Linux's
  * TCP_RTO_MAX, seconds). */
 #define TCP_BACKOFF_MAX 120
+/* Ticks with no member heard that make every member silent at once: a
+ * tick sends each a NOP-Out, so a member that is there is heard at every
+ * tick. */
+#define MEMBER_ALL_SILENT 2
 
 struct member_cmd {
 	struct list_head link;		/* member's cmds */
@@ -415,17 +419,15 @@ static bool others_answered_since(const struct tpt_member *m, time_t since)
 
 /*
  * @m was heard at @now.  When every member of its array had been silent
- * for two ticks or more, that silence ends here: a tick sends each member
- * a NOP-Out, so members that are there are heard at every tick, and all
- * of them silent at once is the controller's own link out, or its port
- * full.
+ * (MEMBER_ALL_SILENT), that silence ends here: all of them silent at once
+ * is the controller's own link out, or its port full.
  */
 static void member_heard(struct tpt_member *m, time_t now)
 {
 	struct tpt_array *a = m->array;
 
 	m->last_heard = now;
-	if (a->heard_last && now - a->heard_last >= 2) {
+	if (a->heard_last && now - a->heard_last >= MEMBER_ALL_SILENT) {
 		a->silence_end = now;
 		a->silence_len = now - a->heard_last;
 	}
@@ -469,7 +471,7 @@ static time_t member_cmd_overdue(const struct tpt_member *m, time_t now)
 	const struct member_cmd *c;
 	time_t limit = 3 * (time_t)a->fail_timeout + 10;
 
-	if (list_empty(&m->cmds) || now - a->heard_last >= 2)
+	if (list_empty(&m->cmds) || now - a->heard_last >= MEMBER_ALL_SILENT)
 		return 0;
 	c = list_first_entry(&m->cmds, struct member_cmd, link);
 	return now - c->sent >= limit + member_silence_excused(a, c->sent) ?

@@ -88,7 +88,7 @@ enum tpt_sense_reason tpt_group_get(struct tpt_session *s, struct tpt_lu *tlu,
 			return release_reason[g->doom_why];
 		if (g->kind != kind)
 			return TPT_SENSE_GROUP_IN_USE;
-		g->last_used = g->session->clock;
+		g->last_used = s->clock;
 		*out = g;
 		return TPT_SENSE_NONE;
 	}
@@ -120,7 +120,7 @@ enum tpt_sense_reason tpt_group_get(struct tpt_session *s, struct tpt_lu *tlu,
 	g->tlu = tlu;
 	g->number = number;
 	g->kind = kind;
-	g->last_used = g->session->clock;
+	g->last_used = s->clock;
 	INIT_LIST_HEAD(&g->ranges);
 	INIT_LIST_HEAD(&g->preps);
 	list_add_tail(&g->link, &s->groups);
