@@ -438,15 +438,6 @@ def test_direct_host_keeps_its_data_through_lost_members(tgtd_factory, workdir, 
            f"under them: no error, no wrong byte; caught up, the same bytes read back")
 
 
-
-
-def blackhole(box, addr, on=True):
-    """What box sends to addr vanishes (or goes again), as across a lost
-    route: no reset, nothing heard."""
-    subprocess.run(["ip", "-n", box.name, "route", "add" if on else "del", "blackhole",
-                    f"{addr}/32"], check=True)
-
-
 def moving_direct(c, host):
     """Once the extended host's data moves direct, and a second more: it
     then has requests at the targets.  A fixed wait was not enough when
@@ -528,8 +519,7 @@ def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
                 stdout=subprocess.PIPE, stderr=err_file, text=True)
         host.stderr_path = host_err
         moving_direct(c, host)
-        blackhole(boxes[2], hbox.box_addr)
-        blackhole(hbox, boxes[2].box_addr)
+        sw.cut_pair(boxes[2], hbox, True)
         # Lost at 1 s, then again after retries 1 and 2 s later: each
         # found it lost after target 2's 3 s.
         deadline = time.monotonic() + 60
@@ -539,8 +529,7 @@ def test_direct_host_cut_from_one_target(tgtd_factory, workdir, report):
             time.sleep(0.2)
         waits = re.findall(r"plain SCSI; direct again in (\d+) s", host_err.read_text())
         assert waits == ["1", "2", "4"], host_err.read_text()
-        blackhole(boxes[2], hbox.box_addr, on=False)
-        blackhole(hbox, boxes[2].box_addr, on=False)
+        sw.cut_pair(boxes[2], hbox, False)
         # Direct again, and holding: no fall-back for 5 s after the last
         # "host-direct again" (target 2 gives up after 3).  Retries at
         # 8 and 16 s at the most if the path were still lost.

@@ -69,7 +69,7 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
         if not assume_clean:
             with open(backings[-1], "r+b") as f:
                 f.write(os.urandom(member_bytes - METADATA_BYTES))
-        _tpt_on(t, addr, link, host)
+        tpt_on(t)
         targets.append(t)
         urls.append(member_chap.url(t.url(iqn, 1)) if chap else t.url(iqn, 1))
     if controller_box:
@@ -83,7 +83,7 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
     opts = [f"raid={raid}", f"unit={unit // 1024}k", f"mode={mode}",
             f"assume_clean={'yes' if assume_clean else 'no'}"]
     if mode == "tpt":
-        opts.append(f"dm={host}:{_listen_port(controller_box, host)}")
+        opts.append(f"dm={host}:{_listen_port(c)}")
     opts += [f"member={u}" for u in urls[:n]]
     opts += [f"spare={u}" for u in urls[n:]]
     opts += list(extra_opts)
@@ -94,8 +94,8 @@ def start(tgtd_factory, n=5, mode="tpt", unit=64 << 10, member_bytes=64 << 20,
                    raid, spec_sep.join(opts))
 
 
-def _tpt_on(t, addr, box, host):
-    """TPT mode on target t, its datamover on a port of addr.  A port free
+def tpt_on(t):
+    """TPT mode on target t, its datamover on a port of its address.  A port free
     here a moment ago may be taken in a box's namespace, where earlier
     daemons of a benchmark used ports (one in TIME_WAIT still holds its
     number): the datamover cannot listen, says so, and another port is
@@ -105,18 +105,18 @@ def _tpt_on(t, addr, box, host):
         mark = len(t.log())
         try:
             t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update", "--tid", 1,
-                     "--lun", 1, "--params", f"tpt_dm={addr}:{_listen_port(box, host)},tpt=on")
+                     "--lun", 1, "--params", f"tpt_dm={t.host}:{_listen_port(t)},tpt=on")
             return
         except TgtadmError:
             if attempt == 2 or "tpt datamover: cannot open on" not in t.log()[mark:]:
                 raise
 
 
-def _listen_port(box, host):
-    """A port for a datamover to listen on at host, in box's namespace if
-    it has one: a fresh namespace has every port free, so any number this
-    one hands out will do there (host may not even exist here)."""
-    return net.free_port("127.0.0.1" if box else host)
+def _listen_port(t):
+    """A port for t's datamover to listen on, in t's namespace if it has
+    one: a fresh namespace has every port free, so any number this one
+    hands out will do there (t's address may not even exist here)."""
+    return net.free_port("127.0.0.1" if t.netns else t.host)
 
 
 def allow_plain_reads(targets):

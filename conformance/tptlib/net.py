@@ -211,6 +211,19 @@ class Switch:
                     pass
         return total
 
+    def port(self, port: Port, updown: str):
+        """Port's cable pulled ("down") or plugged back ("up"), at the
+        switch: nothing is heard, no reset."""
+        _ip("-n", self.netns, "link", "set", port.switch_if, updown)
+
+    @staticmethod
+    def cut_pair(a: Port, b: Port, cut: bool):
+        """Boxes a and b lose the route to each other (cut) or get it
+        back, each still reaching every other box."""
+        for x, y in ((a, b), (b, a)):
+            _ip("-n", x.name, "route", "add" if cut else "del", "blackhole",
+                f"{y.box_addr}/32")
+
     def exec_prefix(self, port: Port):
         """What runs a command inside port's box."""
         return ["ip", "netns", "exec", port.name]
