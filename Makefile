@@ -8,7 +8,9 @@
 #                   ratios, collected into build/bench/results.md and .json
 #   make bench-smoke every benchmark once, tiny and short (make check runs it)
 #   make soak       the cut-link tests for longer: SOAK_CYCLES (40) cuts and
-#                   restores of a member's link under one load, both modes
+#                   restores of a member's link under one load, both modes;
+#                   then CHAOS_FAULTS (12) random faults, one box at a
+#                   time, under one load (CHAOS_SEED to repeat a run)
 #   make install    tgtd, tgtadm, tgt-admin, the tools, libtptinitiator, the
 #                   nbdkit plugin, man pages and the systemd unit under
 #                   $(DESTDIR)$(PREFIX) (/usr/local): tpt-raid(7)
@@ -336,12 +338,17 @@ bench: deps
 bench-smoke: all
 	TPT_BUILD=$(BUILD) TPT_SAN=$(SAN) $(PYTHON) -m pytest conformance/test_bench.py $(PYTEST_ARGS)
 
-# Opt-in, minutes per mode: what make check's 5 cuts catch only sometimes.
+# Opt-in, minutes per mode: what make check's 5 cuts catch only sometimes,
+# and faults in random order and timing (each run prints its seed).
 SOAK_CYCLES ?= 40
+CHAOS_FAULTS ?= 12
+CHAOS_SEED ?=
 .PHONY: soak
 soak: all
 	TPT_BUILD=$(BUILD) TPT_SAN=$(SAN) TPT_SOAK_CYCLES=$(SOAK_CYCLES) \
-		$(PYTHON) -m pytest conformance/test_failures.py -k link $(PYTEST_ARGS)
+		TPT_CHAOS_FAULTS=$(CHAOS_FAULTS) TPT_CHAOS_SEED=$(CHAOS_SEED) \
+		$(PYTHON) -m pytest conformance/test_failures.py \
+		conformance/test_chaos.py -k "link or random" $(PYTEST_ARGS)
 
 .PHONY: demo
 demo: deps

@@ -22,6 +22,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -177,6 +178,16 @@ static void check_all(struct verify *v)
 	}
 }
 
+/* SIGINT or SIGTERM: no new command; what is in flight completes and the
+ * run ends as at its limit (summary line, exit status). */
+static volatile sig_atomic_t stop_asked;
+
+static void ask_stop(int sig)
+{
+	(void)sig;
+	stop_asked = 1;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -194,6 +205,8 @@ static void usage(FILE *out)
 		"  --verify         no load: read the whole span and check it\n"
 		"  --final-check    after the load, check the whole span too\n"
 		"  --initiator IQN  initiator name\n\n"
+		"SIGINT or SIGTERM ends the load early: commands in flight\n"
+		"complete and are checked, then the summary is printed.\n"
 		"Exit status: 0 no error and no mismatch, 1 otherwise, 2 usage.\n",
 		MAX_QD);
 }
@@ -310,8 +323,11 @@ int main(int argc, char **argv)
 		 * first pass's reads, and never more than asked for. */
 		uint64_t sent = 0;
 
+		signal(SIGINT, ask_stop);
+		signal(SIGTERM, ask_stop);
 		deadline = model_now() + (double)seconds;
-		while (!v.lost && (ops ? sent < ops : model_now() < deadline)) {
+		while (!v.lost && !stop_asked &&
+		       (ops ? sent < ops : model_now() < deadline)) {
 			for (i = 0; i < v.qd && !v.lost; i++) {
 				uint64_t lba;
 				uint32_t n;

@@ -1,0 +1,104 @@
+"""Random faults, one box at a time, under one load (make soak).
+
+Every box on a modelled switch; a seeded random sequence of faults, each
+healed and waited out before the next: a target killed and restarted, a
+target hung (SIGSTOP) for less or more than fail_timeout, a target's
+cable pulled for less or more than fail_timeout, two targets cut from
+each other, the controller's own cable pulled.  One box at a time is
+what RAID-5 promises to survive: the host must see no error and no wrong
+byte, and at the end the array is optimal, every acknowledged write
+reads back, and every stripe's parity is right.
+"""
+import os
+import random
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tptlib import net, paths
+from test_failures import (FAIL_TIMEOUT, array_state, close_switch, counters, restart_target,
+                           scrub, show, start, verify_all, wait_state)
+
+CHAOS_FAULTS = int(os.environ.get("TPT_CHAOS_FAULTS", "12"))
+CHAOS_SEED = int(os.environ.get("TPT_CHAOS_SEED") or time.time())
+N = 5
+
+
+@pytest.mark.skipif(not net.netns_usable(), reason="needs network namespaces (root, iproute2)")
+@pytest.mark.skipif("TPT_SOAK_CYCLES" not in os.environ, reason="minutes per mode: make soak")
+@pytest.mark.parametrize("mode", ["tpt", "baseline"])
+def test_random_faults_one_box_at_a_time(tgtd_factory, mode, tmp_path, report):
+    rng = random.Random(CHAOS_SEED)
+    sw, c = net.Switch(), None
+    done = []
+    try:
+        boxes = [sw.add_box(f"t{i}") for i in range(N)]
+        ctl, hbox = sw.add_box("ctl"), sw.add_box("h0")
+        c = start(tgtd_factory, mode, n=N, boxes=dict(enumerate(boxes)), controller_box=ctl)
+        host = sw.exec_prefix(hbox)
+        load = subprocess.Popen(
+            [*host, str(paths.tool("tpt-iscsi-verify")), "--model", str(tmp_path), "--zero",
+             "--seconds", "100000", "--qd", "8", "--max-bs", "512k", c.url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        i, again = 0, False
+        for k in range(CHAOS_FAULTS):
+            # Now and then the same box again before it has caught up: it
+            # is still the one box out.
+            if not again:
+                i = rng.randrange(N)
+            t = c.targets[i]
+            kinds = ["kill", "hang", "cable", "ctl_cable"] + ([] if again else ["pair"])
+            fault = rng.choice(kinds)
+            if fault == "kill":
+                t.killed_on_purpose = True
+                t.kill()
+                time.sleep(rng.uniform(0, 8))
+                restart_target(c, i)
+                what = f"target {i} killed and restarted"
+            elif fault == "hang":
+                s = rng.uniform(0.5, 2 * FAIL_TIMEOUT + 4)
+                os.killpg(t.proc.pid, signal.SIGSTOP)
+                time.sleep(s)
+                os.killpg(t.proc.pid, signal.SIGCONT)
+                what = f"target {i} hung {s:.1f} s"
+            elif fault == "cable":
+                s = rng.uniform(0.5, 2 * FAIL_TIMEOUT + 8)
+                sw.port(boxes[i], "down")
+                time.sleep(s)
+                sw.port(boxes[i], "up")
+                what = f"target {i}'s cable out {s:.1f} s"
+            elif fault == "pair":
+                j = (i + 1 + rng.randrange(N - 1)) % N
+                s = rng.uniform(1, 2 * FAIL_TIMEOUT + 6)
+                sw.cut_pair(boxes[i], boxes[j], True)
+                time.sleep(s)
+                sw.cut_pair(boxes[i], boxes[j], False)
+                what = f"targets {i} and {j} cut from each other {s:.1f} s"
+            else:
+                s = rng.uniform(1, 25)
+                sw.port(ctl, "down")
+                time.sleep(s)
+                sw.port(ctl, "up")
+                what = f"the controller's cable out {s:.1f} s"
+            done.append(what)
+            report(f"{mode} seed {CHAOS_SEED} fault {k}: {what}")
+            assert load.poll() is None, load.communicate()
+            again = rng.random() < 0.3
+            if again:
+                time.sleep(rng.uniform(0, 3))
+                continue
+            wait_state(c, {"optimal"}, timeout=180)
+            time.sleep(rng.uniform(1, 4))
+        wait_state(c, {"optimal"}, timeout=180)
+        load.send_signal(signal.SIGINT)
+        out, err = load.communicate(timeout=120)
+        report(f"{mode}: {len(done)} faults: {out.strip()}; counters {counters(c)}")
+        assert "errors=0 mismatches=0" in out, out + err[-3000:]
+        assert array_state(c) == "optimal", show(c)
+        verify_all(c, tmp_path, prefix=host)
+        scrub(c, prefix=host)
+    finally:
+        close_switch(c, sw)
