@@ -387,6 +387,13 @@ static void member_nop_done(struct iscsi_context *iscsi, int status,
 	}
 }
 
+/* Every member silent now, as over an outage of the controller's own link:
+ * none is judged for silence meanwhile. */
+static bool member_all_silent(const struct tpt_array *a, time_t now)
+{
+	return now - a->heard_last >= MEMBER_ALL_SILENT;
+}
+
 /*
  * Whether the controller can tell @m's silence since @since from its own:
  * another member of the array answered a NOP-Out sent later, or none is
@@ -399,10 +406,11 @@ static void member_nop_done(struct iscsi_context *iscsi, int status,
  * (the ticks send them): NOP-Ins of one tick drain from such a queue
  * together, and a tick may fall between two of them.
  */
-static bool others_answered_since(const struct tpt_member *m, time_t since)
+static bool others_answered_since(const struct tpt_member *m, time_t since,
+				  time_t now)
 {
 	const struct tpt_array *a = m->array;
-	bool asked = false;
+	bool asked = false, answered = false;
 	unsigned int i;
 
 	for (i = 0; i < a->nr_boxes; i++) {
@@ -410,11 +418,12 @@ static bool others_answered_since(const struct tpt_member *m, time_t since)
 
 		if (o == m || o->link != MEMBER_ONLINE || o->failing)
 			continue;
-		if (o->nop_answered_sent > since)
-			return true;
+		answered |= o->nop_answered_sent > since;
 		asked = true;
 	}
-	return !asked;
+	/* An answer from before every member went silent tells nothing of
+	 * who is silent now (member_all_silent()). */
+	return !asked || (answered && !member_all_silent(a, now));
 }
 
 /* How long after a silence of @len seconds a connection that backed off
@@ -446,6 +455,11 @@ static void member_heard(struct tpt_member *m, time_t now)
 			start = a->silence_end - a->silence_len;
 		a->silence_end = now;
 		a->silence_len = now - start;
+		eprintf("tptraid: every member silent for %u s (the "
+			"controller's own link, or its port full): each "
+			"may take %u s more to be heard again\n",
+			(unsigned int)a->silence_len,
+			(unsigned int)silence_backoff(a->silence_len));
 	}
 	a->heard_last = now;
 }
@@ -486,7 +500,7 @@ static time_t member_cmd_overdue(const struct tpt_member *m, time_t now)
 	const struct member_cmd *c;
 	time_t limit = 3 * (time_t)a->fail_timeout + 10;
 
-	if (list_empty(&m->cmds) || now - a->heard_last >= MEMBER_ALL_SILENT)
+	if (list_empty(&m->cmds) || member_all_silent(a, now))
 		return 0;
 	c = list_first_entry(&m->cmds, struct member_cmd, link);
 	return now - c->sent >= limit + member_silence_excused(a, c->sent) ?
@@ -526,7 +540,7 @@ static void member_check(struct tpt_member *m, time_t now)
 		    member_silence_excused(a, m->nop_sent) &&
 		    now - m->last_heard >= timeout +
 		    member_silence_excused(a, m->last_heard) &&
-		    others_answered_since(m, m->nop_sent)) {
+		    others_answered_since(m, m->nop_sent, now)) {
 			snprintf(why, sizeof(why), "no answer to NOP-Out for "
 				 "%u s, nothing heard for %u s",
 				 (unsigned int)(now - m->nop_sent),
