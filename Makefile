@@ -348,7 +348,8 @@ soak: all
 	TPT_BUILD=$(BUILD) TPT_SAN=$(SAN) TPT_SOAK_CYCLES=$(SOAK_CYCLES) \
 		TPT_CHAOS_FAULTS=$(CHAOS_FAULTS) TPT_CHAOS_SEED=$(CHAOS_SEED) \
 		$(PYTHON) -m pytest conformance/test_failures.py \
-		conformance/test_chaos.py -k "link or random" $(PYTEST_ARGS)
+		conformance/test_controller_link.py conformance/test_chaos.py \
+		-k "link or random" $(PYTEST_ARGS)
 
 .PHONY: demo
 demo: deps

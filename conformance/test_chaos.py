@@ -120,6 +120,9 @@ def test_random_faults_one_box_at_a_time(tgtd_factory, mode, tmp_path, report):
             if again:
                 time.sleep(rng.uniform(0, 3))
                 continue
+            # A box out about fail_timeout may be failed only now: its
+            # catch-up is part of this fault, not the next one's.
+            time.sleep(FAIL_TIMEOUT + 2)
             wait_state(c, {"optimal"}, timeout=180)
             time.sleep(rng.uniform(1, 4))
         wait_state(c, {"optimal"}, timeout=180)
