@@ -20,8 +20,8 @@ import time
 import pytest
 
 from tptlib import net, paths
-from test_failures import (FAIL_TIMEOUT, array_state, close_switch, counters, restart_target,
-                           scrub, show, start, verify_all, wait_state)
+from test_failures import (FAIL_TIMEOUT, array_state, assemble, close_switch, counters,
+                           restart_target, scrub, show, start, verify_all, wait_state)
 
 CHAOS_FAULTS = int(os.environ.get("TPT_CHAOS_FAULTS", "12"))
 CHAOS_SEED = int(os.environ.get("TPT_CHAOS_SEED") or time.time())
@@ -95,10 +95,7 @@ def test_random_faults_one_box_at_a_time(tgtd_factory, mode, tmp_path, report):
                 out, err = load.communicate(timeout=120)
                 assert "mismatches=0" in out, out + err[-3000:]
                 totals.append(out.strip())
-                c.controller.start(port=c.controller.port)
-                c.controller.new_target(1, c.iqn)
-                c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"),
-                                     bstype="tptraid")
+                assemble(c)
                 wait_state(c, {"optimal"}, timeout=180)
                 load = new_load()
                 what = "the controller killed and restarted"

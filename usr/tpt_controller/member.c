@@ -450,8 +450,7 @@ static void member_heard(struct tpt_member *m, time_t now)
 
 	m->last_heard = now;
 	if (start && now - start >= MEMBER_ALL_SILENT) {
-		if (a->silence_end &&
-		    start < a->silence_end + silence_backoff(a->silence_len))
+		if (member_silence_excused(a, start))
 			start = a->silence_end - a->silence_len;
 		a->silence_end = now;
 		a->silence_len = now - start;
