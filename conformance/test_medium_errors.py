@@ -21,8 +21,9 @@ from tptlib import paths, proto
 from tptlib.client import GOOD
 from tptlib.faults import BadSectors
 from test_failures import (CHECK_CONDITION, MEDIUM_ERROR, MEMBER_BYTES, UNIT,  # noqa: F401
-                           array_state, check_all, check_figures, counters, kill, members, mode,
-                           scrub, set_param, show, start, wait_log, wait_state)
+                           array_state, assemble, check_all, check_figures, counters, kill,
+                           members, mode, restart_target, scrub, set_param, show, start, wait_log,
+                           wait_state)
 
 N = 5
 BLOCKS = UNIT // 512
@@ -399,41 +400,100 @@ def test_read_error_says_which_block_it_could_not_read(tgtd_factory, client, mod
            f"so did tpt-dd's ({'direct' if mode == 'tpt' else 'plain'})")
 
 
-def test_rebuild_steps_over_an_unreadable_block(tgtd_factory, client, mode, workdir, report):
+def test_rebuild_records_a_unit_it_cannot_rebuild_as_lost(tgtd_factory, client, mode, workdir,
+                                                          report):
     """The classic RAID-5 double fault: a box lost, and while its units
     are rebuilt onto the spare a survivor cannot read a sector.  That
-    stripe's lost unit cannot be rebuilt; the rest can.  The rebuild
-    steps over that stripe (its batch gone over again a stripe at a
-    time), rebuilds the rest, and tries it again every 5 s; the survivor
-    stays and the array is never failed (before, the
-    survivor was failed and with it the array: every block offline for
-    one sector).  A host write of the whole stripe gives the units back,
-    and the rebuild finishes."""
+    stripe's lost unit cannot be rebuilt; the rest can.  The unit is
+    recorded as lost (md's bad block log) and the rebuild finishes: the
+    array is optimal but for that unit, which is never read from the
+    spare (it holds nothing), also after a controller restart, and
+    whose blocks read where the survivors give them and fail with MEDIUM
+    ERROR where they do not.  A second box lost then leaves the array
+    degraded, not failed: every other stripe reads, SYNCHRONIZE CACHE
+    succeeds.  A host write of the whole stripe gives the unit back.
+    Before, the rebuild stepped over the stripe and tried it again every
+    5 s until a write: the array stayed `rebuilding`, and with a second
+    box lost it was failed as a whole."""
     a = Array(tgtd_factory, client, mode, workdir, spares=1)
     pos = a.lose_sectors(2, 1, offset=8192, length=4096)
     gone = locate(2, 0)[0]
     mark = len(a.c.controller.log())
     kill(a.c.targets[gone])
-    # Its batch (stripes 0-15) gone over again a stripe at a time: only
-    # stripe 2 is left, the other 239 are rebuilt.
-    log = wait_log(a.c, r"recovery of position \d stopped at stripe 2: 1 stripe from there "
-                   r"on .* cannot read its units there", since=mark)
-    assert array_state(a.c) == "rebuilding", show(a.c)
-    assert members(a.c)[pos][1] == "up", show(a.c)
+    log = wait_log(a.c, rf"position {gone} rebuilt: \d+ stripes .*, but for its lost units; "
+                   r"the array is optimal", since=mark)
+    assert re.search(rf"position {gone}: the unit of stripe 2 cannot be rebuilt \(position mask "
+                     rf"0x{1 << pos:x} cannot give theirs there\): recorded as lost", log), log
     assert "failed" not in re.findall(r"the array is (\w+)", log)
-    retried_quietly(a.c)
+    assert "trying again every 5 s" not in log, log
+    assert array_state(a.c) == "optimal" and members(a.c)[pos][1] == "up", show(a.c)
+    assert re.search(rf"TPT-RAID lost units: 1 .*: {gone}:2\n", show(a.c)), show(a.c)
+    assert f"lost {gone} 2\n" in (a.c.controller.dir / "array.state").read_text()
+
+    def lost_unit_reads_as_it_can():
+        # Its first 8 KiB: the survivor gives its own there.  The whole
+        # unit needs the survivor's lost sector, and the spare is never
+        # asked: MEDIUM ERROR, not whatever the spare holds.
+        r = a.read(lba(2, 0), 16)
+        assert r["status"] == GOOD and r["data"] == a.expect(lba(2, 0), 16)
+        for i in (0, 1):
+            r = a.read(lba(2, i), BLOCKS)
+            assert r["status"] == CHECK_CONDITION, (i, r["status"])
+            assert proto.parse_sense(r["sense"]).key == MEDIUM_ERROR, r
+        r = a.read(lba(3), 5 * (N - 1) * BLOCKS)
+        assert r["status"] == GOOD and r["data"] == a.expect(lba(3), 5 * (N - 1) * BLOCKS)
+
+    lost_unit_reads_as_it_can()
+    # The record is in the state file: a restarted controller never
+    # takes the spare's unit there as the array's.  Killed once the
+    # write-intent record is clear (2 s after the rebuild's last write):
+    # else the stripe's parity may be stale, and the blocks beside the
+    # lost sector are lost too.
+    time.sleep(4)
+    kill(a.c.controller)
+    assemble(a.c)
+    wait_state(a.c, {"optimal"})
+    assert re.search(rf"TPT-RAID lost units: 1 .*: {gone}:2\n", show(a.c)), show(a.c)
+    a.client.drop("a", check=False)
+    a.client.login("a", a.c.url)
+    a.client.clear_unit_attentions("a")
+    lost_unit_reads_as_it_can()
+    # A check counts the stripe as not read and ends; a resync leaves its
+    # parity as it is and ends.
+    fig = check_all(a.c)
+    assert fig[:4] == ("last", 240, 240, 0) and "completed" in fig[4], show(a.c)
+    assert "unreadable_stripes 1" in show(a.c), show(a.c)
+    mark = len(a.c.controller.log())
+    set_param(a.c, "resync=yes")
+    wait_log(a.c, r"parity of \d+ stripes computed", since=mark)
+    assert array_state(a.c) == "optimal", show(a.c)
+    lost_unit_reads_as_it_can()
+    # A second box lost: degraded, not failed.
+    third = locate(2, 2)[0]
+    kill(a.c.targets[third])
+    wait_state(a.c, {"degraded"}, timeout=30)
     r = a.read(lba(3), 5 * (N - 1) * BLOCKS)
     assert r["status"] == GOOD and r["data"] == a.expect(lba(3), 5 * (N - 1) * BLOCKS)
+    assert a.client.command("a", proto.sbc16_cdb(0x91, 0, 0))["status"] == GOOD
+    restart_target(a.c, third)
+    wait_state(a.c, {"optimal"}, timeout=60)
+    # A write of the whole stripe gives the unit back.
+    mark = len(a.c.controller.log())
     whole = os.urandom((N - 1) * UNIT)
     assert a.write(lba(2), whole)["status"] == GOOD
-    wait_state(a.c, {"optimal"}, timeout=30)
+    wait_log(a.c, rf"position {gone}: 1 lost unit of stripes 2-2 written back from the others",
+             since=mark)
+    assert "lost units" not in show(a.c), show(a.c)
     r = a.read(lba(2), (N - 1) * BLOCKS)
     assert r["status"] == GOOD and r["data"] == whole
     r = a.read(lba(3), 5 * (N - 1) * BLOCKS)
     assert r["status"] == GOOD and r["data"] == a.expect(lba(3), 5 * (N - 1) * BLOCKS)
+    assert "\nlost " not in (a.c.controller.dir / "array.state").read_text()
     scrub(a.c)
     report(f"{mode}: member {gone} lost, its rebuild meeting a lost sector of member {pos}: "
-           f"stepped over, the rest rebuilt, never failed; a write of the stripe, then optimal")
+           f"that unit recorded lost, the rebuild done, optimal; kept across a controller "
+           f"restart; a second box lost: degraded, not failed; a write of the stripe gives "
+           f"it back")
 
 
 def test_resync_writes_back_what_it_cannot_read(tgtd_factory, client, mode, workdir, report):

@@ -181,11 +181,12 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		seen[7] = true;
 		return 0;
 	}
-	if (strcmp(l, "box") && strcmp(l, "position") && strcmp(l, "check"))
+	if (strcmp(l, "box") && strcmp(l, "position") && strcmp(l, "check") &&
+	    strcmp(l, "lost"))
 		return state_error(err, errlen, n, "%s: unknown key (expected "
 				   "tptraid-state, array, key, spec, box, "
 				   "position, rebuild_rate, fail_timeout, "
-				   "check, check_located, creating)", l);
+				   "check, check_located, lost, creating)", l);
 	arg2 = strchr(rest, ' ');
 	if (!arg2)
 		return state_error(err, errlen, n, "%s: expected two values",
@@ -212,6 +213,23 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		st->check_mismatches = b;
 		st->check_unreadable = c;
 		seen[6] = true;
+		return 0;
+	}
+	if (!strcmp(l, "lost")) {
+		struct tpt_state_lost *prev = st->nr_lost ?
+					      &st->lost[st->nr_lost - 1] : NULL;
+
+		if (st->nr_lost == TPT_STATE_LOST_MAX ||
+		    !parse_uint(rest, TPT_SPEC_MAX_MEMBERS - 1, &a, 10) ||
+		    !parse_uint(arg2, UINT64_MAX, &b, 10) ||
+		    (prev && (prev->position > a ||
+			      (prev->position == a && prev->stripe >= b))))
+			return state_error(err, errlen, n, "lost: POSITION "
+					   "STRIPE (decimal), in ascending "
+					   "order, at most %u lines",
+					   TPT_STATE_LOST_MAX);
+		st->lost[st->nr_lost].position = (unsigned int)a;
+		st->lost[st->nr_lost++].stripe = b;
 		return 0;
 	}
 	if (!strcmp(l, "box")) {
@@ -295,6 +313,11 @@ int tpt_state_parse(const char *text, size_t len, struct tpt_state *out,
 					   "two positions", b);
 		used[b] = true;
 	}
+	if (out->nr_lost &&
+	    out->lost[out->nr_lost - 1].position >= out->nr_positions)
+		return state_error(err, errlen, line, "lost: position %u is "
+				   "not listed",
+				   out->lost[out->nr_lost - 1].position);
 	return check_located_valid(out) ? 0 :
 	       state_error(err, errlen, line, "check_located: only with "
 			   "check, a count per position, at most MISMATCHES "
@@ -385,6 +408,20 @@ int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 					  st->check_located[i]))
 				return -ENOSPC;
 		if (!state_append(buf, len, &at, "\n"))
+			return -ENOSPC;
+	}
+	if (st->nr_lost > TPT_STATE_LOST_MAX)
+		return -EINVAL;
+	for (i = 0; i < st->nr_lost; i++) {
+		const struct tpt_state_lost *l = &st->lost[i];
+
+		if (l->position >= st->nr_positions ||
+		    (i && (l[-1].position > l->position ||
+			   (l[-1].position == l->position &&
+			    l[-1].stripe >= l->stripe))))
+			return -EINVAL;
+		if (!state_append(buf, len, &at, "lost %u %" PRIu64 "\n",
+				  l->position, l->stripe))
 			return -ENOSPC;
 	}
 	if (st->creating && !state_append(buf, len, &at, "creating yes\n"))

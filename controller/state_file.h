@@ -15,6 +15,7 @@
  *   fail_timeout 10
  *   check 1024 3 1
  *   check_located 1 0 2 0 0 0
+ *   lost 2 4711
  *   creating yes
  *
  * "spec" is the definition as --bsopts gave it, so that the LU can be
@@ -36,7 +37,11 @@
  * only with "check", is what it had located in those stripes: KEPT, then a
  * count per position (as many as "position" lines) of the stripes whose
  * one wrong unit that position holds; KEPT of them resync=yes would keep
- * wrong.  "creating yes" is a file written
+ * wrong.  "lost P STRIPE", once per unit and in ascending order, is a
+ * unit of position P that a recovery could not rebuild (a survivor's
+ * lost sector there): unknown until a host write of its stripe gives it
+ * back, never to be read from P's box (usr/tpt_controller/lost_units.c);
+ * at most TPT_STATE_LOST_MAX.  "creating yes" is a file written
  * while the array was being created, before its members were claimed
  * with its key: a crash then left them bound to this key and id, and the
  * next start creates the array again with them instead of finding the
@@ -58,6 +63,8 @@
 #define TPT_STATE_MAX_BOXES (TPT_SPEC_MAX_MEMBERS + TPT_SPEC_MAX_SPARES)
 
 #define TPT_STATE_KEY_LEN 16
+/* Lost units the file holds, all positions together. */
+#define TPT_STATE_LOST_MAX 512
 
 struct tpt_state {
 	uint64_t array_id;
@@ -78,6 +85,12 @@ struct tpt_state {
 	uint64_t check_from, check_mismatches, check_unreadable;
 	unsigned int nr_check_located;
 	uint64_t check_located[TPT_SPEC_MAX_MEMBERS], check_located_kept;
+	/* Lost units, ascending by position, then stripe. */
+	unsigned int nr_lost;
+	struct tpt_state_lost {
+		unsigned int position;
+		uint64_t stripe;
+	} lost[TPT_STATE_LOST_MAX];
 	/* The array's creation has not finished ("creating yes"). */
 	bool creating;
 };

@@ -179,14 +179,22 @@ uint32_t array_stripe_parity(const struct tpt_array *a, uint64_t stripe)
 	return parity;
 }
 
-uint32_t array_missing_at(struct tpt_array *a, uint64_t stripe)
+uint32_t array_absent_at(struct tpt_array *a, uint64_t stripe)
 {
-	uint32_t missing = 0;
+	uint32_t absent = 0;
 	unsigned int p;
 
 	for (p = 0; p < a->nr_members; p++)
 		if (!position_valid(a, p, stripe))
-			missing |= 1u << p;
+			absent |= 1u << p;
+	return absent;
+}
+
+uint32_t array_missing_at(struct tpt_array *a, uint64_t stripe)
+{
+	uint32_t missing = array_absent_at(a, stripe) |
+			   array_lost_at(a, stripe);
+
 	/* A box missing where the parity may disagree with what a host
 	 * wrote: its units there are unknown, not the parity's to give.
 	 * A copy that disagrees is only another version of its data. */
@@ -781,6 +789,8 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 	/* It read around units it could not: they are written back. */
 	if (!result && s->excluded)
 		read_repair_queue(a, s, s->excluded);
+	if (!result && s->kind == TPT_SPAN_WRITE)
+		array_lost_written(a, s);
 	if (tpt_span_background(s)) {
 		s->done(s, result);
 		array_run_waiting(a);

@@ -265,6 +265,7 @@ static void array_free(struct tpt_array *a, bool set_up)
 		free(a->pos[i].missed);
 		free(a->pos[i].missed_fine);
 	}
+	array_lost_free(a);
 	array_unsynced_free(a);
 	free(a->intent);
 	free(a->unwritten);
@@ -469,6 +470,8 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		       sizeof(found.located));
 		recovery_check_kept(a, state->check_from, &found);
 	}
+	if (state)
+		array_lost_load(a, state);
 	array_requests_init(a);
 	INIT_LIST_HEAD(&a->intent_waiting);
 	INIT_LIST_HEAD(&a->hosts);

@@ -63,9 +63,13 @@ struct array_files {
 	uint64_t regions_gen;		/* what that copy covers */
 	uint64_t done_gen;		/* the thread's last durable copy */
 	int error;			/* the thread's last failure */
+	bool state_failed;		/* the last state file write's */
 
 	/* The loop's side. */
 	bool state_busy, state_again;
+	/* The array's lost_gen in the state file being written, and in the
+	 * last one written. */
+	uint64_t writing_lost_gen, saved_lost_gen;
 	bool regions_busy;
 	uint64_t durable_gen;
 	bool error_said;
@@ -164,6 +168,7 @@ static void *files_thread(void *arg)
 		if (text) {
 			free(f->state_text);
 			f->state_text = NULL;
+			f->state_failed = err != 0;
 		}
 		if (buf) {
 			f->regions_buf = NULL;
@@ -265,8 +270,11 @@ static void files_event(int fd, int events, void *data)
 	pthread_mutex_lock(&f->lock);
 	err = f->error;
 	f->error = 0;
-	if (f->state_busy && !f->state_text)
+	if (f->state_busy && !f->state_text) {
 		f->state_busy = false;
+		if (!f->state_failed)
+			f->saved_lost_gen = f->writing_lost_gen;
+	}
 	pthread_mutex_unlock(&f->lock);
 	if (err && !f->error_said) {
 		eprintf("tptraid: cannot write the array's files beside %s: %s:"
@@ -278,6 +286,7 @@ static void files_event(int fd, int events, void *data)
 		f->state_again = false;
 		array_save_state(a);
 	}
+	recovery_lost_saved(a);
 	if (f->regions_busy)
 		regions_done(a);
 }
@@ -444,6 +453,7 @@ static char *state_text(struct tpt_array *a, const char *path,
 			st->nr_check_located = a->nr_members;
 	memcpy(st->check_located, a->recovery.kept.located,
 	       sizeof(st->check_located));
+	array_lost_save(a, st);
 	st->check_located_kept = st->nr_check_located ?
 				 a->recovery.kept.located_kept : 0;
 	n = tpt_state_format(st, text, 1 << 16);
@@ -458,6 +468,13 @@ static char *state_text(struct tpt_array *a, const char *path,
 	}
 	*len = (size_t)n;
 	return text;
+}
+
+bool array_lost_durable(const struct tpt_array *a)
+{
+	const struct array_files *f = files_of(a);
+
+	return !f || f->saved_lost_gen == a->lost_gen;
 }
 
 void array_save_state(struct tpt_array *a)
@@ -475,6 +492,7 @@ void array_save_state(struct tpt_array *a)
 	text = state_text(a, f->path, false, &len);
 	if (!text)
 		return;
+	f->writing_lost_gen = a->lost_gen;
 	f->state_busy = true;
 	pthread_mutex_lock(&f->lock);
 	f->state_text = text;

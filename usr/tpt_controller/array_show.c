@@ -34,6 +34,23 @@ static const char *member_state(const struct tpt_array *a,
 	return "up";
 }
 
+/* Units a recovery could not rebuild (lost_units.c): how many, and the
+ * first few of each position as POSITION:STRIPE. */
+static void show_lost(const struct tpt_array *a, struct concat_buf *b)
+{
+	unsigned int p, i;
+
+	if (!a->nr_lost)
+		return;
+	concat_printf(b, TPT_SHOW_INDENT "TPT-RAID lost units: %u (a host "
+		      "write of the whole stripe gives one back):", a->nr_lost);
+	for (p = 0; p < a->nr_members; p++)
+		for (i = 0; i < a->pos[p].lost.n && i < 16; i++)
+			concat_printf(b, " %u:%" PRIu64, p,
+				      a->pos[p].lost.v[i]);
+	concat_printf(b, "\n");
+}
+
 /* The running check's figures so far, else the last check's as it
  * ended, and one stopped that waits to go on; mismatches count
  * stripes. */
@@ -116,6 +133,7 @@ void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)
 			      rc->position, a->pos[rc->position].member,
 			      progress);
 	show_check(a, b);
+	show_lost(a, b);
 	for (i = 0; i < a->nr_boxes; i++) {
 		const struct tpt_member *m = &a->member[i];
 

@@ -154,6 +154,15 @@ static void recovery_finish(struct tpt_array *a)
 	} else {
 		struct tpt_position *pos = &a->pos[rc->position];
 
+		/* The units it recorded lost are in the state file before
+		 * the region record stops counting their stripes missed:
+		 * a crash in between must not leave them to be read. */
+		if (!array_lost_durable(a)) {
+			rc->active = true;
+			rc->lost_wait = true;
+			array_save_state(a);
+			return;
+		}
 		pos->state = TPT_POS_IN_SYNC;
 		pos->catch_up = false;
 		pos->missed_valid = false;
@@ -161,16 +170,27 @@ static void recovery_finish(struct tpt_array *a)
 		array_missed_all(a, rc->position, false);
 		array_regions_changed(a);
 		eprintf("tptraid: position %u %s: %" PRIu64 " stripes in %.2f "
-			"s (%.1f MB/s); the array is %s\n", rc->position,
+			"s (%.1f MB/s)%s; the array is %s\n", rc->position,
 			rc->catch_up ? "caught up" : "rebuilt",
 			rc->done_stripes, secs,
 			secs > 0 ? (double)bytes / 1e6 / secs : 0.0,
+			pos->lost.n ? ", but for its lost units" : "",
 			tpt_array_state_name(tpt_array_state(a)));
 		/* The box is current: its superblock, and every other,
 		 * says so. */
 		array_new_event(a);
 	}
 	recovery_kick(a);
+}
+
+void recovery_lost_saved(struct tpt_array *a)
+{
+	struct tpt_recovery *rc = &a->recovery;
+
+	if (rc->active && rc->lost_wait && array_lost_durable(a)) {
+		rc->lost_wait = false;
+		recovery_finish(a);
+	}
 }
 
 static void recovery_retry(void *data);
@@ -278,6 +298,25 @@ static void recovery_pause(struct tpt_array *a, uint64_t at,
 }
 
 /*
+ * Whether a rebuild of the running job's position failed at @stripe,
+ * planned without @missing, for good: what the others lack there is a
+ * unit a member could not read, or one recorded lost - not a position
+ * whose box may come back or catch up, nor a parity that may be stale
+ * (force_recovery is the operator's call there).
+ */
+static bool lost_for_good(struct tpt_array *a, uint64_t stripe,
+			  uint32_t missing)
+{
+	const struct tpt_recovery *rc = &a->recovery;
+
+	return rc->position != RAID_PARITY_MEMBER && !job_checks(a) &&
+	       lacks_others(a, missing, rc->position) &&
+	       !(others_of(missing, rc->position) &
+		 array_absent_at(a, stripe)) &&
+	       !(a->parity_stale && array_fine_has(a, a->parity_stale, stripe));
+}
+
+/*
  * Stripes [@first, @first + @n) of a rebuild or resync, planned without
  * @missing and rebuilding the positions of @also too, ended with @result:
  * what they did is done.  False when that pauses the job.
@@ -286,8 +325,24 @@ static bool stripes_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
 			  uint32_t s_missing, uint32_t s_also, int result)
 {
 	struct tpt_recovery *rc = &a->recovery;
+	bool recorded = false;
+	uint64_t st;
 	unsigned int p;
 
+	/* A batch of several stripes that fails for good lacks the same
+	 * recorded units in each (batches are cut where what is missing
+	 * changes); one that met a unit a member could not read was gone
+	 * over a stripe at a time first. */
+	if (result && lost_for_good(a, s_first, s_missing)) {
+		recorded = true;
+		for (st = s_first; st < s_first + n; st++)
+			recorded &= array_lost_record(a, rc->position, st,
+						      others_of(s_missing,
+								rc->position));
+		/* In sync but for those units. */
+		if (recorded)
+			result = 0;
+	}
 	if (result && lacks_others(a, s_missing, rc->position)) {
 		/* Another position lacks these stripes too (a box lost
 		 * while this one was recovering, and back; or a survivor
@@ -311,11 +366,17 @@ static bool stripes_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
 			array_fine_clear(a, a->pos[rc->position].missed_fine,
 					 s_first, s_first + n);
 			a->pos[rc->position].stalled_at = 0;
+			if (!recorded)
+				array_lost_done(a, rc->position, s_first,
+						s_first + n);
 			for (p = 0; p < a->nr_members; p++)
-				if (s_also & (1u << p))
+				if (s_also & (1u << p)) {
 					array_fine_clear(a,
 							 a->pos[p].missed_fine,
 							 s_first, s_first + n);
+					array_lost_done(a, p, s_first,
+							s_first + n);
+				}
 		}
 	}
 	return true;
@@ -665,6 +726,27 @@ static bool recovery_next_batch(struct tpt_array *a)
 	     first + n < a->nr_stripes && recovery_wants(a, first + n) &&
 	     array_missing_at(a, first + n) == missing; n++)
 		;
+	if ((rc->check || rc->position == RAID_PARITY_MEMBER) && missing &&
+	    !(missing & array_absent_at(a, first)) &&
+	    !(a->parity_stale && array_fine_has(a, a->parity_stale, first))) {
+		/* Units recorded lost there: their boxes hold nothing to
+		 * compare, and a check goes on, as over units it cannot
+		 * read.  A resync has nothing to compute from: the parity
+		 * there holds what it held (where it may be stale, the
+		 * stripes are stepped over as any it cannot read, and lost
+		 * until written). */
+		struct tpt_check_tally found = { 0 };
+
+		if (rc->check) {
+			recovery_check_unread(a, first, n, &found);
+			recovery_check_advance(a, first, n, &found);
+		} else {
+			array_unsynced_done(a, first, first + n);
+			rc->done_stripes += n;
+		}
+		rc->next = first + n;
+		return true;
+	}
 	s = array_background_span(a, job_checks(a) ? TPT_SPAN_CHECK :
 				  TPT_SPAN_REBUILD, rc->position, first, n,
 				  recovery_span_done);
@@ -745,9 +827,13 @@ void recovery_job_start(struct tpt_array *a, unsigned int position,
 	char along[96];
 
 	rc->active = true;
+	rc->lost_wait = false;
 	rc->stopped[0] = '\0';
 	rc->position = position;
 	rc->catch_up = catch_up;
+	/* Its box may give them now (a survivor's sector written since). */
+	if (position != RAID_PARITY_MEMBER && !rc->check)
+		array_lost_to_missed(a, position);
 	/* Two copies have no majority; RAID-6's located unit is not
 	 * rewritten (docs/controller.md, "Not yet"). */
 	rc->vote = !rc->check && position == RAID_PARITY_MEMBER &&

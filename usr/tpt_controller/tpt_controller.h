@@ -15,6 +15,9 @@
  *                    commands, failure detection, reconnect
  *   recovery.c       background work: rebuild onto a spare, catching a
  *                    returning member up, resync after a crash
+ *   lost_units.c     units a recovery could not rebuild, recorded as
+ *                    lost (md's bad block log) until a write gives them
+ *                    back
  *   mode_tpt.c       TPT mode: the level's TPT plans, sent step by step;
  *                    the targets move data and compute parity
  *   mode_baseline.c  Baseline mode: the paper's in-band controller runs
@@ -48,6 +51,8 @@
 #include "controller/array_spec.h"
 #include "controller/member_sb.h"
 #include "controller/raid_level.h"
+#include "controller/state_file.h"
+#include "controller/stripe_set.h"
 #include "iser/tpt_dm.h"
 #include "scsi/tpt_cdb.h"
 
@@ -434,6 +439,9 @@ void tpt_span_done(struct tpt_span *s, int result, bool retry,
 		   const struct tpt_array_counters *delta);
 /* Positions whose boxes do not hold @stripe's units as they should. */
 uint32_t array_missing_at(struct tpt_array *a, uint64_t stripe);
+/* Of those, the positions whose box is not there or not in sync there:
+ * not counting units recorded lost, nor a parity that may be stale. */
+uint32_t array_absent_at(struct tpt_array *a, uint64_t stripe);
 /* The positions of @stripe's parity units (none in a mirror). */
 uint32_t array_stripe_parity(const struct tpt_array *a, uint64_t stripe);
 /* Whether a member's failed command under @s is said by other lines. */
@@ -547,6 +555,9 @@ struct tpt_position {
 	/* Its recovery last stopped at this stripe, plus one (0: it did
 	 * not): trying again every few seconds logs that once. */
 	uint64_t stalled_at;
+	/* Stripes whose unit here a recovery could not rebuild
+	 * (lost_units.c): never read from the box, in any state. */
+	struct stripe_set lost;
 };
 
 /* Stripes per region of the missed-write record. */
@@ -716,6 +727,9 @@ struct tpt_recovery {
 	unsigned int kick_from;
 	struct tgt_work timer;		/* the rate limit's pause */
 	bool paused;
+	/* Done, but for the state file to hold the units it recorded lost
+	 * (recovery_lost_saved()). */
+	bool lost_wait;
 	/* Where and why the last job stopped before its end ("stripe S:
 	 * WHY"), for the log and show; "" when it did not. */
 	char stopped[224];
@@ -769,6 +783,32 @@ int recovery_check_start(struct tpt_array *a, char *why, size_t len);
 bool recovery_check_stop(struct tpt_array *a);
 /* "NN.N% ETA Ns R MB/s", or "" when nothing runs. */
 void recovery_progress(const struct tpt_array *a, char *buf, size_t len);
+/* The state file now holds the record of lost units as it stands: a
+ * rebuild that waited for that to end ends. */
+void recovery_lost_saved(struct tpt_array *a);
+
+/* ---- lost units (lost_units.c) ---- */
+
+/* The positions whose unit of @stripe is recorded lost. */
+uint32_t array_lost_at(const struct tpt_array *a, uint64_t stripe);
+/* Records position @p's unit of @stripe as lost, which the positions of
+ * @blockers could not help rebuild: false when the record is full. */
+bool array_lost_record(struct tpt_array *a, unsigned int p, uint64_t stripe,
+		       uint32_t blockers);
+/* Position @p's units of stripes [@first, @end) are rebuilt. */
+void array_lost_done(struct tpt_array *a, unsigned int p, uint64_t first,
+		     uint64_t end);
+/* A recovery of @p goes over its lost units again. */
+void array_lost_to_missed(struct tpt_array *a, unsigned int p);
+/* Host write span @s succeeded: the lost units of the stripes it wrote
+ * whole are written back from the others. */
+void array_lost_written(struct tpt_array *a, const struct tpt_span *s);
+/* From and into the state file. */
+void array_lost_load(struct tpt_array *a, const struct tpt_state *st);
+void array_lost_save(const struct tpt_array *a, struct tpt_state *st);
+/* Whether the state file on disk holds the record as it stands. */
+bool array_lost_durable(const struct tpt_array *a);
+void array_lost_free(struct tpt_array *a);
 
 struct tpt_array {
 	struct scsi_lu *lu;
@@ -791,6 +831,12 @@ struct tpt_array {
 	uint64_t event;			/* membership changes so far */
 	uint64_t nr_stripes, nr_regions;
 	uint64_t fine_stripes;		/* stripes per bit of missed_fine */
+	/* Lost units of every position (lost_units.c), and a count of the
+	 * record's changes: the state file holds it once saved_lost_gen
+	 * (array_files.c) has caught up. */
+	unsigned int nr_lost;
+	uint64_t lost_gen;
+	bool lost_full_said;
 	/* Stripes whose parity a resync has yet to compute from their data
 	 * (recovery.c), and of those the ones where it may disagree with
 	 * data a host wrote: after a crash with writes in flight, or written

@@ -220,6 +220,9 @@ static const char good_state[] =
 	"fail_timeout 12\n"
 	"check 1024 3\n"
 	"check_located 1 0 2 0\n"
+	"lost 1 7\n"
+	"lost 2 3\n"
+	"lost 2 18446744073709551615\n"
 	"creating yes\n";
 
 static void expect_refused(const char *text, const char *why)
@@ -264,6 +267,9 @@ static void state_file(void)
 	      st->check_located_kept == 1);
 	CHECK(strstr(buf, "\ncheck_located 1 0 2 0\n") != NULL);
 	CHECK(strstr(buf, "\nkey 00112233445566778899aabbccddeeff\n") != NULL);
+	CHECK(st->nr_lost == 3 && st->lost[0].position == 1 &&
+	      st->lost[0].stripe == 7 && st->lost[2].stripe == UINT64_MAX);
+	CHECK(strstr(buf, "\nlost 1 7\nlost 2 3\nlost 2 18446744073709551615\n"));
 	CHECK_EQ(tpt_state_parse(buf, (size_t)n, back, err, sizeof(err)), 0);
 	CHECK_MEM(back, st, sizeof(*st));
 	CHECK_EQ(tpt_state_format(st, buf, 20), -ENOSPC);
@@ -362,6 +368,37 @@ static void state_file(void)
 			expect_refused(text, "check_located: only with check");
 		}
 	}
+	expect_refused("tptraid-state 1\nlost 1\n",
+		       "line 2: lost: expected two values");
+	expect_refused("tptraid-state 1\nlost 1 x\n", "line 2: lost: POSITION");
+	expect_refused("tptraid-state 1\nlost 32 1\n", "line 2: lost: POSITION");
+	expect_refused("tptraid-state 1\nlost 1 5\nlost 1 5\n",
+		       "line 3: lost: POSITION STRIPE (decimal), in ascending");
+	expect_refused("tptraid-state 1\nlost 1 5\nlost 0 9\n",
+		       "line 3: lost: POSITION");
+	expect_refused("tptraid-state 1\narray 0000000000000001\nspec x\n"
+		       "box 0 iscsi://h/iqn.x:a/1\nposition 0 0\nlost 1 0\n",
+		       "lost: position 1 is not listed");
+	{
+		/* At most TPT_STATE_LOST_MAX, and the format refuses what
+		 * would not parse back. */
+		char *text = malloc(64 * (TPT_STATE_LOST_MAX + 2));
+		size_t at = 0;
+		unsigned int i;
+
+		at += (size_t)sprintf(text, "tptraid-state 1\n");
+		for (i = 0; i <= TPT_STATE_LOST_MAX; i++)
+			at += (size_t)sprintf(text + at, "lost 0 %u\n", i);
+		expect_refused(text, "line 514: lost: POSITION STRIPE");
+		free(text);
+		CHECK_EQ(tpt_state_parse(good_state, strlen(good_state), st,
+					 err, sizeof(err)), 0);
+		st->lost[1].stripe = 7;
+		st->lost[1].position = 1;
+		CHECK_EQ(tpt_state_format(st, buf, 1 << 16), -EINVAL);
+		st->lost[1].position = 3;
+		CHECK_EQ(tpt_state_format(st, buf, 1 << 16), -EINVAL);
+	}
 	expect_refused("tptraid-state 1\ncreating no\n",
 		       "line 2: creating: at most once, \"creating yes\"");
 	expect_refused("tptraid-state 1\ncreating yes\ncreating yes\n",
@@ -379,7 +416,7 @@ static void state_file(void)
 		n = tpt_state_format(st, buf, 1 << 16);
 		CHECK(n > 0 && !strstr(buf, "rebuild_rate") &&
 		      !strstr(buf, "fail_timeout") && !strstr(buf, "check") &&
-		      !strstr(buf, "creating"));
+		      !strstr(buf, "creating") && !strstr(buf, "lost"));
 	}
 	free(st);
 	free(back);
