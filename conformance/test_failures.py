@@ -576,10 +576,7 @@ def test_controller_crash_resyncs_the_write_intent_regions(tgtd_factory, mode, t
     kill(c.controller)
     res, _ = load.result()
     assert res["mismatches"] == 0
-    state = c.controller.dir / "array.state"
-    c.controller.start(port=c.controller.port)
-    c.controller.new_target(1, c.iqn)
-    c.controller.new_lun(1, 1, str(state), bstype="tptraid")
+    assemble(c)
     wait_state(c, {"optimal"}, timeout=60)
     log = c.controller.log()
     m = re.search(r"writes in flight or a parity resync unfinished in (\d+) regions: resyncing",
@@ -693,10 +690,7 @@ def test_clean_stop_keeps_the_first_resyncs_progress(tgtd_factory, mode, report)
     wait_log(c, r"computing the parity of 496 stripes")
     time.sleep(6)
     c.controller.stop()
-    state = c.controller.dir / "array.state"
-    c.controller.start(port=c.controller.port)
-    c.controller.new_target(1, c.iqn)
-    c.controller.new_lun(1, 1, str(state), bstype="tptraid")
+    assemble(c)
     log = wait_log(c, r"resync unfinished in (\d+) regions: resyncing")
     left = int(re.search(r"resync unfinished in (\d+) regions", log).group(1))
     # 496 stripes in 8 regions of 64; 6 s at 16 stripes/s did some.
@@ -715,18 +709,12 @@ def test_controller_stopped_mid_resync_exits_cleanly(tgtd_factory, mode, report)
     commands were completed after the mode that planned them was gone:
     SIGSEGV in tpt_plan_return_slots() in 1 stop of 3 in tpt mode."""
     c = start(tgtd_factory, mode, n=4, member_bytes=128 << 20, assume_clean=False)
-    state = c.controller.dir / "array.state"
-
-    def assemble():
-        c.controller.start(port=c.controller.port)
-        c.controller.new_target(1, c.iqn)
-        c.controller.new_lun(1, 1, str(state), bstype="tptraid")
 
     stops = 0
     for delay in (0.2, 0.3, 0.4, 0.5, 0.6):
         since = len(c.controller.log())
         if stops:
-            assemble()
+            assemble(c)
         if "computing the parity of" not in c.controller.log()[since if stops else 0:]:
             break       # the resync was done before this start
         time.sleep(delay)
@@ -734,7 +722,7 @@ def test_controller_stopped_mid_resync_exits_cleanly(tgtd_factory, mode, report)
         assert c.controller.proc.returncode == 0, c.controller.log()[-3000:]
         stops += 1
     else:
-        assemble()
+        assemble(c)
     assert stops >= 2, c.controller.log()[-3000:]
     wait_state(c, {"optimal"}, timeout=120)
     scrub(c)
@@ -751,7 +739,6 @@ def test_lost_write_intent_record_resyncs_every_region(tgtd_factory, mode, repor
     finds it right. Before, it started with nothing to resync: the parity
     stayed wrong, and a box lost later would be rebuilt from it."""
     c = start(tgtd_factory, mode, n=4)
-    state = c.controller.dir / "array.state"
     record = c.controller.dir / "array.state.regions"
     assert record.stat().st_size > 0
     for how, stripe in (("none written", 0), ("damaged, or another array's or geometry's", 5)):
@@ -771,9 +758,7 @@ def test_lost_write_intent_record_resyncs_every_region(tgtd_factory, mode, repor
             f.seek(stripe * UNIT)
             f.write(os.urandom(UNIT))
         since = len(c.controller.log())
-        c.controller.start(port=c.controller.port)
-        c.controller.new_target(1, c.iqn)
-        c.controller.new_lun(1, 1, str(state), bstype="tptraid")
+        assemble(c)
         log = wait_log(c, re.escape(f"{record} holds no record of this array ({how}): "
                                     "resyncing every region's parity"), since=since)
         assert "parity resync unfinished in 4 regions: resyncing" in log, log[-3000:]
@@ -1123,9 +1108,7 @@ def test_box_lost_during_a_check_goes_on_after_the_rebuild(tgtd_factory, mode, r
     assert m, log[-3000:]
     kept = int(m.group(1))
     assert f"check {kept} 0" in (c.controller.dir / "array.state").read_text()
-    c.controller.start(port=c.controller.port)
-    c.controller.new_target(1, c.iqn)
-    c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid")
+    assemble(c)
     wait_state(c, {"optimal"}, timeout=30)
     set_param(c, "rebuild_rate=0")
     fig = wait_check(c)
@@ -1141,9 +1124,7 @@ def test_box_lost_during_a_check_goes_on_after_the_rebuild(tgtd_factory, mode, r
     time.sleep(1)
     c.controller.stop()
     kill(c.targets[3])
-    c.controller.start(port=c.controller.port)
-    c.controller.new_target(1, c.iqn)
-    c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid")
+    assemble(c)
     wait_state(c, {"degraded"}, timeout=30)
     assert check_figures(c) is None, show(c)
     assert re.search(r"TPT-RAID check: waiting from_stripe \d+ of \d+ mismatched_stripes 0, "
@@ -1188,9 +1169,7 @@ def test_controller_crash_during_a_check_goes_on(tgtd_factory, mode, raid, repor
         assert located and located.group(0) == "check_located 0 1 0 0", text
     else:
         assert not located, text
-    c.controller.start(port=c.controller.port)
-    c.controller.new_target(1, c.iqn)
-    c.controller.new_lun(1, 1, str(state), bstype="tptraid")
+    assemble(c)
     wait_state(c, {"optimal"}, timeout=30)
     set_param(c, "rebuild_rate=0")
     deadline = time.monotonic() + 30
