@@ -606,6 +606,53 @@ def test_raid6_rebuild_reads_around_an_unreadable_block(tgtd_factory, client, wo
            "it, wrote its units back and finished: optimal, no member failed")
 
 
+def test_mirror_rebuild_records_a_unit_it_cannot_copy_as_lost(tgtd_factory, client, mode,
+                                                              workdir, report):
+    """A 2-way mirror has no copy to spare once one box is lost: a
+    rebuild onto the spare that meets the other copy's lost sector
+    records that unit as lost and finishes, as RAID-5's does.  Its blocks
+    read where the copy gives them and fail with MEDIUM ERROR where it
+    does not, never the spare's bytes; a host write of the unit gives it
+    back, and both copies agree again."""
+    bad = BadSectors(workdir)
+    c = start(tgtd_factory, mode, n=2, raid=1, spares=1, target_env=bad.env())
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    data = os.urandom(8 * UNIT)
+    assert client.command("a", proto.write16_cdb(0, len(data) // 512),
+                          data=data)["status"] == GOOD
+    bad.add(c.backings[1], 3 * UNIT + 8192, 4096)
+    mark = len(c.controller.log())
+    kill(c.targets[0])
+    log = wait_log(c, r"position 0 rebuilt: \d+ stripes .*, but for its lost units; "
+                   r"the array is optimal", since=mark)
+    assert re.search(r"position 0: the unit of stripe 3 cannot be rebuilt \(position mask 0x2 "
+                     r"cannot give theirs there\): recorded as lost", log), log
+    assert members(c)[1][1] == "up" and "TPT-RAID lost units: 1 " in show(c), show(c)
+
+    def read(at, blocks):
+        return client.command("a", proto.read16_cdb(at, blocks), inlen=blocks * 512)
+
+    r = read(3 * BLOCKS, 16)
+    assert r["status"] == GOOD and r["data"] == data[3 * UNIT:3 * UNIT + 8192]
+    r = read(3 * BLOCKS, BLOCKS)
+    assert r["status"] == CHECK_CONDITION and proto.parse_sense(r["sense"]).key == MEDIUM_ERROR
+    r = read(4 * BLOCKS, 4 * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == data[4 * UNIT:]
+    unit = os.urandom(UNIT)
+    mark = len(c.controller.log())
+    assert client.command("a", proto.write16_cdb(3 * BLOCKS, BLOCKS), data=unit)["status"] == GOOD
+    wait_log(c, r"position 0: 1 lost unit of stripes 3-3 written back from the others",
+             since=mark)
+    r = read(0, 8 * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == data[:3 * UNIT] + unit + data[4 * UNIT:]
+    assert "lost units" not in show(c), show(c)
+    scrub(c)
+    report(f"{mode}: a 2-way mirror's rebuild meeting the other copy's lost sector: that unit "
+           f"recorded lost, the rebuild done, optimal; MEDIUM ERROR where the copy cannot give "
+           f"it; a write of the unit gives it back, both copies equal")
+
+
 def test_member_losing_sectors_is_failed(tgtd_factory, client, workdir, report):
     """A disk that keeps losing sectors is failing: past 20 read errors
     within the hour (md's max_read_errors) the member is failed and the
