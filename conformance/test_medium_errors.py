@@ -653,6 +653,52 @@ def test_mirror_rebuild_records_a_unit_it_cannot_copy_as_lost(tgtd_factory, clie
            f"it; a write of the unit gives it back, both copies equal")
 
 
+def test_raid6_rebuild_records_a_unit_it_cannot_rebuild_as_lost(tgtd_factory, client, mode,
+                                                                workdir, report):
+    """RAID-6's double fault beyond its parity: one box lost, and two
+    survivors that cannot read the same sector of one stripe.  That
+    stripe's unit is recorded lost and the rebuild finishes; what the
+    stripe cannot give fails with MEDIUM ERROR, the other stripes read;
+    a host write of the whole stripe gives the unit back."""
+    bad = BadSectors(workdir)
+    c = start(tgtd_factory, mode, n=6, raid=6, spares=1, target_env=bad.env())
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    data = os.urandom(8 * 4 * UNIT)
+    assert client.command("a", proto.write16_cdb(0, len(data) // 512),
+                          data=data)["status"] == GOOD
+    for m in (1, 2):
+        bad.add(c.backings[m], 2 * UNIT + 8192, 4096)
+    mark = len(c.controller.log())
+    kill(c.targets[0])
+    log = wait_log(c, r"position 0 rebuilt: \d+ stripes .*, but for its lost units; "
+                   r"the array is optimal", since=mark)
+    assert re.search(r"position 0: the unit of stripe 2 cannot be rebuilt \(position mask 0x6 "
+                     r"cannot give theirs there\): recorded as lost", log), log
+    assert {members(c)[m][1] for m in (1, 2)} == {"up"}, show(c)
+
+    def read(at, blocks):
+        return client.command("a", proto.read16_cdb(at, blocks), inlen=blocks * 512)
+
+    stripe = 4 * BLOCKS
+    r = read(2 * stripe, stripe)
+    assert r["status"] == CHECK_CONDITION and proto.parse_sense(r["sense"]).key == MEDIUM_ERROR
+    for s in (0, 1, 3, 4, 5, 6, 7):
+        r = read(s * stripe, stripe)
+        assert r["status"] == GOOD and r["data"] == data[s * 4 * UNIT:(s + 1) * 4 * UNIT], s
+    whole = os.urandom(4 * UNIT)
+    mark = len(c.controller.log())
+    assert client.command("a", proto.write16_cdb(2 * stripe, stripe), data=whole)["status"] == GOOD
+    wait_log(c, r"position 0: 1 lost unit of stripes 2-2 written back from the others",
+             since=mark)
+    r = read(0, 8 * stripe)
+    assert r["status"] == GOOD and r["data"] == data[:8 * UNIT] + whole + data[12 * UNIT:]
+    scrub(c)
+    report(f"{mode}: RAID-6 with a box lost and two survivors' lost sectors in one stripe: that "
+           f"unit recorded lost, the rebuild done, optimal; the stripe MEDIUM ERROR, the rest "
+           f"right; a write of the stripe gives it back")
+
+
 def test_member_losing_sectors_is_failed(tgtd_factory, client, workdir, report):
     """A disk that keeps losing sectors is failing: past 20 read errors
     within the hour (md's max_read_errors) the member is failed and the

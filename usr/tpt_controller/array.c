@@ -1131,8 +1131,12 @@ int array_unreadable(struct tpt_span *s, struct tpt_member *m,
 		*retry = false;
 		return -EIO;
 	}
-	if (s->kind == TPT_SPAN_REBUILD && s->member != RAID_PARITY_MEMBER &&
-	    !array_may_lose(a, m)) {
+	/* A recovery's: recovery.c records the unit it rebuilds there as
+	 * lost.  Not the member's fault beyond that sector, even where the
+	 * array could lose it (RAID-6 with two survivors' sectors lost in one
+	 * stripe): failed, it would take every unit it still holds along,
+	 * be caught up, and fail again at the same sector. */
+	if (s->kind == TPT_SPAN_REBUILD && s->member != RAID_PARITY_MEMBER) {
 		s->excluded |= 1u << pos;
 		*retry = false;
 		return -EIO;
