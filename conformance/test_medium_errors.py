@@ -621,14 +621,7 @@ def test_mirror_rebuild_records_a_unit_it_cannot_copy_as_lost(tgtd_factory, clie
     data = os.urandom(8 * UNIT)
     assert client.command("a", proto.write16_cdb(0, len(data) // 512),
                           data=data)["status"] == GOOD
-    bad.add(c.backings[1], 3 * UNIT + 8192, 4096)
-    mark = len(c.controller.log())
-    kill(c.targets[0])
-    log = wait_log(c, r"position 0 rebuilt: \d+ stripes .*, but for its lost units; "
-                   r"the array is optimal", since=mark)
-    assert re.search(r"position 0: the unit of stripe 3 cannot be rebuilt \(position mask 0x2 "
-                     r"cannot give theirs there\): recorded as lost", log), log
-    assert members(c)[1][1] == "up" and "TPT-RAID lost units: 1 " in show(c), show(c)
+    rebuild_meets_lost_sectors(c, bad, 3, (1,))
 
     def read(at, blocks):
         return client.command("a", proto.read16_cdb(at, blocks), inlen=blocks * 512)
@@ -640,17 +633,41 @@ def test_mirror_rebuild_records_a_unit_it_cannot_copy_as_lost(tgtd_factory, clie
     r = read(4 * BLOCKS, 4 * BLOCKS)
     assert r["status"] == GOOD and r["data"] == data[4 * UNIT:]
     unit = os.urandom(UNIT)
-    mark = len(c.controller.log())
-    assert client.command("a", proto.write16_cdb(3 * BLOCKS, BLOCKS), data=unit)["status"] == GOOD
-    wait_log(c, r"position 0: 1 lost unit of stripes 3-3 written back from the others",
-             since=mark)
+    write_gives_back(c, client, 3, 3 * BLOCKS, unit)
     r = read(0, 8 * BLOCKS)
     assert r["status"] == GOOD and r["data"] == data[:3 * UNIT] + unit + data[4 * UNIT:]
-    assert "lost units" not in show(c), show(c)
     scrub(c)
     report(f"{mode}: a 2-way mirror's rebuild meeting the other copy's lost sector: that unit "
            f"recorded lost, the rebuild done, optimal; MEDIUM ERROR where the copy cannot give "
            f"it; a write of the unit gives it back, both copies equal")
+
+
+def rebuild_meets_lost_sectors(c, bad, stripe, survivors):
+    """Sectors of `survivors` in `stripe` lost (8 KiB into the unit), then
+    box 0 killed: until its spare is rebuilt, that stripe's unit recorded
+    lost (the others cannot give theirs there) and the survivors kept."""
+    for m in survivors:
+        bad.add(c.backings[m], stripe * UNIT + 8192, 4096)
+    mark = len(c.controller.log())
+    kill(c.targets[0])
+    log = wait_log(c, r"position 0 rebuilt: \d+ stripes .*, but for its lost units; "
+                   r"the array is optimal", since=mark)
+    mask = sum(1 << m for m in survivors)
+    assert re.search(rf"position 0: the unit of stripe {stripe} cannot be rebuilt \(position "
+                     rf"mask 0x{mask:x} cannot give theirs there\): recorded as lost", log), log
+    assert {members(c)[m][1] for m in survivors} == {"up"}, show(c)
+    assert "TPT-RAID lost units: 1 " in show(c), show(c)
+
+
+def write_gives_back(c, client, stripe, at, data):
+    """A host write of `stripe` whole (`data` at block `at`): its lost
+    unit is written back from the others and leaves the record."""
+    mark = len(c.controller.log())
+    assert client.command("a", proto.write16_cdb(at, len(data) // 512),
+                          data=data)["status"] == GOOD
+    wait_log(c, rf"position 0: 1 lost unit of stripes {stripe}-{stripe} written back from the "
+             r"others", since=mark)
+    assert "lost units" not in show(c), show(c)
 
 
 def test_raid6_rebuild_records_a_unit_it_cannot_rebuild_as_lost(tgtd_factory, client, mode,
@@ -667,15 +684,7 @@ def test_raid6_rebuild_records_a_unit_it_cannot_rebuild_as_lost(tgtd_factory, cl
     data = os.urandom(8 * 4 * UNIT)
     assert client.command("a", proto.write16_cdb(0, len(data) // 512),
                           data=data)["status"] == GOOD
-    for m in (1, 2):
-        bad.add(c.backings[m], 2 * UNIT + 8192, 4096)
-    mark = len(c.controller.log())
-    kill(c.targets[0])
-    log = wait_log(c, r"position 0 rebuilt: \d+ stripes .*, but for its lost units; "
-                   r"the array is optimal", since=mark)
-    assert re.search(r"position 0: the unit of stripe 2 cannot be rebuilt \(position mask 0x6 "
-                     r"cannot give theirs there\): recorded as lost", log), log
-    assert {members(c)[m][1] for m in (1, 2)} == {"up"}, show(c)
+    rebuild_meets_lost_sectors(c, bad, 2, (1, 2))
 
     def read(at, blocks):
         return client.command("a", proto.read16_cdb(at, blocks), inlen=blocks * 512)
@@ -687,10 +696,7 @@ def test_raid6_rebuild_records_a_unit_it_cannot_rebuild_as_lost(tgtd_factory, cl
         r = read(s * stripe, stripe)
         assert r["status"] == GOOD and r["data"] == data[s * 4 * UNIT:(s + 1) * 4 * UNIT], s
     whole = os.urandom(4 * UNIT)
-    mark = len(c.controller.log())
-    assert client.command("a", proto.write16_cdb(2 * stripe, stripe), data=whole)["status"] == GOOD
-    wait_log(c, r"position 0: 1 lost unit of stripes 2-2 written back from the others",
-             since=mark)
+    write_gives_back(c, client, 2, 2 * stripe, whole)
     r = read(0, 8 * stripe)
     assert r["status"] == GOOD and r["data"] == data[:8 * UNIT] + whole + data[12 * UNIT:]
     scrub(c)
