@@ -81,7 +81,7 @@ class Array:
         return self.client.command("a", proto.write16_cdb(at, len(data) // 512), data=data)
 
     def read(self, at, blocks):
-        return self.client.command("a", proto.read16_cdb(at, blocks), inlen=blocks * 512)
+        return host_read(self.client, at, blocks)
 
     def expect(self, at, blocks):
         return self.data[at * 512:(at + blocks) * 512]
@@ -98,6 +98,24 @@ class Array:
         with open(self.c.backings[pos], "rb") as f:
             f.seek(at)
             return f.read(UNIT)
+
+
+def level_array(tgtd_factory, client, workdir, mode, n, raid, nbytes, spares=0):
+    """A RAID-`raid` array of `n` targets whose disks can lose sectors, a
+    host logged in, and its first `nbytes` written with random bytes:
+    (the cluster, its BadSectors, those bytes)."""
+    bad = BadSectors(workdir)
+    c = start(tgtd_factory, mode, n=n, raid=raid, spares=spares, target_env=bad.env())
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    data = os.urandom(nbytes)
+    assert client.command("a", proto.write16_cdb(0, len(data) // 512),
+                          data=data)["status"] == GOOD
+    return c, bad, data
+
+
+def host_read(client, at, blocks):
+    return client.command("a", proto.read16_cdb(at, blocks), inlen=blocks * 512)
 
 
 def test_unreadable_block_is_served_and_rewritten(tgtd_factory, client, mode, workdir, report):
@@ -294,13 +312,7 @@ def test_check_writes_back_on_other_levels(tgtd_factory, client, workdir, raid, 
     """The same on a mirror of three and a RAID-6: sectors lost on two
     members, a check reads every copy or unit, and writes each back from
     the others: the members' bytes are as before, no member failed."""
-    bad = BadSectors(workdir)
-    c = start(tgtd_factory, "tpt", n=n, raid=raid, target_env=bad.env())
-    client.login("a", c.url)
-    client.clear_unit_attentions("a")
-    data = os.urandom(4 << 20)
-    assert client.command("a", proto.write16_cdb(0, len(data) // 512),
-                          data=data)["status"] == GOOD
+    c, bad, data = level_array(tgtd_factory, client, workdir, "tpt", n, raid, 4 << 20)
     lost = {0: 3 * UNIT + 512, 1: 5 * UNIT + 8192}
     held = {}
     for m, at in lost.items():
@@ -318,7 +330,7 @@ def test_check_writes_back_on_other_levels(tgtd_factory, client, workdir, raid, 
         with open(c.backings[m], "rb") as f:
             f.seek(at)
             assert f.read(4096) == held[m], m
-    r = client.command("a", proto.read16_cdb(0, len(data) // 512), inlen=len(data))
+    r = host_read(client, 0, len(data) // 512)
     assert r["status"] == GOOD and r["data"] == data
     report(f"RAID-{raid} of {n}: check=yes over sectors lost on two members: "
            f"{k['medium_errors'] - before['medium_errors']} read errors, written back, "
@@ -577,13 +589,7 @@ def test_raid6_rebuild_reads_around_an_unreadable_block(tgtd_factory, client, wo
     """RAID-6 has a unit to spare after one box is lost: a rebuild that
     meets a survivor's lost sector rebuilds those stripes without it too,
     writes the survivor's units back, and finishes; nothing stalls."""
-    bad = BadSectors(workdir)
-    c = start(tgtd_factory, "tpt", n=6, raid=6, spares=1, target_env=bad.env())
-    client.login("a", c.url)
-    client.clear_unit_attentions("a")
-    data = os.urandom(4 << 20)
-    assert client.command("a", proto.write16_cdb(0, len(data) // 512),
-                          data=data)["status"] == GOOD
+    c, bad, data = level_array(tgtd_factory, client, workdir, "tpt", 6, 6, 4 << 20, spares=1)
     at = 2 * UNIT + 8192
     with open(c.backings[1], "rb") as f:
         f.seek(at)
@@ -599,7 +605,7 @@ def test_raid6_rebuild_reads_around_an_unreadable_block(tgtd_factory, client, wo
     with open(c.backings[1], "rb") as f:
         f.seek(at)
         assert f.read(4096) == held
-    r = client.command("a", proto.read16_cdb(0, len(data) // 512), inlen=len(data))
+    r = host_read(client, 0, len(data) // 512)
     assert r["status"] == GOOD and r["data"] == data
     scrub(c)
     report("RAID-6: a rebuild meeting a survivor's lost sector rebuilt those stripes without "
@@ -614,27 +620,17 @@ def test_mirror_rebuild_records_a_unit_it_cannot_copy_as_lost(tgtd_factory, clie
     read where the copy gives them and fail with MEDIUM ERROR where it
     does not, never the spare's bytes; a host write of the unit gives it
     back, and both copies agree again."""
-    bad = BadSectors(workdir)
-    c = start(tgtd_factory, mode, n=2, raid=1, spares=1, target_env=bad.env())
-    client.login("a", c.url)
-    client.clear_unit_attentions("a")
-    data = os.urandom(8 * UNIT)
-    assert client.command("a", proto.write16_cdb(0, len(data) // 512),
-                          data=data)["status"] == GOOD
+    c, bad, data = level_array(tgtd_factory, client, workdir, mode, 2, 1, 8 * UNIT, spares=1)
     rebuild_meets_lost_sectors(c, bad, 3, (1,))
-
-    def read(at, blocks):
-        return client.command("a", proto.read16_cdb(at, blocks), inlen=blocks * 512)
-
-    r = read(3 * BLOCKS, 16)
+    r = host_read(client, 3 * BLOCKS, 16)
     assert r["status"] == GOOD and r["data"] == data[3 * UNIT:3 * UNIT + 8192]
-    r = read(3 * BLOCKS, BLOCKS)
+    r = host_read(client, 3 * BLOCKS, BLOCKS)
     assert r["status"] == CHECK_CONDITION and proto.parse_sense(r["sense"]).key == MEDIUM_ERROR
-    r = read(4 * BLOCKS, 4 * BLOCKS)
+    r = host_read(client, 4 * BLOCKS, 4 * BLOCKS)
     assert r["status"] == GOOD and r["data"] == data[4 * UNIT:]
     unit = os.urandom(UNIT)
     write_gives_back(c, client, 3, 3 * BLOCKS, unit)
-    r = read(0, 8 * BLOCKS)
+    r = host_read(client, 0, 8 * BLOCKS)
     assert r["status"] == GOOD and r["data"] == data[:3 * UNIT] + unit + data[4 * UNIT:]
     scrub(c)
     report(f"{mode}: a 2-way mirror's rebuild meeting the other copy's lost sector: that unit "
@@ -677,27 +673,18 @@ def test_raid6_rebuild_records_a_unit_it_cannot_rebuild_as_lost(tgtd_factory, cl
     stripe's unit is recorded lost and the rebuild finishes; what the
     stripe cannot give fails with MEDIUM ERROR, the other stripes read;
     a host write of the whole stripe gives the unit back."""
-    bad = BadSectors(workdir)
-    c = start(tgtd_factory, mode, n=6, raid=6, spares=1, target_env=bad.env())
-    client.login("a", c.url)
-    client.clear_unit_attentions("a")
-    data = os.urandom(8 * 4 * UNIT)
-    assert client.command("a", proto.write16_cdb(0, len(data) // 512),
-                          data=data)["status"] == GOOD
+    c, bad, data = level_array(tgtd_factory, client, workdir, mode, 6, 6, 8 * 4 * UNIT,
+                               spares=1)
     rebuild_meets_lost_sectors(c, bad, 2, (1, 2))
-
-    def read(at, blocks):
-        return client.command("a", proto.read16_cdb(at, blocks), inlen=blocks * 512)
-
     stripe = 4 * BLOCKS
-    r = read(2 * stripe, stripe)
+    r = host_read(client, 2 * stripe, stripe)
     assert r["status"] == CHECK_CONDITION and proto.parse_sense(r["sense"]).key == MEDIUM_ERROR
     for s in (0, 1, 3, 4, 5, 6, 7):
-        r = read(s * stripe, stripe)
+        r = host_read(client, s * stripe, stripe)
         assert r["status"] == GOOD and r["data"] == data[s * 4 * UNIT:(s + 1) * 4 * UNIT], s
     whole = os.urandom(4 * UNIT)
     write_gives_back(c, client, 2, 2 * stripe, whole)
-    r = read(0, 8 * stripe)
+    r = host_read(client, 0, 8 * stripe)
     assert r["status"] == GOOD and r["data"] == data[:8 * UNIT] + whole + data[12 * UNIT:]
     scrub(c)
     report(f"{mode}: RAID-6 with a box lost and two survivors' lost sectors in one stripe: that "

@@ -91,6 +91,15 @@ static bool check_located_valid(const struct tpt_state *st)
 	return st->check_located_kept <= sum;
 }
 
+/* Whether lost unit (@position, @stripe) may follow @prev (NULL: none):
+ * the file lists them ascending by position, then stripe. */
+static bool lost_follows(const struct tpt_state_lost *prev,
+			 uint64_t position, uint64_t stripe)
+{
+	return !prev || prev->position < position ||
+	       (prev->position == position && prev->stripe < stripe);
+}
+
 /* One line, without its newline: KEY and the rest. */
 static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		      bool seen[9], char *err, size_t errlen)
@@ -222,8 +231,7 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		if (st->nr_lost == TPT_STATE_LOST_MAX ||
 		    !parse_uint(rest, TPT_SPEC_MAX_MEMBERS - 1, &a, 10) ||
 		    !parse_uint(arg2, UINT64_MAX, &b, 10) ||
-		    (prev && (prev->position > a ||
-			      (prev->position == a && prev->stripe >= b))))
+		    !lost_follows(prev, a, b))
 			return state_error(err, errlen, n, "lost: POSITION "
 					   "STRIPE (decimal), in ascending "
 					   "order, at most %u lines",
@@ -416,9 +424,7 @@ int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 		const struct tpt_state_lost *l = &st->lost[i];
 
 		if (l->position >= st->nr_positions ||
-		    (i && (l[-1].position > l->position ||
-			   (l[-1].position == l->position &&
-			    l[-1].stripe >= l->stripe))))
+		    !lost_follows(i ? l - 1 : NULL, l->position, l->stripe))
 			return -EINVAL;
 		if (!state_append(buf, len, &at, "lost %u %" PRIu64 "\n",
 				  l->position, l->stripe))

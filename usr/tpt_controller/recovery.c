@@ -136,6 +136,15 @@ static void recovery_finish(struct tpt_array *a)
 	double secs = recovery_elapsed(&rc->started);
 	uint64_t bytes = rc->done_stripes * a->spec.unit_bytes;
 
+	/* The units a rebuild recorded lost are in the state file before
+	 * the region record stops counting their stripes missed: a crash
+	 * in between must not leave them to be read. */
+	if (!rc->check && rc->position != RAID_PARITY_MEMBER &&
+	    !array_lost_durable(a)) {
+		rc->lost_wait = true;
+		array_save_state(a);
+		return;
+	}
 	rc->active = false;
 	if (rc->check) {
 		recovery_check_end(a, "completed", false);
@@ -154,15 +163,6 @@ static void recovery_finish(struct tpt_array *a)
 	} else {
 		struct tpt_position *pos = &a->pos[rc->position];
 
-		/* The units it recorded lost are in the state file before
-		 * the region record stops counting their stripes missed:
-		 * a crash in between must not leave them to be read. */
-		if (!array_lost_durable(a)) {
-			rc->active = true;
-			rc->lost_wait = true;
-			array_save_state(a);
-			return;
-		}
 		pos->state = TPT_POS_IN_SYNC;
 		pos->catch_up = false;
 		pos->missed_valid = false;
