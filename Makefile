@@ -247,7 +247,7 @@ FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined
 $(BUILD)/test/fuzz/%: test/fuzz/%.c $(SCSI_SRCS) $(CTL_SRCS) $(wildcard scsi/*.h controller/*.h test/fuzz/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE $(FUZZ_CFLAGS) -I$(TOP) \
-		$< $(SCSI_SRCS) $(CTL_SRCS) -o $@ -lisal
+		$< $(SCSI_SRCS) $(CTL_SRCS) -o $@ -lisal -lnettle
 
 # The login-key fuzzer compiles upstream's iSCSI login code from the patched
 # tree (tgt's own dialect, gnu11).  It includes iscsid.c for its static key

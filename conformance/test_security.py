@@ -5,6 +5,7 @@ id.  Each is refused with the documented sense and a log line, the array's
 data stays as it was, and the real controller keeps its service."""
 import os
 import re
+import time
 
 from tptlib import cluster, proto
 from tptlib.targets import ARRAY_ID, CONTROLLER_ID, assert_sense
@@ -387,6 +388,9 @@ def test_a_box_freed_from_a_lost_controller_serves_another_array(tgtd_factory):
             t.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
                      "--tid", 1, "--lun", 1, "--params", p)
         assert "its reservation and registrations cleared" in t.log(), t.log()[-2000:]
+        # Its superblock binds it only at tgtd's first tpt=on.
+        show = t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+        assert "TPT array: none" in show, show
         with open(backing, "r+b") as f:
             f.seek(-(1 << 20), os.SEEK_END)
             f.write(bytes(1 << 20))
@@ -398,3 +402,77 @@ def test_a_box_freed_from_a_lost_controller_serves_another_array(tgtd_factory):
     show = c.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
     assert re.search(r"TPT-RAID: .* state optimal", show), show
 
+
+
+def test_a_restarted_member_stays_bound_to_its_array(tgtd_factory, client):
+    """A tpt member's tgtd restarts while its controller is away (both
+    killed): its superblock's key check binds the LU again before anyone
+    logs in, so a stranger who is first gets ACCESS DENIED for plain reads
+    and writes and PEER LIST CONFLICT for a list with the array's id and
+    another key, and the box's blocks stay as they were. The controller,
+    back, delivers the key and gets its member back. Before, the restarted
+    LU was plain tgt until its controller returned: the stranger's write
+    landed in a column of the array's stripes."""
+    c = cluster.start(tgtd_factory, n=3)
+    client.login("host", c.url)
+    client.clear_unit_attentions("host")
+    data = os.urandom(256 << 10)
+    assert client.command("host", proto.sbc16_cdb(0x8A, 0, len(data) // BS), data=data)["status"] == 0
+    array_id = int(re.search(r"array_id ([0-9a-f]+)", c.controller.tgtadm(
+        "--lld", "iscsi", "--mode", "target", "--op", "show").stdout).group(1), 16)
+    client.logout("host")
+    c.controller.killed_on_purpose = True
+    c.controller.kill()
+    t = c.targets[1]
+    t.killed_on_purpose = True
+    t.kill()
+    t.start(port=t.port)
+    t.new_target(1, c.target_urls[1].split("/")[3])
+    t.new_lun(1, 1, str(c.backings[1]))
+    cluster.tpt_on(t)
+    assert (f"LU 1 of target 1 bound to array {array_id:016x} by its superblock"
+            in t.log()), t.log()[-2000:]
+    show = t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert f"TPT array: {array_id:016x} (from its superblock, waiting for the key)" in show
+
+    with open(c.backings[1], "rb") as f:
+        before = f.read()
+    client.login("rogue", c.target_urls[1], initiator="iqn.2026-11.org.example:rogue")
+    client.clear_unit_attentions("rogue")
+
+    def sense(r):
+        return tuple([r["sense"][2] & 0xF, r["sense"][12], r["sense"][13]])
+
+    evil = b"\xee" * BS
+    for cdb, out, inlen in ((proto.sbc16_cdb(0x8A, 0, 1), evil, None),
+                            (proto.sbc16_cdb(0x88, 0, 1), None, BS)):
+        r = client.command("rogue", cdb, data=out, inlen=inlen)
+        assert r["status"] == 2 and sense(r) == proto.SENSE["ACCESS_DENIED"], r
+    me = proto.Peer(1, proto.ROLE_TARGET, 4420, os.urandom(16))
+    for key in (os.urandom(16), bytes(15) + b"\x01"):
+        pl = proto.peer_list(array_id, 1, 1, [me], array_key=key)
+        r = client.command("rogue", proto.setup_cdb(proto.SET_PEER_LIST, len(pl)), data=pl)
+        assert r["status"] == 2 and sense(r) == proto.SENSE["PEER_LIST_CONFLICT"], r
+    assert "(wrong key): refused" in t.log()
+    client.logout("rogue")
+    with open(c.backings[1], "rb") as f:
+        assert f.read() == before
+
+    # The array's controller is back: its key matches, the box is its.
+    c.controller.start(port=c.controller.port)
+    c.controller.new_target(1, c.iqn)
+    c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid")
+    for _ in range(100):    # the parity of the regions in flight at the kill
+        show = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+        if re.search(r"TPT-RAID: .* state optimal", show):
+            break
+        time.sleep(0.1)
+    assert re.search(r"TPT-RAID: .* state optimal", show), show
+    assert "member_failures 0" in show, show
+    assert "delivered the key its superblock checks" in t.log(), t.log()[-2000:]
+    show = t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert f"TPT array: {array_id:016x}\n" in show, show
+    client.login("host", c.url)
+    client.clear_unit_attentions("host")
+    r = client.command("host", proto.sbc16_cdb(0x88, 0, len(data) // BS), inlen=len(data))
+    assert r["status"] == 0 and r["data"] == data

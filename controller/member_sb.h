@@ -18,10 +18,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TPT_SB_VERSION 1
+#define TPT_SB_VERSION 2
 /* Bytes written; the fields take the first TPT_SB_FIELDS_LEN, the rest is zero. */
 #define TPT_SB_LEN 4096
-#define TPT_SB_FIELDS_LEN 64
+#define TPT_SB_FIELDS_LEN 96
+/* Version 1, still read: no key check, the CRC at byte 60. */
+#define TPT_SB_V1_FIELDS_LEN 64
+#define TPT_SB_KEY_CHECK_LEN 32
 /* Reserved at the end of every member: room for later metadata. */
 #define TPT_SB_RESERVED_BYTES (1u << 20)
 /* POSITION of a spare: not in the layout. */
@@ -36,6 +39,9 @@ struct tpt_member_sb {
 	uint32_t unit_bytes;
 	uint64_t member_blocks;		/* blocks of the array's data per member */
 	uint32_t block_size;
+	/* tpt_member_sb_key_check() of the array's id and key; all zero in a
+	 * Baseline array's (its members bind to nothing) and in version 1. */
+	uint8_t key_check[TPT_SB_KEY_CHECK_LEN];
 };
 
 _Static_assert(TPT_SB_FIELDS_LEN <= TPT_SB_LEN, "superblock fits its block");
@@ -53,6 +59,18 @@ int tpt_member_sb_encode(const struct tpt_member_sb *sb, uint8_t *buf,
  */
 int tpt_member_sb_decode(const uint8_t *buf, size_t len,
 			 struct tpt_member_sb *out);
+
+/* Whether @sb carries a key check (a `tpt` array's, version 2). */
+int tpt_member_sb_binds(const struct tpt_member_sb *sb);
+
+/*
+ * The key check of array @array_id's key @key (TPT_ARRAY_KEY_LEN bytes):
+ * HMAC-SHA256 keyed with the key over "TPT-RAID member binding" and the
+ * id, big-endian.  It shows whether a key is the array's without telling
+ * the key to whoever reads the member's last MiB.
+ */
+void tpt_member_sb_key_check(uint64_t array_id, const uint8_t *key,
+			     uint8_t out[TPT_SB_KEY_CHECK_LEN]);
 
 /* The first block of the reserved area of a member of @nr_blocks blocks
  * of @block_size bytes, or 0 when it is too small to hold one. */

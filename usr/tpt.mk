@@ -12,7 +12,7 @@ TPT_OBJS = tpt_hooks.o tpt_datamover.o tpt_data_buf.o tpt_data_pipe.o \
 # The TPT target: LUs in TPT mode execute the TPT command set.
 TPT_OBJS += $(addprefix tpt_target/, lu.o nexus.o peer_link.o group.o bounds.o \
 	xfer.o cmd.o cmd_setup.o cmd_read.o cmd_write.o cmd_parity.o disk_io.o \
-	plain_io.o)
+	plain_io.o sb_binding.o)
 # The controller: tptraid LUs are arrays over TPT targets.
 TPT_OBJS += $(addprefix tpt_controller/, bs_tptraid.o array.o array_assemble.o \
 	array_members.o member.o \

@@ -13,6 +13,7 @@
 #include "controller/intent_file.h"
 #include "controller/member_sb.h"
 #include "controller/state_file.h"
+#include "scsi/tpt_sense.h"
 
 static void fuzz_spec(const uint8_t *data, size_t size)
 {
@@ -51,7 +52,9 @@ static void fuzz_sb(const uint8_t *data, size_t size)
 
 	memset(block, 0, sizeof(block));
 	memcpy(block, data, size < sizeof(block) ? size : sizeof(block));
-	if (!tpt_member_sb_decode(block, sizeof(block), &sb)) {
+	/* Version 1 is read but written as the current version. */
+	if (!tpt_member_sb_decode(block, sizeof(block), &sb) &&
+	    tpt_get_be(&block[8], 4) == TPT_SB_VERSION) {
 		if (tpt_member_sb_encode(&sb, again, sizeof(again)) != TPT_SB_LEN ||
 		    memcmp(block, again, sizeof(block)))
 			abort();

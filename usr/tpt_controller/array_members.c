@@ -55,6 +55,11 @@ static void sb_of(const struct tpt_array *a, const struct tpt_member *m,
 	sb->unit_bytes = a->spec.unit_bytes;
 	sb->member_blocks = a->geo.member_blocks;
 	sb->block_size = a->block_size;
+	/* A `tpt` member binds itself to the array from this when its tgtd
+	 * restarts; a Baseline member takes plain SBC and binds to nothing. */
+	if (a->spec.mode == TPT_MODE_TPT)
+		tpt_member_sb_key_check(a->array_id, a->array_key,
+					sb->key_check);
 }
 
 /* Write @m's superblock for the array as it now stands. */

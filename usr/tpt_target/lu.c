@@ -101,7 +101,7 @@ bool tpt_lu_serves(const struct tpt_lu *tlu, const struct tpt_session *s)
 {
 	if (!tlu->bound)
 		return true;
-	return s->peers && !s->superseded &&
+	return s->peers && !s->superseded && !tlu->key_pending &&
 	       s->peers->array_id == tlu->array_id &&
 	       memeql_sec(s->peers->array_key, tlu->array_key,
 			  sizeof(tlu->array_key));
@@ -115,6 +115,7 @@ void tpt_lu_unbind(struct tpt_lu *tlu, const struct tpt_session *by)
 		" by nexus %" PRIu64 "\n", tlu->lu->lun, by->tid,
 		tlu->array_id, by->itn_id);
 	tlu->bound = false;
+	tlu->key_pending = false;
 	tlu->array_id = 0;
 	memset(tlu->array_key, 0, sizeof(tlu->array_key));
 }
@@ -198,6 +199,7 @@ static tgtadm_err tpt_lu_enable(struct scsi_lu *lu)
 					       PR_EA_FN;
 	}
 	tpt_plain_io_attach(tlu, tpt_opcodes, sizeof(tpt_opcodes));
+	tpt_lu_bind_from_superblock(tlu);
 	return TGTADM_SUCCESS;
 }
 
@@ -411,8 +413,9 @@ void tpt_target_show(struct scsi_lu *lu, struct concat_buf *b)
 	concat_printf(b, TPT_SHOW_INDENT "TPT transfer timeout: %u s\n",
 		      tpt_links_xfer_timeout());
 	if (tlu->bound)
-		concat_printf(b, TPT_SHOW_INDENT "TPT array: %016" PRIx64 "\n",
-			      tlu->array_id);
+		concat_printf(b, TPT_SHOW_INDENT "TPT array: %016" PRIx64 "%s\n",
+			      tlu->array_id, tlu->key_pending ?
+			      " (from its superblock, waiting for the key)" : "");
 	else
 		concat_printf(b, TPT_SHOW_INDENT "TPT array: none\n");
 	concat_printf(b, TPT_SHOW_INDENT "TPT plain I/O: %s, refused %" PRIu64
@@ -437,5 +440,6 @@ void tpt_target_show(struct scsi_lu *lu, struct concat_buf *b)
 void tpt_sbc_lu_exit(struct scsi_lu *lu)
 {
 	tpt_lu_disable(lu);
+	tpt_lu_forget(lu);
 	spc_lu_exit(lu);
 }

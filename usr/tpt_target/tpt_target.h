@@ -22,6 +22,7 @@
 
 #include "list.h"
 #include "scsi/tpt_cdb.h"
+#include "controller/member_sb.h"
 #include "iser/tpt_dm.h"
 #include "tpt_datamover.h"
 #include "tpt_inline_read.h"
@@ -61,13 +62,17 @@ struct tpt_lu {
 	unsigned int group_timeout;	/* seconds */
 	/*
 	 * The array this LU belongs to, from the first peer list accepted
-	 * on it until the controller unbinds it (TPT RELEASE with UNBIND)
-	 * or the operator sets tpt=off: only nexuses that delivered the
-	 * same array id and key get TPT commands executed here.
+	 * on it (or its superblock, sb_binding.c) until the controller
+	 * unbinds it (TPT RELEASE with UNBIND) or the operator sets
+	 * tpt=off: only nexuses that delivered the same array id and key
+	 * get TPT commands executed here.  Bound by the superblock, the key
+	 * is not known (key_pending) until a peer list's matches key_check.
 	 */
 	bool bound;
+	bool key_pending;
 	uint64_t array_id;
 	uint8_t array_key[TPT_ARRAY_KEY_LEN];
+	uint8_t key_check[TPT_SB_KEY_CHECK_LEN];
 	enum tpt_plain_io plain_io;
 	/* How its medium reads may run on the event loop, from tpt=on. */
 	enum tpt_inline_read_how read_inline;
@@ -87,6 +92,17 @@ bool tpt_lu_serves(const struct tpt_lu *tlu, const struct tpt_session *s);
 /* The controller gives the LU up (it stops the array): any array may
  * bind it again. */
 void tpt_lu_unbind(struct tpt_lu *tlu, const struct tpt_session *by);
+
+/* ---- sb_binding.c ---- */
+
+/* The first tpt=on of the LU in this process: bind it to the array its
+ * member superblock names, if that carries a key check. */
+void tpt_lu_bind_from_superblock(struct tpt_lu *tlu);
+/* A LU bound by its superblock learns its key from @pl, if it matches. */
+void tpt_lu_take_key(struct tpt_lu *tlu, const struct tpt_session *s,
+		     const struct tpt_peer_list *pl);
+/* The LU is deleted: a new one in its place reads its superblock again. */
+void tpt_lu_forget(const struct scsi_lu *lu);
 
 /* ---- plain_io.c ---- */
 

@@ -27,10 +27,16 @@ static void superblock_layout(void)
 	}, back;
 	static uint8_t buf[TPT_SB_LEN];
 
+	static const uint8_t key[TPT_ARRAY_KEY_LEN] = { 1, 2, 3, 4 };
+	uint8_t check[TPT_SB_KEY_CHECK_LEN];
+
+	CHECK(!tpt_member_sb_binds(&sb));
+	tpt_member_sb_key_check(sb.array_id, key, sb.key_check);
+	CHECK(tpt_member_sb_binds(&sb));
 	CHECK_EQ(tpt_member_sb_encode(&sb, buf, sizeof(buf)), TPT_SB_LEN);
 	CHECK_MEM(buf, "TPTRAIDM", 8);
-	CHECK_EQ(tpt_get_be(&buf[8], 4), 1);
-	CHECK_EQ(tpt_get_be(&buf[12], 4), 64);
+	CHECK_EQ(tpt_get_be(&buf[8], 4), 2);
+	CHECK_EQ(tpt_get_be(&buf[12], 4), 96);
 	CHECK_EQ(tpt_get_be(&buf[16], 8), 0x0123456789abcdefULL);
 	CHECK_EQ(tpt_get_be(&buf[24], 8), 42);
 	CHECK_EQ(tpt_get_be(&buf[32], 4), 3);
@@ -48,11 +54,29 @@ static void superblock_layout(void)
 	CHECK_EQ(back.unit_bytes, sb.unit_bytes);
 	CHECK_EQ(back.member_blocks, sb.member_blocks);
 	CHECK_EQ(back.block_size, sb.block_size);
+	CHECK_MEM(back.key_check, sb.key_check, TPT_SB_KEY_CHECK_LEN);
+	CHECK_MEM(&buf[60], sb.key_check, TPT_SB_KEY_CHECK_LEN);
 
-	/* A flipped bit anywhere, a reserved byte set: damaged. */
+	/* The check tells keys and arrays apart, and is not the key. */
+	tpt_member_sb_key_check(sb.array_id, key, check);
+	CHECK_MEM(check, sb.key_check, sizeof(check));
+	tpt_member_sb_key_check(sb.array_id + 1, key, check);
+	CHECK(memcmp(check, sb.key_check, sizeof(check)));
+	{
+		uint8_t other[TPT_ARRAY_KEY_LEN] = { 1, 2, 3, 5 };
+
+		tpt_member_sb_key_check(sb.array_id, other, check);
+		CHECK(memcmp(check, sb.key_check, sizeof(check)));
+	}
+
+	/* A flipped bit anywhere, in the key check too, a reserved byte
+	 * set: damaged. */
 	buf[25] ^= 1;
 	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), -EINVAL);
 	buf[25] ^= 1;
+	buf[70] ^= 1;
+	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), -EINVAL);
+	buf[70] ^= 1;
 	buf[4000] = 1;
 	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), -EINVAL);
 	memset(buf, 0, sizeof(buf));
@@ -67,6 +91,26 @@ static void superblock_layout(void)
 	sb.position = TPT_SB_SPARE;
 	tpt_member_sb_encode(&sb, buf, sizeof(buf));
 	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), 0);
+
+	/* Version 1 (no key check, the CRC of bytes 0-59 at 60) is still
+	 * read, as binding nothing. */
+	sb.position = 2;
+	tpt_member_sb_encode(&sb, buf, sizeof(buf));
+	tpt_put_be(&buf[8], 1, 4);
+	tpt_put_be(&buf[12], 64, 4);
+	memset(&buf[60], 0, 36);
+	tpt_put_be(&buf[60], crc32_iscsi(buf, 60, 0xffffffffu), 4);
+	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), 0);
+	CHECK_EQ(back.position, 2);
+	CHECK_EQ(back.array_id, sb.array_id);
+	CHECK(!tpt_member_sb_binds(&back));
+	buf[70] = 1;		/* beyond version 1's fields */
+	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), -EINVAL);
+	buf[70] = 0;
+	tpt_put_be(&buf[12], 96, 4);	/* version 1 with version 2's length */
+	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), -EINVAL);
+	tpt_put_be(&buf[8], 3, 4);
+	CHECK_EQ(tpt_member_sb_decode(buf, sizeof(buf), &back), -EINVAL);
 
 	/* Where it lives: the last MiB of the member. */
 	CHECK_EQ(tpt_member_sb_lba(4096, 512), 2048);
