@@ -509,3 +509,91 @@ def test_an_arrays_lu_takes_only_the_arrays_keys(tgtd_factory):
         assert r.returncode != 0 and "unknown parameter" in r.stderr, (p, r.stderr)
     show = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
     assert "TPT mode: on" not in show and "rebuild_rate 10 MB/s (set)" in show, show
+
+
+@pytest.mark.parametrize("mode", ["tpt", "baseline"])
+def test_operator_fails_a_box_and_adds_it_back(tgtd_factory, client, mode):
+    """fail=URL (md's --fail) takes a box out: it is failed and its position
+    runs degraded, and it stays out - its tgtd answering all along, the
+    controller restarted - until readd=URL (md's --re-add), when it catches
+    up on what was written meanwhile. Refused: a box the array cannot lose,
+    a URL not in the array, readd= of a box not held out. Before, a box
+    the operator wanted out came back as soon as its tgtd answered."""
+    c = cluster.start(tgtd_factory, n=3, mode=mode, unit=64 << 10, member_bytes=16 << 20)
+    ctl = c.controller
+    state = ctl.dir / "array.state"
+
+    def param(p, check=True):
+        return ctl.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                          "--tid", 1, "--lun", 1, "--params", p, check=check)
+
+    def show():
+        return ctl.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+
+    def wait_for(pattern):
+        for _ in range(300):
+            out = show()
+            if re.search(pattern, out):
+                return out
+            time.sleep(0.1)
+        raise AssertionError(f"no {pattern!r} in:\n{out}")
+
+    def state_file_says(line, present=True):
+        for _ in range(100):
+            if (f"\n{line}\n" in state.read_text()) == present:
+                return
+            time.sleep(0.05)
+        raise AssertionError(state.read_text())
+
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    stripe = 2 * (64 << 10)
+    data = bytearray(os.urandom(8 * stripe))
+    assert client.command("a", proto.write16_cdb(0, len(data) // BS),
+                          data=bytes(data))["status"] == GOOD
+
+    box1 = c.target_urls[1]
+    assert param("fail=iscsi://127.0.0.1:9/iqn.2026-11.org.example:none/1",
+                 check=False).returncode != 0
+    assert "not a box of this array" in ctl.log()
+    assert param(f"readd={box1}", check=False).returncode != 0
+    assert "not held out" in ctl.log()
+    param(f"fail={box1}")
+    wait_for(r"TPT-RAID member 1: \S+ held position 1")
+    assert re.search(r"TPT-RAID: .* state degraded", show())
+    assert "member 1 (" in ctl.log() and "failed by the operator" in ctl.log()
+    state_file_says("held 1")
+    # With box 1 out, no other box can go.
+    assert param(f"fail={c.target_urls[2]}", check=False).returncode != 0
+    assert "cannot lose this box" in ctl.log()
+
+    new = os.urandom(3 * stripe)
+    data[stripe:4 * stripe] = new
+    assert client.command("a", proto.write16_cdb(stripe // BS, len(new) // BS),
+                          data=new)["status"] == GOOD
+    # Its tgtd answers, the reconnect interval passes: it stays out.
+    time.sleep(6)
+    assert re.search(r"TPT-RAID member 1: \S+ held position 1", show())
+
+    # So does a restart of the controller.
+    client.logout("a")
+    ctl.stop()
+    ctl.start(port=ctl.port)
+    ctl.new_target(1, c.iqn)
+    ctl.new_lun(1, 1, str(state), bstype="tptraid")
+    out = show()
+    assert re.search(r"TPT-RAID member 1: \S+ held position 1", out), out
+    assert re.search(r"TPT-RAID: .* state degraded", out), out
+    assert "is held out by the operator (fail=): not connected until readd=URL" in ctl.log()
+
+    param(f"readd={box1}")
+    state_file_says("held 1", present=False)
+    wait_for(r"TPT-RAID: .* state optimal")
+    assert "added back by the operator" in ctl.log()
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    r = client.command("a", proto.read16_cdb(0, len(data) // BS), inlen=len(data))
+    assert r["status"] == GOOD and r["data"] == bytes(data)
+    client.logout("a")
+    checked, mismatches, r = scrub(c)
+    assert mismatches == 0, r.stdout

@@ -182,6 +182,14 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		seen[8] = true;
 		return 0;
 	}
+	if (!strcmp(l, "held")) {
+		if (!parse_uint(rest, TPT_STATE_MAX_BOXES - 1, &a, 10) ||
+		    a >= st->nr_boxes || st->held[a])
+			return state_error(err, errlen, n, "held %s: a box "
+					   "listed before, at most once", rest);
+		st->held[a] = true;
+		return 0;
+	}
 	if (!strcmp(l, "creating")) {
 		if (seen[7] || strcmp(rest, "yes"))
 			return state_error(err, errlen, n, "creating: at most "
@@ -194,8 +202,9 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 	    strcmp(l, "lost"))
 		return state_error(err, errlen, n, "%s: unknown key (expected "
 				   "tptraid-state, array, key, spec, box, "
-				   "position, rebuild_rate, fail_timeout, "
-				   "check, check_located, lost, creating)", l);
+				   "position, held, rebuild_rate, "
+				   "fail_timeout, check, check_located, lost, "
+				   "creating)", l);
 	arg2 = strchr(rest, ' ');
 	if (!arg2)
 		return state_error(err, errlen, n, "%s: expected two values",
@@ -385,6 +394,9 @@ int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 	for (i = 0; i < st->nr_positions; i++)
 		if (!state_append(buf, len, &at, "position %u %d\n", i,
 				  st->position[i]))
+			return -ENOSPC;
+	for (i = 0; i < st->nr_boxes; i++)
+		if (st->held[i] && !state_append(buf, len, &at, "held %u\n", i))
 			return -ENOSPC;
 	if (st->has_rebuild_rate &&
 	    !state_append(buf, len, &at, "rebuild_rate %u\n", st->rebuild_rate))

@@ -11,6 +11,7 @@
  *   box 5 iscsi://10.0.0.16:3260/iqn...:spare1/1
  *   position 0 0
  *   position 1 5
+ *   held 3
  *   rebuild_rate 200
  *   fail_timeout 10
  *   check 1024 3 1
@@ -23,7 +24,9 @@
  * spare, with their ids (peer ids), including spares added later with
  * tgtadm; "position" lines say which box serves each position now, which
  * differs from the definition's member= order once a spare has taken
- * over.  "key" is the array's secret (docs/protocol.md 5.5): targets serve
+ * over.  "held ID", once per box and after its "box" line, is a box the
+ * operator failed (fail=URL): the controller does not connect to it
+ * until readd=URL, also after a restart.  "key" is the array's secret (docs/protocol.md 5.5): targets serve
  * the array only to nexuses that deliver it, so the file is the
  * controller's alone (mode 0600); a file without one (written before keys
  * existed) gets a new key.  "rebuild_rate" and "fail_timeout", each at most
@@ -74,6 +77,7 @@ struct tpt_state {
 	char box[TPT_STATE_MAX_BOXES][TPT_SPEC_URL_MAX];	/* by id */
 	unsigned int nr_positions;
 	int position[TPT_SPEC_MAX_MEMBERS];	/* box id, or -1: none */
+	bool held[TPT_STATE_MAX_BOXES];		/* by id: failed by the operator */
 	/* Set with tgtadm since creation (has_*), over the spec's. */
 	bool has_rebuild_rate, has_fail_timeout;
 	unsigned int rebuild_rate, fail_timeout;

@@ -297,7 +297,7 @@ static int array_check_members(struct tpt_array *a)
 			eprintf("tptraid: member %u (%s) is %s\n", m->id,
 				m->url, m->refused ? "refused" :
 				m->link == MEMBER_ONLINE ? "not set up" :
-				"unreachable");
+				m->held ? "held out" : "unreachable");
 			down++;
 		}
 	}
@@ -336,6 +336,7 @@ static int array_boxes(struct tpt_array *a, const struct tpt_array_spec *spec,
 				  spec->spare[i - a->nr_members]);
 		if (ret)
 			return ret;
+		a->member[i].held = state && state->held[i];
 	}
 	for (p = 0; p < a->nr_members; p++) {
 		int b = state ? state->position[p] : (int)p;
@@ -501,8 +502,14 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		a->array_id = state->array_id;
 		a->known = true;
 	}
-	for (i = 0; i < a->nr_boxes; i++)
-		member_connect(&a->member[i]);
+	for (i = 0; i < a->nr_boxes; i++) {
+		if (a->member[i].held)
+			eprintf("tptraid: member %u (%s) is held out by the "
+				"operator (fail=): not connected until "
+				"readd=URL\n", i, a->member[i].url);
+		else
+			member_connect(&a->member[i]);
+	}
 	member_wait(a, TPT_ASSEMBLE_SECONDS);
 	ret = array_identity(a, state, &sb);
 	/* A new array's key and id are on disk before any member is

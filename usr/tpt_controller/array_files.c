@@ -433,9 +433,11 @@ static char *state_text(struct tpt_array *a, const char *path,
 	memcpy(st->key, a->array_key, sizeof(st->key));
 	snprintf(st->spec, sizeof(st->spec), "%s", a->spec_text);
 	st->nr_boxes = a->nr_boxes;
-	for (i = 0; i < a->nr_boxes; i++)
+	for (i = 0; i < a->nr_boxes; i++) {
 		snprintf(st->box[i], sizeof(st->box[i]), "%s",
 			 a->member[i].login_url);
+		st->held[i] = a->member[i].held;
+	}
 	st->nr_positions = a->nr_members;
 	for (i = 0; i < a->nr_members; i++)
 		st->position[i] = a->pos[i].member;

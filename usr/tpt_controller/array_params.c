@@ -1,8 +1,9 @@
 /*
  * tgtadm --op update --params on a tptraid LU (docs/controller.md,
  * "Changing a running array"): settings kept in the state file
- * (rebuild_rate, fail_timeout), a spare added live, and the operator's
- * actions (force_recovery, resync, check).
+ * (rebuild_rate, fail_timeout), a spare added live, a box failed and
+ * held out or added back (fail, readd), and the operator's actions
+ * (force_recovery, resync, check).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -116,12 +117,86 @@ static int array_check(struct tpt_array *a, const char *value)
 	return TGTADM_SUCCESS;
 }
 
+/* The box of this array @url names, whatever its credentials. */
+static struct tpt_member *array_box_named(struct tpt_array *a,
+					  const char *key, const char *url)
+{
+	char shown[TPT_SPEC_URL_MAX];
+	unsigned int i;
+
+	for (i = 0; i < a->nr_boxes; i++)
+		if (tpt_spec_same_box(a->member[i].login_url, url))
+			return &a->member[i];
+	tpt_spec_hide_secrets(url, shown, sizeof(shown));
+	eprintf("tptraid: %s=%s: not a box of this array\n", key, shown);
+	return NULL;
+}
+
+/*
+ * fail=URL, md's --fail: the operator takes a box out (a disk that keeps
+ * erring, a box to service).  It is failed as if it had died - a spare
+ * takes its position, or the array runs degraded - and held out: the
+ * controller does not connect to it again, restarts included, until
+ * readd=URL.  Before, a box the operator wanted out came back the moment
+ * its tgtd answered.  Refused where the array cannot lose it, as md
+ * refuses to fail the last in-sync copy of a block.
+ */
+static int array_fail_box(struct tpt_array *a, const char *url)
+{
+	struct tpt_member *m = array_box_named(a, "fail", url);
+
+	if (!m)
+		return TGTADM_INVALID_REQUEST;
+	if (m->held) {
+		eprintf("tptraid: fail=%s: held out already\n", m->url);
+		return TGTADM_SUCCESS;
+	}
+	if (m->link != MEMBER_OFFLINE && !array_may_lose(a, m)) {
+		eprintf("tptraid: fail=%s: the array (%s) cannot lose this box: "
+			"some stripes would have no way to be read; refused\n",
+			m->url, tpt_array_state_name(tpt_array_state(a)));
+		return TGTADM_INVALID_REQUEST;
+	}
+	m->held = true;
+	array_save_state(a);
+	eprintf("tptraid: member %u (%s) failed by the operator: held out "
+		"until readd=URL\n", m->id, m->url);
+	member_fail(m, "taken out by the operator (fail=)");
+	return TGTADM_SUCCESS;
+}
+
+/* readd=URL, md's --re-add: a held box is connected again, and caught
+ * up or rebuilt like any box that returns. */
+static int array_readd_box(struct tpt_array *a, const char *url)
+{
+	struct tpt_member *m = array_box_named(a, "readd", url);
+
+	if (!m)
+		return TGTADM_INVALID_REQUEST;
+	if (!m->held) {
+		eprintf("tptraid: readd=%s: not held out (fail=URL holds a box "
+			"out)\n", m->url);
+		return TGTADM_INVALID_REQUEST;
+	}
+	m->held = false;
+	m->next_connect = 0;
+	array_save_state(a);
+	eprintf("tptraid: member %u (%s) added back by the operator: "
+		"connecting; it is caught up or rebuilt as a returning box\n",
+		m->id, m->url);
+	return TGTADM_SUCCESS;
+}
+
 int tpt_array_param(struct tpt_array *a, const char *key, const char *value)
 {
 	char err[256];
 
 	if (!strcmp(key, "spare"))
 		return array_add_spare(a, value);
+	if (!strcmp(key, "fail"))
+		return array_fail_box(a, value);
+	if (!strcmp(key, "readd"))
+		return array_readd_box(a, value);
 	/* An action, not a setting: nothing is kept. */
 	if (!strcmp(key, "force_recovery")) {
 		if (strcmp(value, "yes")) {

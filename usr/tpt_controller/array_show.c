@@ -15,7 +15,7 @@
 #include "tpt.h"
 #include "tpt_controller.h"
 
-/* up, failed, rebuilding, resyncing, spare or refused. */
+/* up, failed, rebuilding, resyncing, spare, refused or held. */
 static const char *member_state(const struct tpt_array *a,
 				const struct tpt_member *m)
 {
@@ -24,6 +24,8 @@ static const char *member_state(const struct tpt_array *a,
 
 	if (m->refused)
 		return "refused";
+	if (m->held && m->link == MEMBER_OFFLINE)
+		return "held";
 	if (m->position < 0)	/* a dead box whose units went elsewhere */
 		return usable ? "spare" : "failed";
 	pos = &a->pos[m->position];

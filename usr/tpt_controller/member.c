@@ -650,7 +650,7 @@ static void member_tick(void *data)
 	(void)data;
 	list_for_each_entry_safe(m, tmp, &watched_members, watch_link) {
 		member_check(m, now);
-		if (m->link == MEMBER_OFFLINE && !m->failing &&
+		if (m->link == MEMBER_OFFLINE && !m->failing && !m->held &&
 		    now >= m->next_connect)
 			member_connect(m);
 	}

@@ -144,6 +144,9 @@ struct tpt_member {
 	struct list_head watch_link;	/* every member, for the tick */
 	struct list_head fail_link;	/* teardown pending */
 	bool failing;
+	/* The operator failed it (fail=URL): not connected again until
+	 * readd=URL, restarts included (the state file's "held" lines). */
+	bool held;
 	bool unreachable_said;		/* logged once per absence */
 	char fail_reason[160];		/* for the log; empty: libiscsi's */
 	time_t nop_sent;		/* monotonic seconds; 0: no NOP in flight */

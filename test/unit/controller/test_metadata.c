@@ -260,6 +260,8 @@ static const char good_state[] =
 	"position 0 0\n"
 	"position 1 3\n"
 	"position 2 -1\n"
+	"held 2\n"
+	"held 1\n"
 	"rebuild_rate 0\n"
 	"fail_timeout 12\n"
 	"check 1024 3\n"
@@ -314,6 +316,8 @@ static void state_file(void)
 	CHECK(st->nr_lost == 3 && st->lost[0].position == 1 &&
 	      st->lost[0].stripe == 7 && st->lost[2].stripe == UINT64_MAX);
 	CHECK(strstr(buf, "\nlost 1 7\nlost 2 3\nlost 2 18446744073709551615\n"));
+	CHECK(!st->held[0] && st->held[1] && st->held[2] && !st->held[3]);
+	CHECK(strstr(buf, "\nposition 2 -1\nheld 1\nheld 2\n"));
 	CHECK_EQ(tpt_state_parse(buf, (size_t)n, back, err, sizeof(err)), 0);
 	CHECK_MEM(back, st, sizeof(*st));
 	CHECK_EQ(tpt_state_format(st, buf, 20), -ENOSPC);
@@ -443,6 +447,12 @@ static void state_file(void)
 		st->lost[1].position = 3;
 		CHECK_EQ(tpt_state_format(st, buf, 1 << 16), -EINVAL);
 	}
+	expect_refused("tptraid-state 1\nheld 0\n",
+		       "line 2: held 0: a box listed before, at most once");
+	expect_refused("tptraid-state 1\nbox 0 iscsi://h/iqn.x:a/1\nheld 0\n"
+		       "held 0\n", "line 4: held 0: a box listed before");
+	expect_refused("tptraid-state 1\nbox 0 iscsi://h/iqn.x:a/1\nheld x\n",
+		       "line 3: held x: a box listed before");
 	expect_refused("tptraid-state 1\ncreating no\n",
 		       "line 2: creating: at most once, \"creating yes\"");
 	expect_refused("tptraid-state 1\ncreating yes\ncreating yes\n",
@@ -460,7 +470,8 @@ static void state_file(void)
 		n = tpt_state_format(st, buf, 1 << 16);
 		CHECK(n > 0 && !strstr(buf, "rebuild_rate") &&
 		      !strstr(buf, "fail_timeout") && !strstr(buf, "check") &&
-		      !strstr(buf, "creating") && !strstr(buf, "lost"));
+		      !strstr(buf, "creating") && !strstr(buf, "lost") &&
+		      !strstr(buf, "held"));
 	}
 	free(st);
 	free(back);
