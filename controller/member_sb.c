@@ -33,7 +33,6 @@ static const uint8_t sb_magic[8] = { 'T', 'P', 'T', 'R', 'A', 'I', 'D', 'M' };
 
 #define SB_KEY_CHECK 60
 #define SB_CRC (TPT_SB_FIELDS_LEN - 4)
-#define SB_V1_CRC (TPT_SB_V1_FIELDS_LEN - 4)
 
 static const char key_check_label[] = "TPT-RAID member binding";
 

@@ -16,22 +16,32 @@
 #include "tgtadm_error.h"
 #include "tpt_controller.h"
 
+/* The box of this array @url names, whatever its credentials. */
+static struct tpt_member *array_box_of_url(struct tpt_array *a,
+					   const char *url)
+{
+	unsigned int i;
+
+	for (i = 0; i < a->nr_boxes; i++)
+		if (tpt_spec_same_box(a->member[i].login_url, url))
+			return &a->member[i];
+	return NULL;
+}
+
 static int array_add_spare(struct tpt_array *a, const char *url)
 {
+	struct tpt_member *m;
 	char err[256];
-	unsigned int i;
 	int ret;
 
 	if (tpt_spec_member_url(url, err, sizeof(err))) {
 		eprintf("tptraid: spare=%s\n", err);
 		return TGTADM_INVALID_REQUEST;
 	}
-	for (i = 0; i < a->nr_boxes; i++) {
-		if (tpt_spec_same_box(a->member[i].login_url, url)) {
-			eprintf("tptraid: spare=%s: already in the array\n",
-				a->member[i].url);
-			return TGTADM_INVALID_REQUEST;
-		}
+	m = array_box_of_url(a, url);
+	if (m) {
+		eprintf("tptraid: spare=%s: already in the array\n", m->url);
+		return TGTADM_INVALID_REQUEST;
 	}
 	if (a->nr_boxes == TPT_MAX_BOXES) {
 		tpt_spec_hide_secrets(url, err, sizeof(err));
@@ -117,16 +127,15 @@ static int array_check(struct tpt_array *a, const char *value)
 	return TGTADM_SUCCESS;
 }
 
-/* The box of this array @url names, whatever its credentials. */
+/* The box of this array @url names, or NULL (logged as @key's). */
 static struct tpt_member *array_box_named(struct tpt_array *a,
 					  const char *key, const char *url)
 {
+	struct tpt_member *m = array_box_of_url(a, url);
 	char shown[TPT_SPEC_URL_MAX];
-	unsigned int i;
 
-	for (i = 0; i < a->nr_boxes; i++)
-		if (tpt_spec_same_box(a->member[i].login_url, url))
-			return &a->member[i];
+	if (m)
+		return m;
 	tpt_spec_hide_secrets(url, shown, sizeof(shown));
 	eprintf("tptraid: %s=%s: not a box of this array\n", key, shown);
 	return NULL;

@@ -100,8 +100,7 @@ enum tpt_sense_reason tpt_session_set_peers(struct tpt_session *s,
 	/* A LU in an array takes lists of that array only, and only with
 	 * its key: a copied array id is not enough to supersede the
 	 * controller's nexus or to plant links. */
-	if (tlu->bound && tlu->key_pending)
-		tpt_lu_take_key(tlu, s, pl);
+	tpt_lu_take_key(tlu, s, pl);
 	if (tlu->bound && (tlu->key_pending ||
 			   tlu->array_id != pl->array_id ||
 			   !memeql_sec(tlu->array_key, pl->array_key,
