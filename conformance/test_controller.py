@@ -329,10 +329,11 @@ def test_members_are_reserved_for_the_array(tgtd_factory, client, mode):
     """The controller holds each member with a persistent reservation (WRITE
     EXCLUSIVE, the array id as key): another initiator gets RESERVATION
     CONFLICT for a write and for a TPT command, so a nexus the controller
-    gave up on can change nothing either.  In TPT mode the member is also
-    bound to the array's key, so a stranger may not even read it, nor
-    preempt the reservation with the (public) array id.  Stopping the array
-    gives the boxes back."""
+    gave up on can change nothing either.  The member is also bound to the
+    array's key, in Baseline mode too (a peer list naming the box alone,
+    usr/tpt_controller/member_bind.c), so a stranger may not even read it,
+    nor preempt the reservation with the (public) array id.  Stopping the
+    array gives the boxes back."""
     c = cluster.start(tgtd_factory, n=3, mode=mode, unit=64 << 10, member_bytes=16 << 20)
     client.login("array", c.url)
     client.clear_unit_attentions("array")
@@ -341,17 +342,17 @@ def test_members_are_reserved_for_the_array(tgtd_factory, client, mode):
     client.login("rogue", c.target_urls[1])
     client.clear_unit_attentions("rogue")
     r = client.command("rogue", proto.read16_cdb(0, 8), inlen=8 * BS)
-    assert access_denied(r) if mode == "tpt" else r["status"] == GOOD, r
+    assert access_denied(r), r
     r = client.command("rogue", proto.write16_cdb(0, 8), data=bytes(8 * BS))
     assert r["status"] == RESERVATION_CONFLICT, r
     r = client.command("rogue", proto.release_cdb(0, all_groups=True), dir="none")
     assert r["status"] == RESERVATION_CONFLICT, r
-    if mode == "tpt":
-        # The reservation key is shown to anyone; registering and
-        # preempting with it is refused all the same.
-        pr_out = bytes([0x5F, 0x06, 0x01, 0, 0, 0, 0, 0, 24, 0])
-        r = client.command("rogue", pr_out, data=bytes(8) + (0xBAD).to_bytes(8, "big") + bytes(8))
-        assert access_denied(r), r
+    # The reservation key is shown to anyone; registering and preempting
+    # with it is refused all the same.
+    pr_out = bytes([0x5F, 0x06, 0x01, 0, 0, 0, 0, 0, 24, 0])
+    r = client.command("rogue", pr_out, data=bytes(8) + (0xBAD).to_bytes(8, "big") + bytes(8))
+    assert access_denied(r), r
+    assert "bound to array" in c.targets[1].log()
     # The array is untouched and still works.
     data = os.urandom(8 * BS)
     assert client.command("array", proto.write16_cdb(8, 8), data=data)["status"] == GOOD

@@ -7,6 +7,8 @@ import os
 import re
 import time
 
+import pytest
+
 from tptlib import cluster, proto
 from tptlib.targets import ARRAY_ID, CONTROLLER_ID, assert_sense
 
@@ -404,16 +406,17 @@ def test_a_box_freed_from_a_lost_controller_serves_another_array(tgtd_factory):
 
 
 
-def test_a_restarted_member_stays_bound_to_its_array(tgtd_factory, client):
-    """A tpt member's tgtd restarts while its controller is away (both
-    killed): its superblock's key check binds the LU again before anyone
-    logs in, so a stranger who is first gets ACCESS DENIED for plain reads
-    and writes and PEER LIST CONFLICT for a list with the array's id and
-    another key, and the box's blocks stay as they were. The controller,
-    back, delivers the key and gets its member back. Before, the restarted
-    LU was plain tgt until its controller returned: the stranger's write
-    landed in a column of the array's stripes."""
-    c = cluster.start(tgtd_factory, n=3)
+@pytest.mark.parametrize("mode", ["tpt", "baseline"])
+def test_a_restarted_member_stays_bound_to_its_array(tgtd_factory, client, mode):
+    """A member's tgtd restarts while its controller is away (both killed):
+    its superblock's key check binds the LU again before anyone logs in, so
+    a stranger who is first gets ACCESS DENIED for plain reads and writes
+    and PEER LIST CONFLICT for a list with the array's id and another key,
+    and the box's blocks stay as they were. The controller, back, delivers
+    the key and gets its member back. Before, the restarted LU was plain
+    tgt until its controller returned (a Baseline array's, always): the
+    stranger's write landed in a column of the array's stripes."""
+    c = cluster.start(tgtd_factory, n=3, mode=mode)
     client.login("host", c.url)
     client.clear_unit_attentions("host")
     data = os.urandom(256 << 10)
@@ -476,3 +479,50 @@ def test_a_restarted_member_stays_bound_to_its_array(tgtd_factory, client):
     client.clear_unit_attentions("host")
     r = client.command("host", proto.sbc16_cdb(0x88, 0, len(data) // BS), inlen=len(data))
     assert r["status"] == 0 and r["data"] == data
+
+
+def test_a_baseline_array_binds_its_tpt_members_and_serves_a_plain_one(tgtd_factory, client):
+    """A Baseline array needs no TPT command of its members, yet binds those
+    that are TPT targets with a peer list naming the box alone (member_bind.c):
+    a stranger gets ACCESS DENIED there, as on a tpt array's member. A member
+    whose LU is not in TPT mode (a plain LU, as on stock tgt) cannot be
+    bound: the controller says so and serves it as before, plain I/O open to
+    whoever logs in. Stopping the array unbinds the bound ones."""
+    c = cluster.start(tgtd_factory, n=3, mode="baseline", create=False)
+    plain = c.targets[2]
+    plain.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                 "--tid", 1, "--lun", 1, "--params", "tpt=off")
+    c.controller.new_lun(1, 1, str(c.controller.dir / "array.state"), bstype="tptraid",
+                         bsopts=c.spec)
+    show = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+    assert re.search(r"TPT-RAID: .* state optimal", show), show
+    assert f"member 2 ({c.target_urls[2]}) is not a TPT target: it is not bound" \
+        in c.controller.log(), c.controller.log()[-2000:]
+    array_id = int(re.search(r"array_id ([0-9a-f]+)", show).group(1), 16)
+    client.login("host", c.url)
+    client.clear_unit_attentions("host")
+    data = os.urandom(256 << 10)
+    assert client.command("host", proto.sbc16_cdb(0x8A, 0, len(data) // BS), data=data)["status"] == 0
+    for i, t in enumerate(c.targets):
+        client.login(f"rogue{i}", c.target_urls[i], initiator="iqn.2026-11.org.example:rogue")
+        client.clear_unit_attentions(f"rogue{i}")
+        r = client.command(f"rogue{i}", proto.sbc16_cdb(0x88, 0, 1), inlen=BS)
+        show = t.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+        if t is plain:
+            assert r["status"] == 0, r
+            assert "TPT array" not in show, show
+        else:
+            assert r["status"] == 2 and proto.SENSE["ACCESS_DENIED"] == tuple(
+                [r["sense"][2] & 0xF, r["sense"][12], r["sense"][13]]), r
+            assert f"TPT array: {array_id:016x}\n" in show, show
+            assert "1 peers, this target is peer" in t.log(), t.log()[-2000:]
+    r = client.command("host", proto.sbc16_cdb(0x88, 0, len(data) // BS), inlen=len(data))
+    assert r["status"] == 0 and r["data"] == data
+    client.logout("host")
+    c.controller.stop()
+    for i, t in enumerate(c.targets[:2]):
+        assert f"unbound from array {array_id:016x}" in t.log(), t.log()[-2000:]
+        r = client.command(f"rogue{i}", proto.sbc16_cdb(0x88, 0, 1), inlen=BS)
+        if r["status"] == 2:        # the reservation's release: UNIT ATTENTION
+            r = client.command(f"rogue{i}", proto.sbc16_cdb(0x88, 0, 1), inlen=BS)
+        assert r["status"] == 0, r

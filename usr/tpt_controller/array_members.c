@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,9 +56,10 @@ static void sb_of(const struct tpt_array *a, const struct tpt_member *m,
 	sb->unit_bytes = a->spec.unit_bytes;
 	sb->member_blocks = a->geo.member_blocks;
 	sb->block_size = a->block_size;
-	/* A `tpt` member binds itself to the array from this when its tgtd
-	 * restarts; a Baseline member takes plain SBC and binds to nothing. */
-	if (a->spec.mode == TPT_MODE_TPT)
+	/* A member whose LU took the key binds itself to the array from this
+	 * when its tgtd restarts; one that is not a TPT target binds to
+	 * nothing. */
+	if (m->keyed)
 		tpt_member_sb_key_check(a->array_id, a->array_key,
 					sb->key_check);
 }
@@ -154,6 +156,7 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 	m->ready = false;
 	m->sb_read = false;
 	m->claimed = false;
+	m->keyed = false;
 	if (a->stopping)
 		return;
 	if (was_ready)
@@ -182,6 +185,23 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 	recovery_kick(a);
 }
 
+/* @m is refused, for the reason @fmt says (after "member N (URL)"): said
+ * once while the box comes back refused the same way. */
+static void __attribute__((format(printf, 2, 3)))
+member_refusal(struct tpt_member *m, const char *fmt, ...)
+{
+	char why[sizeof(m->said)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	m->refused = true;
+	if (member_say_once(m, why))
+		eprintf("tptraid: member %u (%s)%s" MEMBER_SAID_ONCE "\n",
+			m->id, m->url, why);
+}
+
 /*
  * A box came back with its superblock read: what is it to this array?
  * Spares and current members are used as they are; a member that missed
@@ -195,17 +215,13 @@ void array_member_admit(struct tpt_array *a, struct tpt_member *m)
 	int p = m->position;
 
 	if (m->sb_status == -EINVAL) {
-		eprintf("tptraid: member %u (%s): damaged superblock: refused "
-			"(clear the last MiB of its LU to use it anew)\n",
-			m->id, m->url);
-		m->refused = true;
+		member_refusal(m, ": damaged superblock: refused (clear the "
+			       "last MiB of its LU to use it anew)");
 		return;
 	}
 	if (m->sb_status == 0 && sb->array_id != a->array_id) {
-		eprintf("tptraid: member %u (%s) belongs to array %016" PRIx64
-			", not %016" PRIx64 ": refused\n", m->id, m->url,
-			sb->array_id, a->array_id);
-		m->refused = true;
+		member_refusal(m, " belongs to array %016" PRIx64 ", not %016"
+			       PRIx64 ": refused", sb->array_id, a->array_id);
 		return;
 	}
 	/* A new array created again after a crash (array_identity()):
@@ -215,10 +231,9 @@ void array_member_admit(struct tpt_array *a, struct tpt_member *m)
 	if (a->fresh && !a->started && m->sb_status == 0)
 		return;
 	if (m->sb_status == 0 && sb->event > a->event) {
-		eprintf("tptraid: member %u (%s) is at event %" PRIu64 ", newer "
-			"than the array's %" PRIu64 ": refused\n", m->id,
-			m->url, sb->event, a->event);
-		m->refused = true;
+		member_refusal(m, " is at event %" PRIu64 ", newer than the "
+			       "array's %" PRIu64 ": refused", sb->event,
+			       a->event);
 		return;
 	}
 	if (p < 0)
@@ -236,10 +251,8 @@ void array_member_admit(struct tpt_array *a, struct tpt_member *m)
 		return;
 	}
 	if (m->sb_status == 0 && sb->position != (uint32_t)p) {
-		eprintf("tptraid: member %u (%s) holds position %u, not %d: "
-			"refused (is the member= order right?)\n", m->id,
-			m->url, sb->position, p);
-		m->refused = true;
+		member_refusal(m, " holds position %u, not %d: refused (is the "
+			       "member= order right?)", sb->position, p);
 		return;
 	}
 	/* In a new array every member is current; in one assembled from
@@ -361,7 +374,9 @@ static void member_claimed(struct tpt_member *m, int err)
 	struct tpt_array *a = m->array;
 
 	if (err) {
-		if (err != -ECANCELED)
+		if (err == -EACCES)
+			member_fail(m, MEMBER_BOUND_ELSEWHERE);
+		else if (err != -ECANCELED)
 			member_fail(m, "it did not take the array's key (is it "
 				    "bound to another array?)");
 		return;
@@ -412,9 +427,7 @@ static void sb_read_done(struct tpt_member *m, struct scsi_task *task,
 	if (status != SCSI_STATUS_GOOD) {
 		free(buf);
 		if (sense_access_denied(task, status))
-			member_fail(m, "its target serves it to another array's "
-				    "key only (free it there with tpt=off, "
-				    "tpt=on if that array is gone)");
+			member_fail(m, MEMBER_BOUND_ELSEWHERE);
 		else if (status != SCSI_STATUS_CANCELLED)
 			member_fail(m, "cannot read its superblock");
 		return;
@@ -455,6 +468,7 @@ void array_member_online(struct tpt_array *a, struct tpt_member *m)
 
 	m->refused = false;
 	m->claimed = false;
+	m->keyed = false;
 	if (!lba) {
 		eprintf("tptraid: member %u (%s) is too small\n", m->id, m->url);
 		member_fail(m, "too small");
@@ -462,11 +476,10 @@ void array_member_online(struct tpt_array *a, struct tpt_member *m)
 	}
 	if (a->assembled && (m->block_size != a->block_size ||
 			     lba < a->geo.member_blocks)) {
-		eprintf("tptraid: member %u (%s) has %" PRIu64 " blocks of %u "
-			"bytes: the array needs %" PRIu64 " of %u\n", m->id,
-			m->url, m->nr_blocks, m->block_size,
-			a->geo.member_blocks, a->block_size);
-		m->refused = true;
+		member_refusal(m, " has %" PRIu64 " blocks of %u bytes: the "
+			       "array needs %" PRIu64 " of %u", m->nr_blocks,
+			       m->block_size, a->geo.member_blocks,
+			       a->block_size);
 		member_fail(m, "refused");
 		return;
 	}

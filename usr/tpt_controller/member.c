@@ -174,6 +174,14 @@ static void member_flush(struct event_data *ev)
 	member_rearm_events(m, false);
 }
 
+bool member_say_once(struct tpt_member *m, const char *what)
+{
+	if (!strcmp(what, m->said))
+		return false;
+	snprintf(m->said, sizeof(m->said), "%s", what);
+	return true;
+}
+
 void member_fail(struct tpt_member *m, const char *why)
 {
 	uint64_t one = 1;
@@ -209,11 +217,19 @@ static void member_teardown(struct tpt_member *m)
 	}
 	if (was == MEMBER_OFFLINE)
 		return;
-	/* A box that stays away is said once, not at every attempt. */
-	if (was == MEMBER_ONLINE)
-		eprintf("tptraid: member %u (%s) failed: %s\n", m->id, m->url,
-			m->fail_reason[0] ? m->fail_reason : member_error(m));
-	else if (!m->unreachable_said)
+	/* A box that stays away is said once, not at every attempt; so is
+	 * one that fails the same way at every reconnect before it serves
+	 * (bound to another array, reserved elsewhere), and a refused one
+	 * has said why already (member_refusal()). */
+	if (was == MEMBER_ONLINE && m->ready && !m->refused)
+		m->said[0] = '\0';
+	if (was == MEMBER_ONLINE && !m->refused &&
+	    (m->ready || member_say_once(m, m->fail_reason[0] ?
+					m->fail_reason : member_error(m))))
+		eprintf("tptraid: member %u (%s) failed: %s%s\n", m->id, m->url,
+			m->fail_reason[0] ? m->fail_reason : member_error(m),
+			m->ready ? "" : MEMBER_SAID_ONCE);
+	else if (was != MEMBER_ONLINE && !m->unreachable_said)
 		eprintf("tptraid: member %u (%s) unreachable: %s (trying "
 			"again every %u s)\n", m->id, m->url, m->fail_reason[0] ?
 			m->fail_reason : member_error(m),

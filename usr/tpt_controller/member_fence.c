@@ -1,9 +1,9 @@
 /*
  * Fencing members with SPC persistent reservations.
  *
- * On every new session to a member, once the mode has claimed it (TPT:
- * the peer list binds the LU to the array's key) and its superblock says
- * it is ours, the controller registers the array's key, preempts the
+ * On every new session to a member, once the mode has claimed it (a
+ * peer list binds a TPT target's LU to the array's key, member_bind.c)
+ * and its superblock says it is ours, the controller registers the array's key, preempts the
  * sessions that key had before (its own older nexus: a box that comes
  * back, a controller that restarted) and holds WRITE EXCLUSIVE.  From
  * then on a nexus the controller gave up on, and any other initiator,
@@ -15,9 +15,9 @@
  * The key is the array id: stable across controller restarts, different
  * between arrays.  It is no secret (PERSISTENT RESERVE IN shows it to
  * anyone): this fences a controller's own past.  Strangers are kept out
- * by CHAP and, on a TPT member, by the LU's binding, which refuses them
- * every plain command that touches data or reservations
- * (usr/tpt_target/plain_io.c); in baseline mode members are not bound.
+ * by CHAP and, on a member that is a TPT target (in either mode), by the
+ * LU's binding, which refuses them every plain command that touches data
+ * or reservations (usr/tpt_target/plain_io.c, member_bind.c).
  */
 #include <errno.h>
 #include <stdint.h>

@@ -5,7 +5,9 @@
  * members, and the parity computed here with ISA-L.  It exists so that
  * TPT can be measured against it on the same array definition; its
  * counters follow Table I (a single-block write moves 5 blocks through
- * the controller, a full-stripe write 2N-1).
+ * the controller, a full-stripe write 2N-1).  Members that are TPT targets
+ * are bound to the array's key all the same (member_bind.c), so that a
+ * stranger can read or write them no more than a `tpt` array's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -35,16 +37,21 @@ struct bl_run {
 };
 
 /* The in-band controller needs nothing of its members but READ and
- * WRITE. */
+ * WRITE; TPT targets among them are bound to the array all the same
+ * (member_bind.c). */
 static int bl_setup(struct tpt_array *a)
 {
 	(void)a;
 	return 0;
 }
 
+/* Controller stop: the bound members are free for another array. */
 static void bl_teardown(struct tpt_array *a)
 {
-	(void)a;
+	unsigned int i;
+
+	for (i = 0; i < a->nr_boxes; i++)
+		member_unbind_sync(&a->member[i]);
 }
 
 static void bl_member_setup(struct tpt_array *a, struct tpt_member *m,
@@ -346,6 +353,8 @@ const struct tpt_mode_ops tpt_mode_baseline = {
 	.name = "baseline",
 	.setup = bl_setup,
 	.teardown = bl_teardown,
+	.member_claim = member_bind_alone,
+	.member_unclaim = member_unbind,
 	.member_setup = bl_member_setup,
 	.member_lost = bl_member_lost,
 	.start = bl_start,

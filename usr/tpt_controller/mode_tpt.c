@@ -400,7 +400,11 @@ static void tp_deliver_peer_lists(struct tpt_array *a, struct tpt_member *joiner
 
 static void tp_joiner_lists_done(void *arg, int err)
 {
-	tp_step_end(arg, err);
+	struct tpt_member *m = arg;
+
+	/* Its LU took the key with the list (protocol.md 5.5). */
+	m->keyed = !err;
+	tp_step_end(m, err);
 }
 
 /* Extended hosts came or went (hosts.c): the next generation names
@@ -475,31 +479,6 @@ static void tp_member_setup(struct tpt_array *a, struct tpt_member *m,
 	tp_report_slots(m);
 }
 
-static void tp_unclaim_done(struct tpt_member *m, struct scsi_task *task,
-			    int status, void *arg)
-{
-	(void)task;
-	(void)arg;
-	if (status != SCSI_STATUS_GOOD && status != SCSI_STATUS_CANCELLED)
-		eprintf("tptraid: member %u (%s): giving it back (TPT RELEASE "
-			"UNBIND) failed: %s\n", m->id, m->url, member_error(m));
-	tp_step_end(m, 0);
-}
-
-/* A box we bound but that belongs elsewhere: unbind it (TPT RELEASE
- * ALL UNBIND) so that its own array's controller can take it. */
-static void tp_member_unclaim(struct tpt_array *a, struct tpt_member *m,
-			      void (*done)(struct tpt_member *m, int err))
-{
-	uint8_t cdb[16] = { TPT_OP_RELEASE, TPT_CDB_RELEASE_ALL |
-					    TPT_CDB_RELEASE_UNBIND };
-
-	tp_of(a)->member[m->id].step_done = done;
-	if (member_send_cdb(m, cdb, SCSI_XFER_NONE, NULL, 0, tp_unclaim_done,
-			    NULL))
-		tp_step_end(m, 0);
-}
-
 /* @arg: the lost member's id (the array may be gone by now). */
 static void tp_loss_lists_done(void *arg, int err)
 {
@@ -553,27 +532,11 @@ static void tp_teardown(struct tpt_array *a)
 		}
 	}
 	for (i = 0; i < a->nr_boxes; i++) {
-		struct tpt_member *m = &a->member[i];
-		uint8_t cdb[16] = { TPT_OP_RELEASE, TPT_CDB_RELEASE_ALL |
-						    TPT_CDB_RELEASE_UNBIND };
-		struct scsi_task *task;
-
 		tp_slots_again_cancel(&tp->member[i]);
-
 		/* Controller stop (III-B step 4): the member drops every
 		 * buffer it held for us and is free for another array,
 		 * then we log out. */
-		if (!m->claimed || m->link != MEMBER_ONLINE)
-			continue;
-		task = scsi_create_task(16, cdb, SCSI_XFER_NONE, 0);
-		if (!task)
-			continue;
-		/* Blocking, as the LU's removal is: a member that stopped
-		 * answering holds the stop for seconds, not fail_timeout's
-		 * multiple (its buffers go with its session anyway). */
-		iscsi_set_timeout(m->iscsi, MEMBER_STOP_TIMEOUT);
-		iscsi_scsi_command_sync(m->iscsi, m->lun, task, NULL);
-		scsi_free_scsi_task(task);
+		member_unbind_sync(&a->member[i]);
 	}
 	free(tp);
 	a->mode_priv = NULL;
@@ -1436,7 +1399,7 @@ const struct tpt_mode_ops tpt_mode_tpt = {
 	.setup = tp_setup,
 	.teardown = tp_teardown,
 	.member_claim = tp_member_claim,
-	.member_unclaim = tp_member_unclaim,
+	.member_unclaim = member_unbind,
 	.member_setup = tp_member_setup,
 	.member_lost = tp_member_lost,
 	.start = tp_start,

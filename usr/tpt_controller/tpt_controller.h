@@ -149,6 +149,8 @@ struct tpt_member {
 	bool held;
 	bool unreachable_said;		/* logged once per absence */
 	char fail_reason[160];		/* for the log; empty: libiscsi's */
+	char said[200];			/* the last failure logged before it
+					 * served: not repeated (member.c) */
 	time_t nop_sent;		/* monotonic seconds; 0: no NOP in flight */
 	/* Bytes came in from the box since the last tick, and the last tick
 	 * that found some: it is alive even if its NOP-In waits behind the
@@ -172,6 +174,7 @@ struct tpt_member {
 
 	/* The array's view (array.c). */
 	bool claimed;			/* the mode named the array to it */
+	bool keyed;			/* its LU took the array's key */
 	bool sb_read;			/* its superblock is read (sb_status) */
 	bool ready;			/* set up: superblock read, mode ready */
 	bool fenced;			/* holds the array's reservation */
@@ -197,6 +200,16 @@ void member_drain(struct tpt_array *a, unsigned int seconds);
 void member_connect(struct tpt_member *m);
 /* Fail @m (@why for the log, or NULL for libiscsi's error): deferred. */
 void member_fail(struct tpt_member *m, const char *why);
+/* Whether @what, a failure of ONLINE @m before it served, is news: false
+ * when it is what was said last (a box that comes back failing the same
+ * way every few seconds is logged once).  Lines so said end in
+ * MEMBER_SAID_ONCE. */
+bool member_say_once(struct tpt_member *m, const char *what);
+#define MEMBER_SAID_ONCE " (said once while it stays so)"
+/* Why a member is failed when its LU is bound to another array. */
+#define MEMBER_BOUND_ELSEWHERE "its target serves it to another array's " \
+	"key only (free it there with tpt=off, tpt=on if that array is gone)"
+
 /* A target reported @m unreachable: ask it for a sign of life now. */
 void member_probe(struct tpt_member *m);
 /* Of a limit counted from @since (monotonic seconds), the seconds not to
@@ -237,6 +250,21 @@ typedef void (*member_fence_cb)(struct tpt_member *m, int err);
 void member_fence(struct tpt_member *m, uint64_t key, member_fence_cb done);
 /* Give the reservation up (a clean stop), blocking. */
 void member_unfence_sync(struct tpt_member *m, uint64_t key);
+
+/* member_bind.c: bind ONLINE @m's LU to @a's key with a peer list naming
+ * the box alone (Baseline's claim: it needs no datamover peer), or leave
+ * it a plain member when it is not a TPT target; done() runs once, with
+ * 0 (m->keyed says which), -EACCES when the LU is bound to another array,
+ * -ECANCELED or another error. */
+void member_bind_alone(struct tpt_array *a, struct tpt_member *m,
+		       void (*done)(struct tpt_member *m, int err));
+/* Unbind @m (TPT RELEASE ALL UNBIND): it drops what it held for us and
+ * is free for another array.  done() runs once, with 0, whatever the box
+ * answered. */
+void member_unbind(struct tpt_array *a, struct tpt_member *m,
+		   void (*done)(struct tpt_member *m, int err));
+/* The same, blocking, at the array's stop, for a keyed member online. */
+void member_unbind_sync(struct tpt_member *m);
 
 /* ---- modes ---- */
 
