@@ -365,6 +365,102 @@ def test_members_are_reserved_for_the_array(tgtd_factory, client, mode):
     assert r["status"] == GOOD, r
 
 
+
+def test_operator_removes_boxes_and_a_new_spare_takes_the_free_id(tgtd_factory, client):
+    """remove=URL (md's --remove) takes a spare, or a box held out with
+    fail=, out of the array for good: gone from show and from the state
+    file (its id kept as "box N removed"), not connected, also after a
+    restart; a position it held has no box, and the array runs degraded
+    until the next spare=URL, which takes the lowest free id and is
+    rebuilt into that position. Refused for a box that serves a position
+    and is not held out. Before, a held box stayed in the array and counted
+    towards its 40 boxes, and a spare could not be taken out at all."""
+    c = cluster.start(tgtd_factory, n=3, spares=1, unit=64 << 10, member_bytes=16 << 20)
+    ctl = c.controller
+    state = ctl.dir / "array.state"
+
+    def param(p, check=True):
+        return ctl.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                          "--tid", 1, "--lun", 1, "--params", p, check=check)
+
+    def show():
+        return ctl.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+
+    def wait_for(pattern, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            out = show()
+            if re.search(pattern, out):
+                return out
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {pattern!r} in:\n{out}")
+            time.sleep(0.1)
+
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    stripe = 2 * (64 << 10)
+    data = bytearray(os.urandom(8 * stripe))
+    assert client.command("a", proto.write16_cdb(0, len(data) // BS),
+                          data=bytes(data))["status"] == GOOD
+
+    box1, spare = c.target_urls[1], c.target_urls[3]
+    assert param(f"remove={box1}", check=False).returncode != 0
+    assert "serves position 1: fail=URL takes it out first" in ctl.log()
+    param(f"remove={spare}")
+    out = wait_for(r"TPT-RAID: .* state optimal")
+    assert "TPT-RAID member 3:" not in out, out
+    assert "\nbox 3 removed\n" in state.read_text()
+    assert param(f"fail={spare}", check=False).returncode != 0   # no such box now
+    param(f"fail={box1}")
+    wait_for(r"TPT-RAID member 1: \S+ held position 1")
+    param(f"remove={box1}")
+    out = wait_for(r"TPT-RAID: .* state degraded")
+    assert "TPT-RAID member 1:" not in out, out
+    text = state.read_text()
+    assert "\nbox 1 removed\n" in text and "\nposition 1 -1\n" in text, text
+    assert "held" not in text, text
+    assert "its position has no box until a spare is rebuilt into it" in ctl.log()
+
+    new = os.urandom(3 * stripe)
+    data[stripe:4 * stripe] = new
+    assert client.command("a", proto.write16_cdb(stripe // BS, len(new) // BS),
+                          data=new)["status"] == GOOD
+
+    # A restart keeps them out: nothing is connected to them.
+    client.logout("a")
+    ctl.stop()
+    mark = len(ctl.log())
+    ctl.start(port=ctl.port)
+    ctl.new_target(1, c.iqn)
+    ctl.new_lun(1, 1, str(state), bstype="tptraid")
+    out = show()
+    assert re.search(r"TPT-RAID: .* state degraded", out), out
+    assert "TPT-RAID member 1:" not in out and "TPT-RAID member 3:" not in out, out
+    assert "position 1 has no member" in ctl.log()[mark:]
+
+    # A new box: the lowest free id, rebuilt into the empty position.
+    t = tgtd_factory(name="newbox")
+    iqn = t.new_target(1, f"{cluster.IQN}:newbox")
+    t.new_file_lun(1, 1, 16 << 20)
+    cluster.tpt_on(t)
+    new_url = t.url(iqn, 1)
+    param(f"spare={new_url}")
+    assert "spare 1 added" in ctl.log()[mark:]
+    wait_for(r"TPT-RAID: .* state optimal", timeout=60)
+    out = wait_for(r"TPT-RAID member 1: \S+ up position 1")
+    assert "TPT-RAID member 3:" not in out, out
+    assert f"\nbox 1 {new_url}\n" in state.read_text()
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    r = client.command("a", proto.read16_cdb(0, len(data) // BS), inlen=len(data))
+    assert r["status"] == GOOD and r["data"] == bytes(data)
+    client.logout("a")
+    cluster.allow_plain_reads([c.targets[0], t, c.targets[2]])
+    r = subprocess.run([str(paths.tool("tpt-scrub")), "--unit", str(c.unit),
+                        c.target_urls[0], new_url, c.target_urls[2]],
+                       capture_output=True, text=True, timeout=300)
+    assert re.search(r"scrub: \d+ stripes checked, 0 mismatches", r.stdout), r.stdout + r.stderr
+
 @pytest.mark.parametrize("mode", ["tpt", "baseline"])
 def test_dead_member_is_failed_and_io_goes_on(tgtd_factory, client, mode):
     """A killed box is failed within fail_timeout; the write that needed it

@@ -184,9 +184,10 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 	}
 	if (!strcmp(l, "held")) {
 		if (!parse_uint(rest, TPT_STATE_MAX_BOXES - 1, &a, 10) ||
-		    a >= st->nr_boxes || st->held[a])
+		    a >= st->nr_boxes || st->held[a] || !st->box[a][0])
 			return state_error(err, errlen, n, "held %s: a box "
-					   "listed before, at most once", rest);
+					   "listed before, not removed, at "
+					   "most once", rest);
 		st->held[a] = true;
 		return 0;
 	}
@@ -259,6 +260,11 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		if (strchr(arg2, ' '))
 			return state_error(err, errlen, n, "box %s: one URL, "
 					   "without spaces", rest);
+		/* An id the operator removed: kept empty for spare=. */
+		if (!strcmp(arg2, "removed")) {
+			st->box[st->nr_boxes++][0] = '\0';
+			return 0;
+		}
 		if (tpt_spec_member_url(arg2, check, sizeof(check)))
 			return state_error(err, errlen, n, "box %s", check);
 		strcpy(st->box[st->nr_boxes++], arg2);
@@ -277,10 +283,10 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 			return 0;
 		}
 		if (!parse_uint(arg2, TPT_STATE_MAX_BOXES - 1, &b, 10) ||
-		    b >= st->nr_boxes)
+		    b >= st->nr_boxes || !st->box[b][0])
 			return state_error(err, errlen, n, "position %s: box "
-					   "%s is not listed before", rest,
-					   arg2);
+					   "%s is not listed before, or "
+					   "removed", rest, arg2);
 		st->position[st->nr_positions++] = (int)b;
 		return 0;
 	}
@@ -369,7 +375,8 @@ int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 	    strchr(st->spec, '\n'))
 		return -EINVAL;
 	for (i = 0; i < st->nr_boxes; i++)
-		if (strchr(st->box[i], '\n') || strchr(st->box[i], ' '))
+		if (strchr(st->box[i], '\n') || strchr(st->box[i], ' ') ||
+		    (!st->box[i][0] && st->held[i]))
 			return -EINVAL;
 	if (!len || !state_append(buf, len, &at, "# TPT-RAID array state, "
 				  "written by the controller "
@@ -389,7 +396,8 @@ int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 			return -ENOSPC;
 	}
 	for (i = 0; i < st->nr_boxes; i++)
-		if (!state_append(buf, len, &at, "box %u %s\n", i, st->box[i]))
+		if (!state_append(buf, len, &at, "box %u %s\n", i,
+				  st->box[i][0] ? st->box[i] : "removed"))
 			return -ENOSPC;
 	for (i = 0; i < st->nr_positions; i++)
 		if (!state_append(buf, len, &at, "position %u %d\n", i,

@@ -9,6 +9,7 @@
  *   spec raid=5;unit=64k;mode=tpt;dm=...;member=...;member=...;...
  *   box 0 iscsi://10.0.0.11:3260/iqn...:box1/1
  *   box 5 iscsi://10.0.0.16:3260/iqn...:spare1/1
+ *   box 6 removed
  *   position 0 0
  *   position 1 5
  *   held 3
@@ -26,10 +27,12 @@
  * differs from the definition's member= order once a spare has taken
  * over.  "held ID", once per box and after its "box" line, is a box the
  * operator failed (fail=URL): the controller does not connect to it
- * until readd=URL, also after a restart.  "key" is the array's secret (docs/protocol.md 5.5): targets serve
- * the array only to nexuses that deliver it, so the file is the
- * controller's alone (mode 0600); a file without one (written before keys
- * existed) gets a new key.  "rebuild_rate" and "fail_timeout", each at most
+ * until readd=URL, also after a restart.  "box ID removed" is an id whose
+ * box the operator removed (remove=URL): no position or "held" line names
+ * it, and the next spare=URL takes it.  "key" is the array's secret
+ * (docs/protocol.md 5.5): targets serve the array only to nexuses that
+ * deliver it, so the file is the controller's alone (mode 0600); a file
+ * without one (written before keys existed) gets a new key.  "rebuild_rate" and "fail_timeout", each at most
  * once, are what the operator set with tgtadm after creation: they win over
  * the definition's values, so a restart keeps them.  "check", at most
  * once, is an operator's check (check=yes) that a restart interrupted:
@@ -74,7 +77,8 @@ struct tpt_state {
 	uint8_t key[TPT_STATE_KEY_LEN];	/* all zero: none in the file */
 	char spec[TPT_STATE_SPEC_MAX];
 	unsigned int nr_boxes;
-	char box[TPT_STATE_MAX_BOXES][TPT_SPEC_URL_MAX];	/* by id */
+	char box[TPT_STATE_MAX_BOXES][TPT_SPEC_URL_MAX];	/* by id; ""
+								 * removed */
 	unsigned int nr_positions;
 	int position[TPT_SPEC_MAX_MEMBERS];	/* box id, or -1: none */
 	bool held[TPT_STATE_MAX_BOXES];		/* by id: failed by the operator */

@@ -337,6 +337,8 @@ static int array_boxes(struct tpt_array *a, const struct tpt_array_spec *spec,
 		if (ret)
 			return ret;
 		a->member[i].held = state && state->held[i];
+		if (state && !state->box[i][0])
+			a->member[i].held = a->member[i].removed = true;
 	}
 	for (p = 0; p < a->nr_members; p++) {
 		int b = state ? state->position[p] : (int)p;
@@ -503,6 +505,8 @@ int tpt_array_create(struct scsi_lu *lu, const struct tpt_array_spec *spec,
 		a->known = true;
 	}
 	for (i = 0; i < a->nr_boxes; i++) {
+		if (a->member[i].removed)
+			continue;
 		if (a->member[i].held)
 			eprintf("tptraid: member %u (%s) is held out by the "
 				"operator (fail=): not connected until "

@@ -434,9 +434,10 @@ static char *state_text(struct tpt_array *a, const char *path,
 	snprintf(st->spec, sizeof(st->spec), "%s", a->spec_text);
 	st->nr_boxes = a->nr_boxes;
 	for (i = 0; i < a->nr_boxes; i++) {
+		/* An empty URL: an id the operator removed. */
 		snprintf(st->box[i], sizeof(st->box[i]), "%s",
-			 a->member[i].login_url);
-		st->held[i] = a->member[i].held;
+			 a->member[i].removed ? "" : a->member[i].login_url);
+		st->held[i] = a->member[i].held && !a->member[i].removed;
 	}
 	st->nr_positions = a->nr_members;
 	for (i = 0; i < a->nr_members; i++)

@@ -23,9 +23,24 @@ static struct tpt_member *array_box_of_url(struct tpt_array *a,
 	unsigned int i;
 
 	for (i = 0; i < a->nr_boxes; i++)
-		if (tpt_spec_same_box(a->member[i].login_url, url))
+		if (!a->member[i].removed &&
+		    tpt_spec_same_box(a->member[i].login_url, url))
 			return &a->member[i];
 	return NULL;
+}
+
+/* An id remove=URL freed, or a new one; NULL when the array has
+ * TPT_MAX_BOXES already. */
+static struct tpt_member *array_free_box(struct tpt_array *a)
+{
+	unsigned int i;
+
+	for (i = 0; i < a->nr_boxes; i++)
+		if (a->member[i].removed)
+			return &a->member[i];
+	if (a->nr_boxes == TPT_MAX_BOXES)
+		return NULL;
+	return &a->member[a->nr_boxes++];
 }
 
 static int array_add_spare(struct tpt_array *a, const char *url)
@@ -43,18 +58,24 @@ static int array_add_spare(struct tpt_array *a, const char *url)
 		eprintf("tptraid: spare=%s: already in the array\n", m->url);
 		return TGTADM_INVALID_REQUEST;
 	}
-	if (a->nr_boxes == TPT_MAX_BOXES) {
+	m = array_free_box(a);
+	if (!m) {
 		tpt_spec_hide_secrets(url, err, sizeof(err));
-		eprintf("tptraid: spare=%s: the array has %u boxes already\n",
-			err, a->nr_boxes);
+		eprintf("tptraid: spare=%s: the array has %u boxes already "
+			"(remove=URL frees one)\n", err, a->nr_boxes);
 		return TGTADM_INVALID_REQUEST;
 	}
-	ret = member_init(a, &a->member[a->nr_boxes], a->nr_boxes, url);
-	if (ret)
+	/* A removed id is held and offline: nothing of its box is left
+	 * but what member_close() lets go. */
+	member_close(m);
+	ret = member_init(a, m, (unsigned int)(m - a->member), url);
+	if (ret) {
+		/* Still nothing there: the id stays free. */
+		m->removed = m->held = true;
 		return TGTADM_UNKNOWN_ERR;
-	eprintf("tptraid: spare %u added: %s\n", a->nr_boxes,
-		a->member[a->nr_boxes].url);
-	member_connect(&a->member[a->nr_boxes++]);
+	}
+	eprintf("tptraid: spare %u added: %s\n", m->id, m->url);
+	member_connect(m);
 	array_save_state(a);
 	return TGTADM_SUCCESS;
 }
@@ -196,6 +217,48 @@ static int array_readd_box(struct tpt_array *a, const char *url)
 	return TGTADM_SUCCESS;
 }
 
+/*
+ * remove=URL, md's --remove: a box held out (fail=URL) or a spare leaves
+ * the array for good.  It no longer shows, its id is free for the next
+ * spare=URL, and a position it still held has no box until a spare is
+ * rebuilt into it.  Its target is left as it is: bound to the array and
+ * reserved by it, with the array's superblock, until its operator frees
+ * it (tpt=off, tpt=on) and clears the last MiB, as after a lost
+ * controller.  Refused for a box that serves a position: fail= it first,
+ * which refuses what the array cannot lose.
+ */
+static int array_remove_box(struct tpt_array *a, const char *url)
+{
+	struct tpt_member *m = array_box_named(a, "remove", url);
+	int p;
+
+	if (!m)
+		return TGTADM_INVALID_REQUEST;
+	p = m->position;
+	if (!m->held && p >= 0) {
+		eprintf("tptraid: remove=%s: member %u serves position %d: "
+			"fail=URL takes it out first\n", m->url, m->id, p);
+		return TGTADM_INVALID_REQUEST;
+	}
+	if (p >= 0) {
+		a->pos[p].member = -1;
+		m->position = -1;
+	}
+	m->held = m->removed = true;
+	array_save_state(a);
+	eprintf("tptraid: member %u (%s) removed by the operator%s; its id is "
+		"free for spare=URL (its target still holds the array's "
+		"superblock and binding)\n", m->id, m->url, p >= 0 ?
+		": its position has no box until a spare is rebuilt into it" :
+		"");
+	if (m->link != MEMBER_OFFLINE)
+		member_fail(m, "removed by the operator (remove=)");
+	/* A spare may be rebuilt into the position now. */
+	if (p >= 0)
+		recovery_kick(a);
+	return TGTADM_SUCCESS;
+}
+
 int tpt_array_param(struct tpt_array *a, const char *key, const char *value)
 {
 	char err[256];
@@ -206,6 +269,8 @@ int tpt_array_param(struct tpt_array *a, const char *key, const char *value)
 		return array_fail_box(a, value);
 	if (!strcmp(key, "readd"))
 		return array_readd_box(a, value);
+	if (!strcmp(key, "remove"))
+		return array_remove_box(a, value);
 	/* An action, not a setting: nothing is kept. */
 	if (!strcmp(key, "force_recovery")) {
 		if (strcmp(value, "yes")) {

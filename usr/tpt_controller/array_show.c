@@ -139,6 +139,8 @@ void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)
 	for (i = 0; i < a->nr_boxes; i++) {
 		const struct tpt_member *m = &a->member[i];
 
+		if (m->removed)
+			continue;
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID member %u: %s %s "
 			      "position %d link %s commands %" PRIu64
 			      " errors %" PRIu64 "\n", i, m->url,

@@ -147,6 +147,9 @@ struct tpt_member {
 	/* The operator failed it (fail=URL): not connected again until
 	 * readd=URL, restarts included (the state file's "held" lines). */
 	bool held;
+	/* The operator removed it (remove=URL): held, out of the array's
+	 * show and its state file; spare=URL reuses the id. */
+	bool removed;
 	bool unreachable_said;		/* logged once per absence */
 	char fail_reason[160];		/* for the log; empty: libiscsi's */
 	char said[200];			/* the last failure logged before it

@@ -257,6 +257,7 @@ static const char good_state[] =
 	"box 1 iscsi://h:3262/iqn.x:b/1\n"
 	"box 2 iscsi://h:3263/iqn.x:c/1\n"
 	"box 3 iscsi://h:3264/iqn.x:d/1\n"
+	"box 4 removed\n"
 	"position 0 0\n"
 	"position 1 3\n"
 	"position 2 -1\n"
@@ -294,7 +295,8 @@ static void state_file(void)
 	CHECK_EQ(tpt_state_parse(good_state, strlen(good_state), st, err,
 				 sizeof(err)), 0);
 	CHECK_EQ(st->array_id, 0x65c854e8e9b3c6abULL);
-	CHECK_EQ(st->nr_boxes, 4);
+	CHECK_EQ(st->nr_boxes, 5);
+	CHECK(!st->box[4][0] && !st->held[4]);
 	CHECK_EQ(st->nr_positions, 3);
 	CHECK_EQ(st->position[1], 3);
 	CHECK_EQ(st->position[2], -1);
@@ -318,6 +320,7 @@ static void state_file(void)
 	CHECK(strstr(buf, "\nlost 1 7\nlost 2 3\nlost 2 18446744073709551615\n"));
 	CHECK(!st->held[0] && st->held[1] && st->held[2] && !st->held[3]);
 	CHECK(strstr(buf, "\nposition 2 -1\nheld 1\nheld 2\n"));
+	CHECK(strstr(buf, "\nbox 3 iscsi://h:3264/iqn.x:d/1\nbox 4 removed\n"));
 	CHECK_EQ(tpt_state_parse(buf, (size_t)n, back, err, sizeof(err)), 0);
 	CHECK_MEM(back, st, sizeof(*st));
 	CHECK_EQ(tpt_state_format(st, buf, 20), -ENOSPC);
@@ -448,11 +451,23 @@ static void state_file(void)
 		CHECK_EQ(tpt_state_format(st, buf, 1 << 16), -EINVAL);
 	}
 	expect_refused("tptraid-state 1\nheld 0\n",
-		       "line 2: held 0: a box listed before, at most once");
+		       "line 2: held 0: a box listed before, not removed, "
+		       "at most once");
 	expect_refused("tptraid-state 1\nbox 0 iscsi://h/iqn.x:a/1\nheld 0\n"
 		       "held 0\n", "line 4: held 0: a box listed before");
 	expect_refused("tptraid-state 1\nbox 0 iscsi://h/iqn.x:a/1\nheld x\n",
 		       "line 3: held x: a box listed before");
+	/* A removed id serves nothing and is not held. */
+	expect_refused("tptraid-state 1\nbox 0 removed\nheld 0\n",
+		       "line 3: held 0: a box listed before, not removed");
+	expect_refused("tptraid-state 1\nbox 0 iscsi://h/iqn.x:a/1\n"
+		       "box 1 removed\nposition 0 1\n",
+		       "line 4: position 0: box 1 is not listed before, or "
+		       "removed");
+	CHECK_EQ(tpt_state_parse(good_state, strlen(good_state), st, err,
+				 sizeof(err)), 0);
+	st->held[4] = true;
+	CHECK_EQ(tpt_state_format(st, buf, 1 << 16), -EINVAL);
 	expect_refused("tptraid-state 1\ncreating no\n",
 		       "line 2: creating: at most once, \"creating yes\"");
 	expect_refused("tptraid-state 1\ncreating yes\ncreating yes\n",
