@@ -31,6 +31,28 @@ def scrub(c):
     return int(m.group(1)), int(m.group(2)), r
 
 
+def lu_param(ctl, p, check=True):
+    """tgtadm --op update of the array's LU: a runtime parameter."""
+    return ctl.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
+                      "--tid", 1, "--lun", 1, "--params", p, check=check)
+
+
+def ctl_show(ctl):
+    return ctl.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
+
+
+def wait_show(ctl, pattern, timeout=30):
+    """The controller's show output once pattern is in it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = ctl_show(ctl)
+        if re.search(pattern, out):
+            return out
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {pattern!r} in:\n{out}")
+        time.sleep(0.1)
+
+
 def array_stats(c):
     out = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
     line = re.search(r"TPT-RAID counters: (.*)", out).group(1).split()
@@ -379,23 +401,6 @@ def test_operator_removes_boxes_and_a_new_spare_takes_the_free_id(tgtd_factory, 
     ctl = c.controller
     state = ctl.dir / "array.state"
 
-    def param(p, check=True):
-        return ctl.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
-                          "--tid", 1, "--lun", 1, "--params", p, check=check)
-
-    def show():
-        return ctl.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
-
-    def wait_for(pattern, timeout=30):
-        deadline = time.monotonic() + timeout
-        while True:
-            out = show()
-            if re.search(pattern, out):
-                return out
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {pattern!r} in:\n{out}")
-            time.sleep(0.1)
-
     client.login("a", c.url)
     client.clear_unit_attentions("a")
     stripe = 2 * (64 << 10)
@@ -404,17 +409,17 @@ def test_operator_removes_boxes_and_a_new_spare_takes_the_free_id(tgtd_factory, 
                           data=bytes(data))["status"] == GOOD
 
     box1, spare = c.target_urls[1], c.target_urls[3]
-    assert param(f"remove={box1}", check=False).returncode != 0
+    assert lu_param(ctl, f"remove={box1}", check=False).returncode != 0
     assert "serves position 1: fail=URL takes it out first" in ctl.log()
-    param(f"remove={spare}")
-    out = wait_for(r"TPT-RAID: .* state optimal")
+    lu_param(ctl, f"remove={spare}")
+    out = wait_show(ctl, r"TPT-RAID: .* state optimal")
     assert "TPT-RAID member 3:" not in out, out
     assert "\nbox 3 removed\n" in state.read_text()
-    assert param(f"fail={spare}", check=False).returncode != 0   # no such box now
-    param(f"fail={box1}")
-    wait_for(r"TPT-RAID member 1: \S+ held position 1")
-    param(f"remove={box1}")
-    out = wait_for(r"TPT-RAID: .* state degraded")
+    assert lu_param(ctl, f"fail={spare}", check=False).returncode != 0   # no such box now
+    lu_param(ctl, f"fail={box1}")
+    wait_show(ctl, r"TPT-RAID member 1: \S+ held position 1")
+    lu_param(ctl, f"remove={box1}")
+    out = wait_show(ctl, r"TPT-RAID: .* state degraded")
     assert "TPT-RAID member 1:" not in out, out
     text = state.read_text()
     assert "\nbox 1 removed\n" in text and "\nposition 1 -1\n" in text, text
@@ -433,7 +438,7 @@ def test_operator_removes_boxes_and_a_new_spare_takes_the_free_id(tgtd_factory, 
     ctl.start(port=ctl.port)
     ctl.new_target(1, c.iqn)
     ctl.new_lun(1, 1, str(state), bstype="tptraid")
-    out = show()
+    out = ctl_show(ctl)
     assert re.search(r"TPT-RAID: .* state degraded", out), out
     assert "TPT-RAID member 1:" not in out and "TPT-RAID member 3:" not in out, out
     assert "position 1 has no member" in ctl.log()[mark:]
@@ -444,10 +449,10 @@ def test_operator_removes_boxes_and_a_new_spare_takes_the_free_id(tgtd_factory, 
     t.new_file_lun(1, 1, 16 << 20)
     cluster.tpt_on(t)
     new_url = t.url(iqn, 1)
-    param(f"spare={new_url}")
+    lu_param(ctl, f"spare={new_url}")
     assert "spare 1 added" in ctl.log()[mark:]
-    wait_for(r"TPT-RAID: .* state optimal", timeout=60)
-    out = wait_for(r"TPT-RAID member 1: \S+ up position 1")
+    wait_show(ctl, r"TPT-RAID: .* state optimal", timeout=60)
+    out = wait_show(ctl, r"TPT-RAID member 1: \S+ up position 1")
     assert "TPT-RAID member 3:" not in out, out
     assert f"\nbox 1 {new_url}\n" in state.read_text()
     client.login("a", c.url)
@@ -620,21 +625,6 @@ def test_operator_fails_a_box_and_adds_it_back(tgtd_factory, client, mode):
     ctl = c.controller
     state = ctl.dir / "array.state"
 
-    def param(p, check=True):
-        return ctl.tgtadm("--lld", "iscsi", "--mode", "logicalunit", "--op", "update",
-                          "--tid", 1, "--lun", 1, "--params", p, check=check)
-
-    def show():
-        return ctl.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
-
-    def wait_for(pattern):
-        for _ in range(300):
-            out = show()
-            if re.search(pattern, out):
-                return out
-            time.sleep(0.1)
-        raise AssertionError(f"no {pattern!r} in:\n{out}")
-
     def state_file_says(line, present=True):
         for _ in range(100):
             if (f"\n{line}\n" in state.read_text()) == present:
@@ -650,18 +640,18 @@ def test_operator_fails_a_box_and_adds_it_back(tgtd_factory, client, mode):
                           data=bytes(data))["status"] == GOOD
 
     box1 = c.target_urls[1]
-    assert param("fail=iscsi://127.0.0.1:9/iqn.2026-11.org.example:none/1",
+    assert lu_param(ctl, "fail=iscsi://127.0.0.1:9/iqn.2026-11.org.example:none/1",
                  check=False).returncode != 0
     assert "not a box of this array" in ctl.log()
-    assert param(f"readd={box1}", check=False).returncode != 0
+    assert lu_param(ctl, f"readd={box1}", check=False).returncode != 0
     assert "not held out" in ctl.log()
-    param(f"fail={box1}")
-    wait_for(r"TPT-RAID member 1: \S+ held position 1")
-    assert re.search(r"TPT-RAID: .* state degraded", show())
+    lu_param(ctl, f"fail={box1}")
+    wait_show(ctl, r"TPT-RAID member 1: \S+ held position 1")
+    assert re.search(r"TPT-RAID: .* state degraded", ctl_show(ctl))
     assert "member 1 (" in ctl.log() and "failed by the operator" in ctl.log()
     state_file_says("held 1")
     # With box 1 out, no other box can go.
-    assert param(f"fail={c.target_urls[2]}", check=False).returncode != 0
+    assert lu_param(ctl, f"fail={c.target_urls[2]}", check=False).returncode != 0
     assert "cannot lose this box" in ctl.log()
 
     new = os.urandom(3 * stripe)
@@ -670,7 +660,7 @@ def test_operator_fails_a_box_and_adds_it_back(tgtd_factory, client, mode):
                           data=new)["status"] == GOOD
     # Its tgtd answers, the reconnect interval passes: it stays out.
     time.sleep(6)
-    assert re.search(r"TPT-RAID member 1: \S+ held position 1", show())
+    assert re.search(r"TPT-RAID member 1: \S+ held position 1", ctl_show(ctl))
 
     # So does a restart of the controller.
     client.logout("a")
@@ -678,14 +668,14 @@ def test_operator_fails_a_box_and_adds_it_back(tgtd_factory, client, mode):
     ctl.start(port=ctl.port)
     ctl.new_target(1, c.iqn)
     ctl.new_lun(1, 1, str(state), bstype="tptraid")
-    out = show()
+    out = ctl_show(ctl)
     assert re.search(r"TPT-RAID member 1: \S+ held position 1", out), out
     assert re.search(r"TPT-RAID: .* state degraded", out), out
     assert "is held out by the operator (fail=): not connected until readd=URL" in ctl.log()
 
-    param(f"readd={box1}")
+    lu_param(ctl, f"readd={box1}")
     state_file_says("held 1", present=False)
-    wait_for(r"TPT-RAID: .* state optimal")
+    wait_show(ctl, r"TPT-RAID: .* state optimal")
     assert "added back by the operator" in ctl.log()
     client.login("a", c.url)
     client.clear_unit_attentions("a")
