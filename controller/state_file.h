@@ -32,9 +32,10 @@
  * it, and the next spare=URL takes it.  "key" is the array's secret
  * (docs/protocol.md 5.5): targets serve the array only to nexuses that
  * deliver it, so the file is the controller's alone (mode 0600); a file
- * without one (written before keys existed) gets a new key.  "rebuild_rate" and "fail_timeout", each at most
- * once, are what the operator set with tgtadm after creation: they win over
- * the definition's values, so a restart keeps them.  "check", at most
+ * without one (written before keys existed) gets a new key.
+ * "rebuild_rate" and "fail_timeout", each at most once, are what the
+ * operator set with tgtadm after creation: they win over the definition's
+ * values, so a restart keeps them.  "check", at most
  * once, is an operator's check (check=yes) that a restart interrupted:
  * stripes 0 to FROM-1 were checked, MISMATCHES of them disagreed and
  * UNREADABLE (optional, 0 if left out) could not be read (units lost on

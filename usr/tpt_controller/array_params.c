@@ -29,14 +29,15 @@ static struct tpt_member *array_box_of_url(struct tpt_array *a,
 	return NULL;
 }
 
-/* An id remove=URL freed, or a new one; NULL when the array has
- * TPT_MAX_BOXES already. */
+/* An id remove=URL freed (once its session is gone), or a new one; NULL
+ * when the array has TPT_MAX_BOXES already. */
 static struct tpt_member *array_free_box(struct tpt_array *a)
 {
 	unsigned int i;
 
 	for (i = 0; i < a->nr_boxes; i++)
-		if (a->member[i].removed)
+		if (a->member[i].removed &&
+		    a->member[i].link == MEMBER_OFFLINE)
 			return &a->member[i];
 	if (a->nr_boxes == TPT_MAX_BOXES)
 		return NULL;
@@ -65,8 +66,8 @@ static int array_add_spare(struct tpt_array *a, const char *url)
 			"(remove=URL frees one)\n", err, a->nr_boxes);
 		return TGTADM_INVALID_REQUEST;
 	}
-	/* A removed id is held and offline: nothing of its box is left
-	 * but what member_close() lets go. */
+	/* A removed id is held and offline: member_close() lets go of
+	 * what is left of its box without a word on the wire. */
 	member_close(m);
 	ret = member_init(a, m, (unsigned int)(m - a->member), url);
 	if (ret) {
