@@ -53,6 +53,17 @@ def wait_show(ctl, pattern, timeout=30):
         time.sleep(0.1)
 
 
+def log_in_and_write(client, c, nbytes):
+    """Session "a" to the array, its unit attentions cleared, and nbytes of
+    random data written from LBA 0: those bytes, to change and compare."""
+    client.login("a", c.url)
+    client.clear_unit_attentions("a")
+    data = bytearray(os.urandom(nbytes))
+    assert client.command("a", proto.write16_cdb(0, len(data) // BS),
+                          data=bytes(data))["status"] == GOOD
+    return data
+
+
 def array_stats(c):
     out = c.controller.tgtadm("--lld", "iscsi", "--mode", "target", "--op", "show").stdout
     line = re.search(r"TPT-RAID counters: (.*)", out).group(1).split()
@@ -401,12 +412,8 @@ def test_operator_removes_boxes_and_a_new_spare_takes_the_free_id(tgtd_factory, 
     ctl = c.controller
     state = ctl.dir / "array.state"
 
-    client.login("a", c.url)
-    client.clear_unit_attentions("a")
     stripe = 2 * (64 << 10)
-    data = bytearray(os.urandom(8 * stripe))
-    assert client.command("a", proto.write16_cdb(0, len(data) // BS),
-                          data=bytes(data))["status"] == GOOD
+    data = log_in_and_write(client, c, 8 * stripe)
 
     box1, spare = c.target_urls[1], c.target_urls[3]
     assert lu_param(ctl, f"remove={box1}", check=False).returncode != 0
@@ -632,12 +639,8 @@ def test_operator_fails_a_box_and_adds_it_back(tgtd_factory, client, mode):
             time.sleep(0.05)
         raise AssertionError(state.read_text())
 
-    client.login("a", c.url)
-    client.clear_unit_attentions("a")
     stripe = 2 * (64 << 10)
-    data = bytearray(os.urandom(8 * stripe))
-    assert client.command("a", proto.write16_cdb(0, len(data) // BS),
-                          data=bytes(data))["status"] == GOOD
+    data = log_in_and_write(client, c, 8 * stripe)
 
     box1 = c.target_urls[1]
     assert lu_param(ctl, "fail=iscsi://127.0.0.1:9/iqn.2026-11.org.example:none/1",

@@ -209,6 +209,7 @@ static void member_teardown(struct tpt_member *m)
 	struct iscsi_context *iscsi = m->iscsi;
 	enum member_link was = m->link;
 	struct member_cmd *c, *tmp;
+	const char *why;
 	LIST_HEAD(gone);
 
 	if (m->failing) {
@@ -217,23 +218,22 @@ static void member_teardown(struct tpt_member *m)
 	}
 	if (was == MEMBER_OFFLINE)
 		return;
+	why = m->fail_reason[0] ? m->fail_reason : member_error(m);
 	/* A box that stays away is said once, not at every attempt; so is
 	 * one that fails the same way at every reconnect before it serves
 	 * (bound to another array, reserved elsewhere), and a refused one
 	 * has said why already (member_refusal()). */
-	if (was == MEMBER_ONLINE && m->ready && !m->refused)
-		m->said[0] = '\0';
-	if (was == MEMBER_ONLINE && !m->refused &&
-	    (m->ready || member_say_once(m, m->fail_reason[0] ?
-					m->fail_reason : member_error(m))))
-		eprintf("tptraid: member %u (%s) failed: %s%s\n", m->id, m->url,
-			m->fail_reason[0] ? m->fail_reason : member_error(m),
-			m->ready ? "" : MEMBER_SAID_ONCE);
-	else if (was != MEMBER_ONLINE && !m->unreachable_said)
+	if (was == MEMBER_ONLINE && !m->refused) {
+		if (m->ready)
+			m->said[0] = '\0';
+		if (m->ready || member_say_once(m, why))
+			eprintf("tptraid: member %u (%s) failed: %s%s\n", m->id,
+				m->url, why, m->ready ? "" : MEMBER_SAID_ONCE);
+	} else if (was != MEMBER_ONLINE && !m->unreachable_said) {
 		eprintf("tptraid: member %u (%s) unreachable: %s (trying "
-			"again every %u s)\n", m->id, m->url, m->fail_reason[0] ?
-			m->fail_reason : member_error(m),
+			"again every %u s)\n", m->id, m->url, why,
 			MEMBER_RECONNECT_INTERVAL);
+	}
 	m->unreachable_said = true;
 	tgt_remove_sched_event(&m->flush);
 	m->link = MEMBER_OFFLINE;
