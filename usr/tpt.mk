@@ -17,7 +17,7 @@ TPT_OBJS += $(addprefix tpt_target/, lu.o nexus.o peer_link.o group.o bounds.o \
 TPT_OBJS += $(addprefix tpt_controller/, bs_tptraid.o array.o array_assemble.o \
 	array_members.o member.o \
 	member_fence.o member_bind.o array_files.o recovery.o check.o mode_tpt.o mode_baseline.o \
-	array_show.o array_params.o hosts.o read_repair.o lost_units.o)
+	array_show.o array_params.o hosts.o read_repair.o lost_units.o replace.o)
 TGTD_OBJS += $(TPT_OBJS)
 INCLUDES += -I$(TPT_TOP)
 TPT_LIBS = $(TPT_LIBDIR)/libtptctl.a $(TPT_LIBDIR)/libtptiser.a \

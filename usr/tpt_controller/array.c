@@ -71,6 +71,16 @@ struct tpt_member *array_position_member(struct tpt_array *a, unsigned int pos)
 	return m >= 0 ? &a->member[m] : NULL;
 }
 
+struct tpt_member *array_span_box(const struct tpt_span *s, unsigned int pos)
+{
+	struct tpt_array *a = s->array;
+
+	if (s->replacing && pos == s->member)
+		return a->replace.active && a->replace.position == pos ?
+		       &a->member[a->replace.spare] : NULL;
+	return array_position_member(a, pos);
+}
+
 bool array_fine_has(const struct tpt_array *a, const uint8_t *map,
 		    uint64_t stripe)
 {
@@ -449,9 +459,13 @@ static int span_try_start(struct tpt_array *a, struct tpt_span *s)
 		a->starved = true;
 		return -EAGAIN;
 	}
+	if (s->kind == TPT_SPAN_WRITE && !replace_write_may_start(a, s))
+		return -EBUSY;
 	span_settle_missing(a, s);
 	span_mark_stale(a, s);
 	span_buffer(a, s);
+	if (s->kind == TPT_SPAN_WRITE)
+		replace_write_starts(a, s);
 	/* Its regions marked durably first: parked until then. */
 	if (array_intent_hold(a, s))
 		return 0;

@@ -253,6 +253,7 @@ static void array_free(struct tpt_array *a, bool set_up)
 
 	a->stopping = true;
 	array_retry_remove(a);
+	replace_cancel(a, "the array stops");
 	recovery_stop(a);
 	array_drain(a);
 	array_files_close(a);

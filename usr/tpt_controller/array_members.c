@@ -144,8 +144,12 @@ static bool position_losing(struct tpt_array *a, unsigned int p)
  */
 void array_member_failing(struct tpt_array *a, struct tpt_member *m)
 {
-	if (m->ready && m->position >= 0 && !a->stopping)
-		position_losing(a, (unsigned int)m->position);
+	if (m->ready && m->position >= 0 && !a->stopping) {
+		/* The box being replaced leaves its position to the spare. */
+		replace_member_lost(a, m);
+		if (m->position >= 0)
+			position_losing(a, (unsigned int)m->position);
+	}
 }
 
 void array_member_lost(struct tpt_array *a, struct tpt_member *m,
@@ -166,6 +170,7 @@ void array_member_lost(struct tpt_array *a, struct tpt_member *m,
 	pthread_mutex_lock(&a->counters_lock);
 	a->counters.member_failures++;
 	pthread_mutex_unlock(&a->counters_lock);
+	replace_member_lost(a, m);
 	/* A spare's loss: no job plans with a box that serves no position
 	 * (a spare being rebuilt onto has one), so whatever runs goes on. */
 	if (m->position >= 0) {

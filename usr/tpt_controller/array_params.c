@@ -272,6 +272,11 @@ int tpt_array_param(struct tpt_array *a, const char *key, const char *value)
 		return array_readd_box(a, value);
 	if (!strcmp(key, "remove"))
 		return array_remove_box(a, value);
+	if (!strcmp(key, "replace")) {
+		struct tpt_member *m = array_box_named(a, "replace", value);
+
+		return m ? replace_start(a, m) : TGTADM_INVALID_REQUEST;
+	}
 	/* An action, not a setting: nothing is kept. */
 	if (!strcmp(key, "force_recovery")) {
 		if (strcmp(value, "yes")) {

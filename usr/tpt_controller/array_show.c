@@ -15,7 +15,7 @@
 #include "tpt.h"
 #include "tpt_controller.h"
 
-/* up, failed, rebuilding, resyncing, spare, refused or held. */
+/* up, failed, rebuilding, resyncing, spare, replacing, refused or held. */
 static const char *member_state(const struct tpt_array *a,
 				const struct tpt_member *m)
 {
@@ -26,6 +26,9 @@ static const char *member_state(const struct tpt_array *a,
 		return "refused";
 	if (m->held && m->link == MEMBER_OFFLINE)
 		return "held";
+	if (m->position < 0 && usable && a->replace.active &&
+	    m->id == a->replace.spare)
+		return "replacing";
 	if (m->position < 0)	/* a dead box whose units went elsewhere */
 		return usable ? "spare" : "failed";
 	pos = &a->pos[m->position];
@@ -128,6 +131,11 @@ void tptraid_show(struct scsi_lu *lu, struct concat_buf *b)
 	else if (rc->position == RAID_PARITY_MEMBER)
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: resync "
 			      "parity %s\n", progress);
+	else if (rc->replace)
+		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: replace "
+			      "position %u member %d with member %u pass %u "
+			      "%s\n", rc->position, a->pos[rc->position].member,
+			      a->replace.spare, a->replace.pass, progress);
 	else
 		concat_printf(b, TPT_SHOW_INDENT "TPT-RAID recovery: %s "
 			      "position %u member %d %s\n",

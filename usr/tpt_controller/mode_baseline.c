@@ -187,8 +187,7 @@ static int bl_local(struct bl_run *run, const struct bl_cmd *cmd)
 
 static int bl_send(struct bl_run *run, const struct bl_cmd *cmd)
 {
-	struct tpt_member *m = array_position_member(run->span->array,
-						     cmd->member);
+	struct tpt_member *m = array_span_box(run->span, cmd->member);
 	struct scsi_task *task;
 	struct bl_io *io;
 	int err;
@@ -275,7 +274,7 @@ static void bl_step(struct bl_run *run)
 		if (!e)
 			continue;
 		err = e;
-		m = array_position_member(run->span->array, cmd->member);
+		m = array_span_box(run->span, cmd->member);
 		if (cmd->op == BL_WRITE && m)
 			array_member_error(m->array, m,
 					   "WRITE could not be sent");

@@ -630,7 +630,7 @@ static struct tpt_member *tp_box(struct tp_run *run, unsigned int pos)
 {
 	struct tpt_member *m = run->box[pos];
 
-	return m && m == array_position_member(run->span->array, pos) &&
+	return m && m == array_span_box(run->span, pos) &&
 	       m->session == run->box_session[pos] ? m : NULL;
 }
 
@@ -1252,14 +1252,16 @@ static void tp_step(struct tp_run *run)
 	tp_send_step(run, &run->plan, run->step++);
 }
 
-/* Point the planner at the slots of the boxes now serving each position. */
-static void tp_bind_slots(struct tpt_array *a)
+/* Point the planner at the slots of the boxes @s sends each position's
+ * commands to. */
+static void tp_bind_slots(struct tpt_span *s)
 {
+	struct tpt_array *a = s->array;
 	struct tp_array *tp = tp_of(a);
 	unsigned int p;
 
 	for (p = 0; p < a->nr_members; p++) {
-		struct tpt_member *m = array_position_member(a, p);
+		struct tpt_member *m = array_span_box(s, p);
 
 		tp->slot_of[p] = m ? &tp->member[m->id].slots :
 				     &tp->member[0].slots;
@@ -1272,7 +1274,7 @@ static int tp_plan(struct tpt_span *s, struct tp_run *run, uint32_t group)
 	struct tp_array *tp = tp_of(a);
 	struct tpt_plan_ctx *c = &tp->plan_ctx;
 
-	tp_bind_slots(a);
+	tp_bind_slots(s);
 	c->block_size = a->block_size;
 	c->missing = array_span_missing(s);
 	c->rebuild_also = s->kind == TPT_SPAN_REBUILD ? s->rebuild_also : 0;
@@ -1359,7 +1361,7 @@ static int tp_start(struct tpt_span *s)
 		group = 1;
 	tp->next_group = group + TPT_PLAN_MAX_GROUPS;
 	for (p = 0; p < a->nr_members; p++) {
-		run->box[p] = array_position_member(a, p);
+		run->box[p] = array_span_box(s, p);
 		run->box_session[p] = run->box[p] ? run->box[p]->session : 0;
 	}
 	err = tp_plan(s, run, group);

@@ -109,6 +109,8 @@ static const uint8_t *job_map(const struct tpt_array *a)
 {
 	const struct tpt_recovery *rc = &a->recovery;
 
+	if (rc->replace)
+		return a->replace.lacks;
 	return rc->position == RAID_PARITY_MEMBER ? a->unsynced :
 	       a->pos[rc->position].missed_fine;
 }
@@ -136,6 +138,12 @@ static void recovery_finish(struct tpt_array *a)
 	double secs = recovery_elapsed(&rc->started);
 	uint64_t bytes = rc->done_stripes * a->spec.unit_bytes;
 
+	if (rc->replace) {
+		rc->active = false;
+		replace_finish(a);
+		recovery_kick(a);
+		return;
+	}
 	/* The units a rebuild recorded lost are in the state file before
 	 * the region record stops counting their stripes missed: a crash
 	 * in between must not leave them to be read. */
@@ -421,7 +429,10 @@ void recovery_batch_ended(struct tpt_array *a, uint64_t s_first, uint64_t n,
 	}
 	if (rc->active && rc->check)
 		rc->done_stripes += n;
-	else if (rc->active &&
+	else if (rc->active && rc->replace) {
+		if (replace_batch_ended(a, s_first, n, result))
+			rc->done_stripes += n;
+	} else if (rc->active &&
 		 !stripes_ended(a, s_first, n, s_missing, s_also, result))
 		return;
 	batch_close(a);
@@ -539,6 +550,14 @@ static void recovery_span_done(struct tpt_span *s, int result)
 	/* With a member that could not read (array_unreadable()). */
 	uint32_t s_missing = array_span_missing(s), s_also = s->rebuild_also;
 
+	if (rc->active && rc->replace) {
+		/* The box serving the position is there to be read: a
+		 * replace does not step over what it cannot rebuild, it
+		 * ends (replace_batch_ended()). */
+		free(s);
+		recovery_batch_ended(a, s_first, n, s_missing, s_also, result);
+		return;
+	}
 	if (rc->active && rc->check && result == -EIO && s->lost_units) {
 		/* Units lost on more positions than the level gives back
 		 * (array_unreadable() logged which): the check goes on, as
@@ -689,6 +708,11 @@ static bool recovery_next_batch(struct tpt_array *a)
 	if (first >= a->nr_stripes) {
 		if (rc->in_flight)
 			return false;
+		if (rc->replace && replace_next_pass(a, stripes_left(a))) {
+			rc->next = 0;
+			rc->total_stripes = rc->done_stripes + stripes_left(a);
+			return true;
+		}
 		if (rc->skipped) {
 			char what[96];
 
@@ -707,7 +731,7 @@ static bool recovery_next_batch(struct tpt_array *a)
 	}
 	/* rebuild_rate: the units rebuilt so far may not run ahead of the
 	 * rate; wait a second when they do. */
-	if (a->rebuild_rate &&
+	if (a->rebuild_rate && !(rc->replace && a->replace.hold) &&
 	    (double)(rc->done_stripes * a->spec.unit_bytes) / 1e6 >
 	    a->rebuild_rate * recovery_elapsed(&rc->started)) {
 		rc->paused = true;
@@ -772,9 +796,16 @@ static bool recovery_next_batch(struct tpt_array *a)
 		return false;
 	}
 	s->rebuild_also = rebuild_along(a, first, missing);
+	s->replacing = rc->replace;
 	rc->next = first + n;
 	rc->in_flight++;
-	array_queue_span(a, s);
+	/* A replace's last pass goes ahead of the writes it holds back,
+	 * which would otherwise keep it from the stripes they share. */
+	if (rc->replace && a->replace.hold) {
+		array_queue_span_first(a, s);
+		array_run_waiting(a);
+	} else
+		array_queue_span(a, s);
 	return true;
 }
 
@@ -831,8 +862,11 @@ void recovery_job_start(struct tpt_array *a, unsigned int position,
 	rc->stopped[0] = '\0';
 	rc->position = position;
 	rc->catch_up = catch_up;
+	/* A position in sync is recovered only onto a replacing spare. */
+	rc->replace = !rc->check && position != RAID_PARITY_MEMBER &&
+		      a->pos[position].state == TPT_POS_IN_SYNC;
 	/* Its box may give them now (a survivor's sector written since). */
-	if (position != RAID_PARITY_MEMBER && !rc->check)
+	if (position != RAID_PARITY_MEMBER && !rc->check && !rc->replace)
 		array_lost_to_missed(a, position);
 	/* Two copies have no majority; RAID-6's located unit is not
 	 * rewritten (docs/controller.md, "Not yet"). */
@@ -859,6 +893,13 @@ void recovery_job_start(struct tpt_array *a, unsigned int position,
 	else if (position == RAID_PARITY_MEMBER && !quiet)
 		eprintf("tptraid: computing the parity of %" PRIu64
 			" stripes\n", rc->total_stripes);
+	else if (rc->replace)
+		eprintf("tptraid: replacing position %u: rebuilding it onto "
+			"spare %u (%s) from the other positions while member "
+			"%u (%s) serves it: %" PRIu64 " stripes\n", position,
+			a->replace.spare, a->member[a->replace.spare].url,
+			a->replace.old, a->member[a->replace.old].url,
+			rc->total_stripes);
 	else if (position != RAID_PARITY_MEMBER && !quiet)
 		eprintf("tptraid: %s position %u onto member %d (%s): %" PRIu64
 			" stripes%s%s\n", catch_up ? "catching up" : "rebuilding",
@@ -925,8 +966,11 @@ void recovery_kick(struct tpt_array *a)
 	}
 	if (tpt_array_state(a) != TPT_ARRAY_OPTIMAL)
 		return;
+	/* A replace rebuilds from the parity: it must be right. */
 	if (a->unsynced)
 		recovery_job_start(a, RAID_PARITY_MEMBER, false);
+	else if (a->replace.active)
+		recovery_job_start(a, a->replace.position, false);
 	else
 		recovery_check_resume(a);
 }

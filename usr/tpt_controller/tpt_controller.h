@@ -452,6 +452,10 @@ struct tpt_span {
 	/* On the retry list because a target was short of buffers: tried
 	 * again when the next span ends (array.c). */
 	bool short_of_buffers;
+	/* REBUILD: a batch of replace=URL's job, which writes @member's
+	 * units to the replacing spare, not to the box serving the
+	 * position (array_span_box()). */
+	bool replacing;
 	struct timespec first_try;
 	struct list_head link;		/* array's running or waiting list */
 };
@@ -487,6 +491,10 @@ uint64_t array_span_first_lost(const struct tpt_span *s);
 uint32_t array_span_missing(const struct tpt_span *s);
 /* The box serving position @pos, or NULL. */
 struct tpt_member *array_position_member(struct tpt_array *a, unsigned int pos);
+/* The box @s sends position @pos's commands to: the position's, or for a
+ * batch of a replace (s->replacing) the spare it writes; NULL when none
+ * (a replace ended meanwhile). */
+struct tpt_member *array_span_box(const struct tpt_span *s, unsigned int pos);
 /* Queue a span of background work (recovery.c). */
 void array_queue_span(struct tpt_array *a, struct tpt_span *s);
 /* Ahead of every span waiting: the first to take its stripes. */
@@ -739,6 +747,9 @@ struct tpt_recovery {
 	struct tpt_check last_check;
 	unsigned int position;		/* or RAID_PARITY_MEMBER */
 	bool catch_up;			/* only the stripes its box missed */
+	/* The job is a replace's (replace.c): it rebuilds @position onto
+	 * the spare of a->replace while the position's box serves. */
+	bool replace;
 	/* The running resync is of a mirror of three or more copies: its
 	 * batches are checks, and only copies that differ are written
 	 * (check.c, recovery_vote_repair()); the stripes with an odd copy out
@@ -821,6 +832,51 @@ void recovery_progress(const struct tpt_array *a, char *buf, size_t len);
  * rebuild that waited for that to end ends. */
 void recovery_lost_saved(struct tpt_array *a);
 
+/* ---- replace=URL (replace.c) ---- */
+
+/*
+ * A member replaced while it serves (md's --replace): a spare is rebuilt
+ * into its position from the other positions, the box going on serving
+ * it, so the array never runs degraded.  The spare gets no host write:
+ * one that reaches a stripe it has done marks the stripe to do again,
+ * and the job goes over what is marked until nothing is, the last pass
+ * holding new writes back.  Then the spare takes the position over and
+ * the old box is failed and held out.
+ */
+struct tpt_replace {
+	bool active;
+	unsigned int position;
+	unsigned int old, spare;	/* member ids */
+	/* Stripes the spare lacks, a bit per fine_stripes (as missed_fine). */
+	uint8_t *lacks;
+	unsigned int pass;		/* 1: the first, over every stripe */
+	bool hold;			/* new host writes wait: the last pass */
+	struct timespec hold_since;
+};
+
+/* replace=URL (array_params.c): the operator's request for @m. */
+int replace_start(struct tpt_array *a, struct tpt_member *m);
+/* @m is failing or lost: a replace it takes part in, or whose array
+ * then lacks a box, ends, its spare a spare again - but for the loss of
+ * the box being replaced, whose position the spare then takes over,
+ * rebuilt in what it still lacks. */
+void replace_member_lost(struct tpt_array *a, struct tpt_member *m);
+/* The replace ends unfinished (@why for the log), or at teardown. */
+void replace_cancel(struct tpt_array *a, const char *why);
+/* WRITE span @s may start: false while its last pass holds new writes
+ * back.  replace_write_starts() marks its stripes for the spare. */
+bool replace_write_may_start(const struct tpt_array *a,
+			     const struct tpt_span *s);
+void replace_write_starts(struct tpt_array *a, const struct tpt_span *s);
+/* For recovery.c's job: a batch of stripes [@first, @first + @n) ended
+ * with @result (false: the replace ended); another pass over the @left
+ * stripes writes marked meanwhile (false: none is left); the spare takes
+ * the position over. */
+bool replace_batch_ended(struct tpt_array *a, uint64_t first, uint64_t n,
+			 int result);
+bool replace_next_pass(struct tpt_array *a, uint64_t left);
+void replace_finish(struct tpt_array *a);
+
 /* ---- lost units (lost_units.c) ---- */
 
 /* The positions whose unit of @stripe is recorded lost. */
@@ -898,6 +954,7 @@ struct tpt_array {
 	bool fresh;			/* a new array: its parity is not yet known */
 	bool stopping;
 	struct tpt_recovery recovery;
+	struct tpt_replace replace;
 
 	/* Worker threads queue requests here; the event loop takes them. */
 	pthread_mutex_t submit_lock;

@@ -1,0 +1,171 @@
+"""replace=URL (md's --replace; usr/tpt_controller/replace.c): a member that
+still serves is copied to a spare without the array running degraded.
+
+fail=URL and a spare's rebuild leave every stripe without redundancy for as
+long as the rebuild takes: a second box lost then loses data.  A replace
+rebuilds the spare from the other positions while the old box goes on
+serving its position, host writes going on (the stripes they write are
+done again), and only then does the spare take over.  As in
+test_failures.py: real tgtd processes, tpt-iscsi-verify's load checked
+against a byte model, tpt-scrub over the members afterwards.
+"""
+import re
+import time
+
+import pytest
+
+from tptlib import cluster
+from tptlib.tgtd import TgtadmError
+# The mode fixture (tpt and baseline) and the RAID-5 tests' helpers.
+from test_failures import (Load, array_state, counters, kill, members,  # noqa: F401
+                           mode, scrub, set_param, show, start, verify_all, wait_state)
+
+
+def replaced_line(c, timeout=90):
+    """The controller's "position P replaced" line, once it is there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(r"tptraid: position (\d+) replaced: spare (\d+) \(\S+\) serves it, "
+                      r"(\d+) stripes rebuilt in (\d+) pass", c.controller.log())
+        if m:
+            return tuple(int(g) for g in m.groups())
+        time.sleep(0.2)
+    raise AssertionError("no replace ended:\n" + show(c) + c.controller.log()[-3000:])
+
+
+def refused(c, param, says):
+    try:
+        set_param(c, param)
+    except TgtadmError:
+        pass
+    else:
+        raise AssertionError(f"{param} was taken")
+    assert says in c.controller.log(), c.controller.log()[-2000:]
+
+
+def test_replace_under_load_never_runs_degraded(tgtd_factory, mode, tmp_path, report):
+    """Position 1's box replaced by the spare under a write load: the array
+    is optimal at every look and plans no span degraded; the host sees no
+    error and no wrong byte; then the spare serves position 1, the old box
+    is held out, the state file and a controller restart say the same,
+    and every stripe's parity is right."""
+    c = start(tgtd_factory, mode, n=4, spares=1, extra_opts=("rebuild_rate=6",))
+    old, spare = c.target_urls[1], c.target_urls[4]
+    refused(c, f"replace={spare}", "member 4 serves no position")
+    before = counters(c)
+    load = Load(c, tmp_path, 14)
+    time.sleep(2)
+    set_param(c, f"replace={old}")
+    states = set()
+    while "replaced: spare" not in c.controller.log():
+        states.add(array_state(c))
+        out = show(c)
+        if "TPT-RAID recovery: replace" in out:
+            assert re.search(r"TPT-RAID member 4: \S+ replacing position -1", out), out
+            assert re.search(r"TPT-RAID member 1: \S+ up position 1", out), out
+        time.sleep(0.3)
+    res = load.clean_within(150, c, "the load stalled during the replace")
+    position, by, stripes, passes = replaced_line(c)
+    report(f"{mode}: replace of position 1 under load: {res['writes']} writes "
+           f"{res['reads']} reads, 0 errors; {stripes} stripes rebuilt in {passes} passes; "
+           f"array states seen {sorted(states)}")
+    assert (position, by) == (1, 4)
+    assert states == {"optimal"}, states
+    after = counters(c)
+    assert after["degraded_spans"] == before["degraded_spans"], (before, after)
+    assert after["member_failures"] == before["member_failures"] + 1   # the old box, at the end
+    assert res["writes"] > 50, res
+    m = members(c)
+    assert m[4][1:] == ("up", 1) and m[1][2] == -1, m
+    assert "member 1 (" in c.controller.log() and "is failed and held out" in c.controller.log()
+    state = (c.controller.dir / "array.state").read_text()
+    assert "\nposition 1 4\n" in state and "\nheld 1\n" in state, state
+    verify_all(c, tmp_path)
+    assert scrub(c) > 0
+
+    # A restart assembles the array as the replace left it.
+    ctl = c.controller
+    ctl.stop()
+    ctl.start(port=ctl.port)
+    ctl.new_target(1, c.iqn)
+    ctl.new_lun(1, 1, str(ctl.dir / "array.state"), bstype="tptraid")
+    wait_state(c, {"optimal"})
+    m = members(c)
+    assert m[4][1:] == ("up", 1) and m[1][1:] == ("held", -1), m
+    verify_all(c, tmp_path)
+
+
+def test_replace_ends_cleanly_when_a_box_fails_under_it(tgtd_factory, mode, tmp_path, report):
+    """Refused where it cannot run (no such box, one at a time, the array
+    degraded, no spare ready).  A replace whose spare dies stops and the
+    old box serves on; a second one, to the other spare, whose old box dies
+    midway, leaves that spare the position, rebuilt in what it still lacks
+    only.  The host sees no error throughout, and every byte reads back."""
+    c = start(tgtd_factory, mode, n=4, spares=2, extra_opts=("rebuild_rate=2",))
+    old = c.target_urls[1]
+    refused(c, "replace=iscsi://127.0.0.1:9/iqn.2026-11.org.example:none/1",
+            "not a box of this array")
+    # Writes to the first 8 MiB only: the stripes after them stay done.
+    load = Load(c, tmp_path, 30, extra=("--span", str(8 << 20)))
+    time.sleep(2)
+    set_param(c, f"replace={old}")
+    assert re.search(r"member 1 \(\S+\) at position 1 is to be replaced by spare 4",
+                     c.controller.log())
+    refused(c, f"replace={c.target_urls[2]}", "position 1 is being replaced already")
+    time.sleep(1)
+    kill(c.targets[4])
+    deadline = time.monotonic() + 20
+    while "replace of position 1 stopped: the spare failed" not in c.controller.log():
+        assert time.monotonic() < deadline, c.controller.log()[-3000:]
+        time.sleep(0.2)
+    assert array_state(c) == "optimal"
+    assert members(c)[1][1:] == ("up", 1)
+
+    set_param(c, f"replace={old}")
+    assert re.search(r"member 1 \(\S+\) at position 1 is to be replaced by spare 5",
+                     c.controller.log())
+    time.sleep(3)
+    kill(c.targets[1])
+    deadline = time.monotonic() + 20
+    while "member 1, being replaced at position 1, failed: spare 5" not in c.controller.log():
+        assert time.monotonic() < deadline, c.controller.log()[-3000:]
+        time.sleep(0.2)
+    # A degraded array copies nothing.
+    refused(c, f"replace={c.target_urls[2]}", "a replace copies a position while every")
+    set_param(c, "rebuild_rate=0")
+    res = load.clean_within(150, c, "the load stalled")
+    wait_state(c, {"optimal"}, timeout=90)
+    assert members(c)[5][1:] == ("up", 1), show(c)
+    # The spare goes on from where the replace was, not from the start.
+    rest = re.search(r"rebuilding position 1 onto member 5 \(\S+\): (\d+) stripes \(the rest "
+                     r"is done already\)", c.controller.log())
+    assert rest and int(rest.group(1)) < 240, c.controller.log()[-3000:]
+    refused(c, f"replace={c.target_urls[2]}", "no spare is ready")
+    report(f"{mode}: replaces stopped by the spare's loss, then the old box's: "
+           f"{res['writes']} writes {res['reads']} reads, 0 errors; spare 5 took position 1 "
+           f"over with {rest.group(1)} stripes of 240 left to rebuild")
+    verify_all(c, tmp_path)
+    scrub(c)
+
+
+@pytest.mark.parametrize("raid, n", [(6, 5), (1, 3)], ids=["raid6", "raid1"])
+def test_replace_in_raid6_and_a_mirror(tgtd_factory, mode, raid, n, tmp_path, report):
+    """The same for RAID-6 (P and Q rebuilt from N-2 sources) and a
+    three-way mirror (a copy from another member), under a load over the
+    whole array: optimal throughout, no span degraded, every byte and
+    every stripe's redundancy right afterwards."""
+    c = start(tgtd_factory, mode, n=n, spares=1, raid=raid, extra_opts=("rebuild_rate=6",))
+    before = counters(c)
+    load = Load(c, tmp_path, 8)
+    time.sleep(1)
+    set_param(c, f"replace={c.target_urls[0]}")
+    res = load.clean_within(150, c, "the load stalled during the replace")
+    position, by, stripes, passes = replaced_line(c)
+    assert (position, by) == (0, n)
+    assert array_state(c) == "optimal"
+    assert counters(c)["degraded_spans"] == before["degraded_spans"]
+    assert members(c)[n][1:] == ("up", 0)
+    report(f"{mode}: RAID-{raid} replace of position 0 under load: {res['writes']} writes, "
+           f"0 errors; {stripes} stripes rebuilt in {passes} passes")
+    verify_all(c, tmp_path)
+    scrub(c)

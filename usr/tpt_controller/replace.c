@@ -1,0 +1,282 @@
+/*
+ * replace=URL, md's --replace: a member that still serves (a disk that
+ * keeps erring, a box to retire) is copied to a spare without the array
+ * ever running degraded.  fail=URL then spare takeover leaves every
+ * stripe without redundancy for as long as the rebuild takes; here the
+ * old box goes on serving its position while the spare is rebuilt into
+ * it from the other positions (recovery.c runs the job; its batches
+ * write the spare, array_span_box()), and only then takes over.
+ *
+ * The spare gets no host write while it is rebuilt.  A write that starts
+ * marks its stripes in the spare's map (it lacks them again), the job
+ * goes over the map in passes until nothing is marked, and the last pass
+ * holds new writes back so that it ends.  The switch then happens in one
+ * turn of the event loop with the map clear: a write that was planned
+ * with the old box marked its stripes before it sent anything and under
+ * their locks, and a batch that cleared them afterwards ran after it.
+ *
+ * Not kept across a controller restart: the spare's superblock says
+ * spare until the switch, and the operator asks again.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "list.h"
+#include "tgtd.h"
+#include "tgtadm_error.h"
+#include "tpt.h"
+#include "tpt_controller.h"
+#include "recovery.h"
+
+/* The last pass holds new host writes back: when what is left to do is
+ * this small (a few batches, well under a host's timeout), or when
+ * passes do not get there because writes mark stripes as fast as the
+ * job does them. */
+#define REPLACE_HOLD_STRIPES	128
+#define REPLACE_FREE_PASSES	5
+
+static struct tpt_member *ready_spare(struct tpt_array *a)
+{
+	unsigned int i;
+
+	for (i = 0; i < a->nr_boxes; i++) {
+		struct tpt_member *m = &a->member[i];
+
+		if (m->position < 0 && m->ready && !m->refused &&
+		    !m->failing && !m->held && m->link == MEMBER_ONLINE)
+			return m;
+	}
+	return NULL;
+}
+
+/* Whether every position's box is online and in sync. */
+static bool all_in_sync(struct tpt_array *a)
+{
+	unsigned int p;
+
+	for (p = 0; p < a->nr_members; p++) {
+		const struct tpt_member *m = array_position_member(a, p);
+
+		if (a->pos[p].state != TPT_POS_IN_SYNC || !m || !m->ready ||
+		    m->failing || m->link != MEMBER_ONLINE)
+			return false;
+	}
+	return true;
+}
+
+int replace_start(struct tpt_array *a, struct tpt_member *m)
+{
+	struct tpt_replace *rp = &a->replace;
+	struct tpt_member *spare;
+
+	if (rp->active) {
+		eprintf("tptraid: replace=%s: position %u is being replaced "
+			"already, by spare %u; one replace at a time\n", m->url,
+			rp->position, rp->spare);
+		return TGTADM_INVALID_REQUEST;
+	}
+	if (m->position < 0) {
+		eprintf("tptraid: replace=%s: member %u serves no position "
+			"(a spare, or a box taken out): replace= names a "
+			"member that serves one\n", m->url, m->id);
+		return TGTADM_INVALID_REQUEST;
+	}
+	if (!all_in_sync(a)) {
+		eprintf("tptraid: replace=%s: the array is %s: a replace "
+			"copies a position while every position is in sync "
+			"(a position without its box takes a spare by "
+			"itself)\n", m->url,
+			tpt_array_state_name(tpt_array_state(a)));
+		return TGTADM_INVALID_REQUEST;
+	}
+	spare = ready_spare(a);
+	if (!spare) {
+		eprintf("tptraid: replace=%s: no spare is ready (spare=URL "
+			"adds one)\n", m->url);
+		return TGTADM_INVALID_REQUEST;
+	}
+	rp->lacks = malloc(array_missed_fine_bytes(a));
+	if (!rp->lacks) {
+		eprintf("tptraid: replace=%s: out of memory\n", m->url);
+		return TGTADM_NOMEM;
+	}
+	memset(rp->lacks, 0xff, array_missed_fine_bytes(a));
+	rp->position = (unsigned int)m->position;
+	rp->old = m->id;
+	rp->spare = spare->id;
+	rp->pass = 1;
+	rp->hold = false;
+	rp->active = true;
+	eprintf("tptraid: member %u (%s) at position %u is to be replaced by "
+		"spare %u (%s); it serves the position until the spare "
+		"has every stripe%s\n", m->id, m->url, rp->position,
+		spare->id, spare->url,
+		a->recovery.active ? " (after the job that runs now)" : "");
+	recovery_kick(a);
+	return TGTADM_SUCCESS;
+}
+
+void replace_cancel(struct tpt_array *a, const char *why)
+{
+	struct tpt_replace *rp = &a->replace;
+	bool held = rp->hold;
+
+	if (!rp->active)
+		return;
+	eprintf("tptraid: replace of position %u stopped: %s; spare %u (%s) "
+		"is a spare again\n", rp->position, why, rp->spare,
+		a->member[rp->spare].url);
+	free(rp->lacks);
+	rp->lacks = NULL;
+	rp->active = rp->hold = false;
+	if (a->recovery.active && a->recovery.replace)
+		recovery_stop(a);
+	if (held && !a->stopping)
+		array_run_waiting(a);
+}
+
+/*
+ * The box being replaced is lost: the spare takes the position over at
+ * once and is rebuilt in what its map marks only, where a spare taking
+ * over after the loss would be rebuilt in full.  A write in flight on the
+ * old box marked its stripes when it started, so the map has them.
+ */
+static void replace_takeover(struct tpt_array *a, struct tpt_member *old)
+{
+	struct tpt_replace *rp = &a->replace;
+	struct tpt_member *spare = &a->member[rp->spare];
+	struct tpt_position *pos = &a->pos[rp->position];
+	bool held = rp->hold;
+
+	eprintf("tptraid: member %u, being replaced at position %u, failed: "
+		"spare %u (%s) takes the position over and is rebuilt where "
+		"it lacks stripes\n", old->id, rp->position, spare->id,
+		spare->url);
+	/* Whatever ran was planned with the old box. */
+	recovery_stop(a);
+	old->position = -1;
+	spare->position = (int)rp->position;
+	pos->member = (int)spare->id;
+	pos->state = TPT_POS_RECOVERING;
+	pos->catch_up = false;
+	pos->stalled_at = 0;
+	memcpy(pos->missed_fine, rp->lacks, array_missed_fine_bytes(a));
+	free(rp->lacks);
+	rp->lacks = NULL;
+	rp->active = rp->hold = false;
+	array_save_state(a);
+	if (held)
+		array_run_waiting(a);
+}
+
+void replace_member_lost(struct tpt_array *a, struct tpt_member *m)
+{
+	struct tpt_replace *rp = &a->replace;
+	struct tpt_member *spare = &a->member[rp->spare];
+	char why[160];
+
+	if (!rp->active || (m->id != rp->spare && m->position < 0))
+		return;
+	if (m->id == rp->old && m->position == (int)rp->position &&
+	    spare->ready && !spare->failing && spare->link == MEMBER_ONLINE) {
+		replace_takeover(a, m);
+		return;
+	}
+	if (m->id == rp->spare)
+		snprintf(why, sizeof(why), "the spare failed");
+	else
+		snprintf(why, sizeof(why), "member %u (position %d) failed: "
+			 "the spare may be needed for it", m->id, m->position);
+	replace_cancel(a, why);
+}
+
+bool replace_write_may_start(const struct tpt_array *a,
+			     const struct tpt_span *s)
+{
+	/* One that wrote already holds its stripes, and a batch may be
+	 * waiting for them. */
+	return !a->replace.hold || s->attempts;
+}
+
+void replace_write_starts(struct tpt_array *a, const struct tpt_span *s)
+{
+	uint64_t b;
+
+	if (!a->replace.active)
+		return;
+	for (b = s->first_stripe / a->fine_stripes;
+	     b <= s->last_stripe / a->fine_stripes; b++)
+		a->replace.lacks[b / 8] |= (uint8_t)(1u << (b % 8));
+}
+
+bool replace_batch_ended(struct tpt_array *a, uint64_t first, uint64_t n,
+			 int result)
+{
+	char why[96];
+
+	if (result) {
+		/* The position's box serves on: nothing is lost, and the
+		 * operator may ask again (or fail= it and rebuild). */
+		snprintf(why, sizeof(why), "stripe %" PRIu64 " could not be "
+			 "rebuilt (%s)", first, strerror(-result));
+		replace_cancel(a, why);
+		return false;
+	}
+	array_fine_clear(a, a->replace.lacks, first, first + n);
+	return true;
+}
+
+bool replace_next_pass(struct tpt_array *a, uint64_t left)
+{
+	struct tpt_replace *rp = &a->replace;
+
+	if (!left)
+		return false;
+	rp->pass++;
+	if (!rp->hold &&
+	    (left <= REPLACE_HOLD_STRIPES || rp->pass > REPLACE_FREE_PASSES)) {
+		rp->hold = true;
+		clock_gettime(CLOCK_MONOTONIC, &rp->hold_since);
+	}
+	return true;
+}
+
+void replace_finish(struct tpt_array *a)
+{
+	struct tpt_replace *rp = &a->replace;
+	struct tpt_member *old = &a->member[rp->old];
+	struct tpt_member *spare = &a->member[rp->spare];
+	const struct tpt_recovery *rc = &a->recovery;
+	double secs = recovery_elapsed(&rc->started);
+	double held = rp->hold ? recovery_elapsed(&rp->hold_since) : 0;
+	unsigned int p = rp->position;
+
+	spare->position = (int)p;
+	a->pos[p].member = (int)spare->id;
+	old->position = -1;
+	old->held = true;
+	/* Every unit of the position was rebuilt onto the spare, those
+	 * the old box had lost too. */
+	array_lost_done(a, p, 0, a->nr_stripes);
+	free(rp->lacks);
+	rp->lacks = NULL;
+	rp->active = rp->hold = false;
+	eprintf("tptraid: position %u replaced: spare %u (%s) serves it, "
+		"%" PRIu64 " stripes rebuilt in %u pass%s in %.2f s (new host "
+		"writes held back %.2f s); member %u (%s) is failed and held "
+		"out (remove=URL takes it out of the array, readd=URL makes it "
+		"a spare); the array is %s\n", p, spare->id, spare->url,
+		rc->done_stripes, rp->pass, rp->pass > 1 ? "es" : "", secs,
+		held, old->id, old->url,
+		tpt_array_state_name(tpt_array_state(a)));
+	array_save_state(a);
+	/* Every superblock says who serves the position now, the old box's
+	 * that it is a spare, before its session goes. */
+	array_new_event(a);
+	member_fail(old, "replaced by the operator (replace=)");
+	array_run_waiting(a);
+}
