@@ -15,6 +15,8 @@
  *                    commands, failure detection, reconnect
  *   recovery.c       background work: rebuild onto a spare, catching a
  *                    returning member up, resync after a crash
+ *   replace.c        replace=URL: a member rebuilt onto a spare while
+ *                    it serves, which then takes its position over
  *   lost_units.c     units a recovery could not rebuild, recorded as
  *                    lost (md's bad block log) until a write gives them
  *                    back
@@ -854,7 +856,7 @@ struct tpt_replace {
 	struct timespec hold_since;
 };
 
-/* replace=URL (array_params.c): the operator's request for @m. */
+/* replace=URL (from array_params.c): the operator's request for @m. */
 int replace_start(struct tpt_array *a, struct tpt_member *m);
 /* @m is failing or lost: a replace it takes part in, or whose array
  * then lacks a box, ends, its spare a spare again - but for the loss of
