@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-from tptlib import cluster
 from tptlib.tgtd import TgtadmError
 # The mode fixture (tpt and baseline) and the RAID-5 tests' helpers.
 from test_failures import (Load, array_state, counters, kill, members,  # noqa: F401
@@ -22,13 +21,16 @@ from test_failures import (Load, array_state, counters, kill, members,  # noqa: 
 
 
 def replaced_line(c, timeout=90):
-    """The controller's "position P replaced" line, once it is there."""
+    """What the controller's "position P replaced" line says, once it is
+    there: (position, spare, stripes rebuilt, passes, seconds new writes
+    were held back)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         m = re.search(r"tptraid: position (\d+) replaced: spare (\d+) \(\S+\) serves it, "
-                      r"(\d+) stripes rebuilt in (\d+) pass", c.controller.log())
+                      r"(\d+) stripes rebuilt in (\d+) pass(?:es)? in [\d.]+ s \(new host writes "
+                      r"held back ([\d.]+) s\)", c.controller.log())
         if m:
-            return tuple(int(g) for g in m.groups())
+            return tuple(int(g) for g in m.groups()[:4]) + (float(m.group(5)),)
         time.sleep(0.2)
     raise AssertionError("no replace ended:\n" + show(c) + c.controller.log()[-3000:])
 
@@ -65,10 +67,10 @@ def test_replace_under_load_never_runs_degraded(tgtd_factory, mode, tmp_path, re
             assert re.search(r"TPT-RAID member 1: \S+ up position 1", out), out
         time.sleep(0.3)
     res = load.clean_within(150, c, "the load stalled during the replace")
-    position, by, stripes, passes = replaced_line(c)
+    position, by, stripes, passes, held = replaced_line(c)
     report(f"{mode}: replace of position 1 under load: {res['writes']} writes "
-           f"{res['reads']} reads, 0 errors; {stripes} stripes rebuilt in {passes} passes; "
-           f"array states seen {sorted(states)}")
+           f"{res['reads']} reads, 0 errors; {stripes} stripes rebuilt in {passes} passes, "
+           f"new writes held back {held:.2f} s; array states seen {sorted(states)}")
     assert (position, by) == (1, 4)
     assert states == {"optimal"}, states
     after = counters(c)
@@ -160,7 +162,7 @@ def test_replace_in_raid6_and_a_mirror(tgtd_factory, mode, raid, n, tmp_path, re
     time.sleep(1)
     set_param(c, f"replace={c.target_urls[0]}")
     res = load.clean_within(150, c, "the load stalled during the replace")
-    position, by, stripes, passes = replaced_line(c)
+    position, by, stripes, passes, _ = replaced_line(c)
     assert (position, by) == (0, n)
     assert array_state(c) == "optimal"
     assert counters(c)["degraded_spans"] == before["degraded_spans"]
