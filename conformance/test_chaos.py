@@ -6,7 +6,9 @@ target hung (SIGSTOP) for less or more than fail_timeout, a target's
 cable pulled for less or more than fail_timeout, two targets cut from
 each other, the controller's own cable pulled, the controller killed
 and restarted (the host's session lost with it: its load starts again
-on the same model).  One box at a time is
+on the same model), a member replaced by the spare (replace=URL; the
+faults after it may land while it runs, and the box it held out is
+added back as the next spare).  One box at a time is
 what RAID-5 promises to survive: the host must see no error and no wrong
 byte, and at the end the array is optimal, every acknowledged write
 reads back, and every stripe's parity is right.
@@ -20,8 +22,10 @@ import time
 import pytest
 
 from tptlib import net, paths
+from tptlib.tgtd import TgtadmError
 from test_failures import (FAIL_TIMEOUT, array_state, assemble, close_switch, counters,
-                           restart_target, scrub, show, start, verify_all, wait_state)
+                           members, restart_target, scrub, set_param, show, start, verify_all,
+                           wait_state)
 
 CHAOS_FAULTS = int(os.environ.get("TPT_CHAOS_FAULTS", "12"))
 CHAOS_SEED = int(os.environ.get("TPT_CHAOS_SEED") or time.time())
@@ -36,9 +40,10 @@ def test_random_faults_one_box_at_a_time(tgtd_factory, mode, tmp_path, report):
     sw, c = net.Switch(), None
     done = []
     try:
-        boxes = [sw.add_box(f"t{i}") for i in range(N)]
+        boxes = [sw.add_box(f"t{i}") for i in range(N + 1)]
         ctl, hbox = sw.add_box("ctl"), sw.add_box("h0")
-        c = start(tgtd_factory, mode, n=N, boxes=dict(enumerate(boxes)), controller_box=ctl)
+        c = start(tgtd_factory, mode, n=N, spares=1, boxes=dict(enumerate(boxes)),
+                  controller_box=ctl)
         host = sw.exec_prefix(hbox)
 
         def new_load():
@@ -55,11 +60,11 @@ def test_random_faults_one_box_at_a_time(tgtd_factory, mode, tmp_path, report):
             # Now and then the same box again before it has caught up: it
             # is still the one box out.
             if not again:
-                i = rng.randrange(N)
+                i = rng.randrange(N + 1)
             t = c.targets[i]
             kinds = ["kill", "hang", "cable", "ctl_cable"]
             if not again:
-                kinds += ["pair", "ctl_crash"]
+                kinds += ["pair", "ctl_crash", "replace"]
             fault = rng.choice(kinds)
             if fault == "kill":
                 t.killed_on_purpose = True
@@ -79,8 +84,24 @@ def test_random_faults_one_box_at_a_time(tgtd_factory, mode, tmp_path, report):
                 time.sleep(s)
                 sw.port(boxes[i], "up")
                 what = f"target {i}'s cable out {s:.1f} s"
+            elif fault == "replace":
+                # Box i's position, or a random one if box i has none.
+                boxes_now = members(c)
+                for b, (url, st, _) in boxes_now.items():
+                    if st == "held":
+                        set_param(c, f"readd={url}")
+                serving = sorted(b for b, (_, _, pos) in boxes_now.items() if pos >= 0)
+                b = i if i in serving else rng.choice(serving)
+                try:
+                    # Slow enough for the next faults to land while it
+                    # runs (every recovery after it too: 4 s a box).
+                    set_param(c, "rebuild_rate=4")
+                    set_param(c, f"replace={c.target_urls[b]}")
+                    what = f"replace of box {b} asked"
+                except TgtadmError:
+                    what = f"replace of box {b} refused (no spare ready)"
             elif fault == "pair":
-                j = (i + 1 + rng.randrange(N - 1)) % N
+                j = (i + 1 + rng.randrange(N)) % (N + 1)
                 s = rng.uniform(1, 2 * FAIL_TIMEOUT + 6)
                 sw.cut_pair(boxes[i], boxes[j], True)
                 time.sleep(s)
@@ -123,6 +144,10 @@ def test_random_faults_one_box_at_a_time(tgtd_factory, mode, tmp_path, report):
             wait_state(c, {"optimal"}, timeout=180)
             time.sleep(rng.uniform(1, 4))
         wait_state(c, {"optimal"}, timeout=180)
+        deadline = time.monotonic() + 120
+        while "TPT-RAID recovery: replace" in show(c):
+            assert time.monotonic() < deadline, show(c)
+            time.sleep(0.5)
         load.send_signal(signal.SIGINT)
         out, err = load.communicate(timeout=120)
         report(f"{mode}: {len(done)} faults: {out.strip()} (before controller restarts: "
