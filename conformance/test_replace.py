@@ -16,8 +16,9 @@ import pytest
 
 from tptlib.tgtd import TgtadmError
 # The mode fixture (tpt and baseline) and the RAID-5 tests' helpers.
-from test_failures import (Load, array_state, counters, kill, members,  # noqa: F401
-                           mode, scrub, set_param, show, start, verify_all, wait_state)
+from test_failures import (Load, array_state, assemble, counters, kill,  # noqa: F401
+                           members, mode, scrub, set_param, show, start, verify_all,
+                           wait_state)
 
 
 def replaced_line(c, timeout=90):
@@ -169,5 +170,46 @@ def test_replace_in_raid6_and_a_mirror(tgtd_factory, mode, raid, n, tmp_path, re
     assert members(c)[n][1:] == ("up", 0)
     report(f"{mode}: RAID-{raid} replace of position 0 under load: {res['writes']} writes, "
            f"0 errors; {stripes} stripes rebuilt in {passes} passes")
+    verify_all(c, tmp_path)
+    scrub(c)
+
+
+def test_a_replace_a_restart_interrupted_begins_again(tgtd_factory, tmp_path, report):
+    """kill -9 of the controller during a replace: the state file keeps it
+    ("replace P ID"), and the next start begins it again once the array
+    and the spare are there, then it ends as one never interrupted (the
+    line gone, the spare at the position, the old box held)."""
+    c = start(tgtd_factory, "tpt", n=3, spares=1, extra_opts=("rebuild_rate=1",))
+    load = Load(c, tmp_path, 2)
+    load.clean_within(60, c, "the load stalled")
+    state = c.controller.dir / "array.state"
+    set_param(c, f"replace={c.target_urls[1]}")
+    for _ in range(100):    # written by the state file's thread
+        if "\nreplace 1 3\n" in state.read_text():
+            break
+        time.sleep(0.05)
+    assert "\nreplace 1 3\n" in state.read_text(), state.read_text()
+    c.controller.killed_on_purpose = True
+    c.controller.kill()
+    mark = len(c.controller.log())
+    assemble(c)
+    deadline = time.monotonic() + 30
+    while "a restart interrupted it, it starts again" not in c.controller.log()[mark:]:
+        assert time.monotonic() < deadline, c.controller.log()[-3000:]
+        time.sleep(0.2)
+    set_param(c, "rebuild_rate=0")
+    assert replaced_line(c)[:2] == (1, 3)
+    # Regions the load wrote last, if the crash came before their marks
+    # were cleared, had their parity resynced first: the replace
+    # rebuilds from it.
+    log = c.controller.log()[mark:]
+    if "computing the parity of" in log:
+        assert log.index("computing the parity of") < log.index("replacing position 1:"), log
+    for _ in range(100):
+        text = state.read_text()
+        if "replace" not in text:
+            break
+        time.sleep(0.05)
+    assert "replace" not in text and "\nposition 1 3\n" in text and "\nheld 1\n" in text, text
     verify_all(c, tmp_path)
     scrub(c)

@@ -102,7 +102,7 @@ static bool lost_follows(const struct tpt_state_lost *prev,
 
 /* One line, without its newline: KEY and the rest. */
 static int parse_line(char *l, unsigned int n, struct tpt_state *st,
-		      bool seen[9], char *err, size_t errlen)
+		      bool seen[10], char *err, size_t errlen)
 {
 	char *rest = strchr(l, ' '), *arg2;
 	uint64_t a, b;
@@ -200,12 +200,12 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		return 0;
 	}
 	if (strcmp(l, "box") && strcmp(l, "position") && strcmp(l, "check") &&
-	    strcmp(l, "lost"))
+	    strcmp(l, "lost") && strcmp(l, "replace"))
 		return state_error(err, errlen, n, "%s: unknown key (expected "
 				   "tptraid-state, array, key, spec, box, "
 				   "position, held, rebuild_rate, "
 				   "fail_timeout, check, check_located, lost, "
-				   "creating)", l);
+				   "replace, creating)", l);
 	arg2 = strchr(rest, ' ');
 	if (!arg2)
 		return state_error(err, errlen, n, "%s: expected two values",
@@ -232,6 +232,22 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 		st->check_mismatches = b;
 		st->check_unreadable = c;
 		seen[6] = true;
+		return 0;
+	}
+	if (!strcmp(l, "replace")) {
+		/* Whether the box is a spare is known once every position
+		 * line is in (tpt_state_parse()). */
+		if (seen[9] || !parse_uint(rest, TPT_SPEC_MAX_MEMBERS - 1, &a,
+					   10) ||
+		    !parse_uint(arg2, TPT_STATE_MAX_BOXES - 1, &b, 10) ||
+		    b >= st->nr_boxes || !st->box[b][0] || st->held[b])
+			return state_error(err, errlen, n, "replace: at most "
+					   "once, POSITION and a BOX listed "
+					   "before, neither removed nor held");
+		st->has_replace = true;
+		st->replace_position = (unsigned int)a;
+		st->replace_box = (unsigned int)b;
+		seen[9] = true;
 		return 0;
 	}
 	if (!strcmp(l, "lost")) {
@@ -295,7 +311,7 @@ static int parse_line(char *l, unsigned int n, struct tpt_state *st,
 int tpt_state_parse(const char *text, size_t len, struct tpt_state *out,
 		    char *err, size_t errlen)
 {
-	bool seen[9] = { false }, used[TPT_STATE_MAX_BOXES] = { false };
+	bool seen[10] = { false }, used[TPT_STATE_MAX_BOXES] = { false };
 	unsigned int line = 0, p;
 	char buf[TPT_STATE_SPEC_MAX + 64];
 	size_t at = 0;
@@ -336,6 +352,13 @@ int tpt_state_parse(const char *text, size_t len, struct tpt_state *out,
 					   "two positions", b);
 		used[b] = true;
 	}
+	if (out->has_replace &&
+	    (out->replace_position >= out->nr_positions ||
+	     out->position[out->replace_position] < 0 ||
+	     used[out->replace_box] || out->held[out->replace_box]))
+		return state_error(err, errlen, line, "replace: position %u "
+				   "with a box, by a spare that is not held",
+				   out->replace_position);
 	if (out->nr_lost &&
 	    out->lost[out->nr_lost - 1].position >= out->nr_positions)
 		return state_error(err, errlen, line, "lost: position %u is "
@@ -450,6 +473,19 @@ int tpt_state_format(const struct tpt_state *st, char *buf, size_t len)
 				  l->position, l->stripe))
 			return -ENOSPC;
 	}
+	if (st->has_replace &&
+	    (st->replace_position >= st->nr_positions ||
+	     st->position[st->replace_position] < 0 ||
+	     st->replace_box >= st->nr_boxes || !st->box[st->replace_box][0] ||
+	     st->held[st->replace_box]))
+		return -EINVAL;
+	for (i = 0; st->has_replace && i < st->nr_positions; i++)
+		if (st->position[i] == (int)st->replace_box)
+			return -EINVAL;
+	if (st->has_replace &&
+	    !state_append(buf, len, &at, "replace %u %u\n",
+			  st->replace_position, st->replace_box))
+		return -ENOSPC;
 	if (st->creating && !state_append(buf, len, &at, "creating yes\n"))
 		return -ENOSPC;
 	return (int)at;

@@ -18,6 +18,7 @@
  *   check 1024 3 1
  *   check_located 1 0 2 0 0 0
  *   lost 2 4711
+ *   replace 1 5
  *   creating yes
  *
  * "spec" is the definition as --bsopts gave it, so that the LU can be
@@ -48,7 +49,10 @@
  * unit of position P that a recovery could not rebuild (a survivor's
  * lost sector there): unknown until a host write of its stripe gives it
  * back, never to be read from P's box (usr/tpt_controller/lost_units.c);
- * at most TPT_STATE_LOST_MAX.  "creating yes" is a file written
+ * at most TPT_STATE_LOST_MAX.  "replace P ID", at most once, is a
+ * replace=URL under way: box ID, a spare (no position line names it, no
+ * held line), is being rebuilt into position P, which names a box; a
+ * restart begins it again.  "creating yes" is a file written
  * while the array was being created, before its members were claimed
  * with its key: a crash then left them bound to this key and id, and the
  * next start creates the array again with them instead of finding the
@@ -100,6 +104,9 @@ struct tpt_state {
 		unsigned int position;
 		uint64_t stripe;
 	} lost[TPT_STATE_LOST_MAX];
+	/* A replace under way (has_replace): position and spare's box id. */
+	bool has_replace;
+	unsigned int replace_position, replace_box;
 	/* The array's creation has not finished ("creating yes"). */
 	bool creating;
 };

@@ -349,6 +349,9 @@ static int array_boxes(struct tpt_array *a, const struct tpt_array_spec *spec,
 		if (b >= 0)
 			a->member[b].position = (int)p;
 	}
+	if (state && state->has_replace)
+		replace_pending(a, state->replace_position,
+				state->replace_box);
 	return 0;
 }
 

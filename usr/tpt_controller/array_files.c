@@ -442,6 +442,9 @@ static char *state_text(struct tpt_array *a, const char *path,
 	st->nr_positions = a->nr_members;
 	for (i = 0; i < a->nr_members; i++)
 		st->position[i] = a->pos[i].member;
+	st->has_replace = a->replace.active || a->replace.pending;
+	st->replace_position = a->replace.position;
+	st->replace_box = a->replace.spare;
 	st->has_rebuild_rate = a->rebuild_rate_tuned;
 	st->rebuild_rate = a->rebuild_rate;
 	st->has_fail_timeout = a->fail_timeout_tuned;

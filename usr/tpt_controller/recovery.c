@@ -966,6 +966,7 @@ void recovery_kick(struct tpt_array *a)
 	}
 	if (tpt_array_state(a) != TPT_ARRAY_OPTIMAL)
 		return;
+	replace_resume(a);
 	/* A replace rebuilds from the parity: it must be right. */
 	if (a->unsynced)
 		recovery_job_start(a, RAID_PARITY_MEMBER, false);

@@ -15,8 +15,9 @@
  * with the old box marked its stripes before it sent anything and under
  * their locks, and a batch that cleared them afterwards ran after it.
  *
- * Not kept across a controller restart: the spare's superblock says
- * spare until the switch, and the operator asks again.
+ * The state file keeps a replace under way ("replace P ID"); the spare's
+ * superblock says spare until the switch, and a restart begins the
+ * replace again once both boxes are back (replace_resume()).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -68,12 +69,34 @@ static bool all_in_sync(struct tpt_array *a)
 	return true;
 }
 
+/* The replace of @old's position by @spare starts (recovery_kick()
+ * runs it): 0, or -ENOMEM. */
+static int replace_begin(struct tpt_array *a, struct tpt_member *old,
+			 struct tpt_member *spare)
+{
+	struct tpt_replace *rp = &a->replace;
+
+	rp->lacks = malloc(array_missed_fine_bytes(a));
+	if (!rp->lacks)
+		return -ENOMEM;
+	memset(rp->lacks, 0xff, array_missed_fine_bytes(a));
+	rp->position = (unsigned int)old->position;
+	rp->old = old->id;
+	rp->spare = spare->id;
+	rp->pass = 1;
+	rp->hold = rp->pending = false;
+	rp->active = true;
+	/* A restart begins it again. */
+	array_save_state(a);
+	return 0;
+}
+
 int replace_start(struct tpt_array *a, struct tpt_member *m)
 {
 	struct tpt_replace *rp = &a->replace;
 	struct tpt_member *spare;
 
-	if (rp->active) {
+	if (rp->active || rp->pending) {
 		eprintf("tptraid: replace=%s: position %u is being replaced "
 			"already, by spare %u; one replace at a time\n", m->url,
 			rp->position, rp->spare);
@@ -99,18 +122,10 @@ int replace_start(struct tpt_array *a, struct tpt_member *m)
 			"adds one)\n", m->url);
 		return TGTADM_INVALID_REQUEST;
 	}
-	rp->lacks = malloc(array_missed_fine_bytes(a));
-	if (!rp->lacks) {
+	if (replace_begin(a, m, spare)) {
 		eprintf("tptraid: replace=%s: out of memory\n", m->url);
 		return TGTADM_NOMEM;
 	}
-	memset(rp->lacks, 0xff, array_missed_fine_bytes(a));
-	rp->position = (unsigned int)m->position;
-	rp->old = m->id;
-	rp->spare = spare->id;
-	rp->pass = 1;
-	rp->hold = false;
-	rp->active = true;
 	eprintf("tptraid: member %u (%s) at position %u is to be replaced by "
 		"spare %u (%s); it serves the position until the spare "
 		"has every stripe%s\n", m->id, m->url, rp->position,
@@ -120,19 +135,65 @@ int replace_start(struct tpt_array *a, struct tpt_member *m)
 	return TGTADM_SUCCESS;
 }
 
+void replace_pending(struct tpt_array *a, unsigned int position,
+		     unsigned int spare)
+{
+	a->replace.pending = true;
+	a->replace.position = position;
+	a->replace.spare = spare;
+}
+
+void replace_resume(struct tpt_array *a)
+{
+	struct tpt_replace *rp = &a->replace;
+	struct tpt_member *spare = &a->member[rp->spare];
+	struct tpt_member *old = array_position_member(a, rp->position);
+
+	if (!rp->pending || !a->assembled)
+		return;
+	if (spare->position >= 0 || spare->held || !old) {
+		rp->pending = false;
+		eprintf("tptraid: the replace of position %u by spare %u a "
+			"restart interrupted is dropped: %s\n", rp->position,
+			rp->spare, spare->position >= 0 ?
+			"the spare serves a position now" :
+			!old ? "the position has no box" : "the spare is held");
+		array_save_state(a);
+		return;
+	}
+	/* Until both are there and the array is whole: a box still
+	 * connecting, a position catching up. */
+	if (!all_in_sync(a) || ready_spare(a) != spare)
+		return;
+	if (replace_begin(a, old, spare))
+		return;
+	eprintf("tptraid: member %u (%s) at position %u is being replaced by "
+		"spare %u (%s): a restart interrupted it, it starts again\n",
+		old->id, old->url, rp->position, spare->id, spare->url);
+}
+
 void replace_cancel(struct tpt_array *a, const char *why)
 {
 	struct tpt_replace *rp = &a->replace;
 	bool held = rp->hold;
 
-	if (!rp->active)
+	if (!rp->active && !rp->pending)
 		return;
-	eprintf("tptraid: replace of position %u stopped: %s; spare %u (%s) "
-		"is a spare again\n", rp->position, why, rp->spare,
-		a->member[rp->spare].url);
 	free(rp->lacks);
 	rp->lacks = NULL;
 	rp->active = rp->hold = false;
+	/* An array that stops keeps it for its next start. */
+	if (a->stopping) {
+		rp->pending = true;
+		eprintf("tptraid: replace of position %u stopped: %s; the "
+			"next start begins it again\n", rp->position, why);
+	} else {
+		rp->pending = false;
+		eprintf("tptraid: replace of position %u stopped: %s; spare "
+			"%u (%s) is a spare again\n", rp->position, why,
+			rp->spare, a->member[rp->spare].url);
+		array_save_state(a);
+	}
 	if (a->recovery.active && a->recovery.replace)
 		recovery_stop(a);
 	if (held && !a->stopping)
@@ -179,9 +240,11 @@ void replace_member_lost(struct tpt_array *a, struct tpt_member *m)
 	struct tpt_member *spare = &a->member[rp->spare];
 	char why[160];
 
-	if (!rp->active || (m->id != rp->spare && m->position < 0))
+	if ((!rp->active && !rp->pending) ||
+	    (m->id != rp->spare && m->position < 0))
 		return;
-	if (m->id == rp->old && m->position == (int)rp->position &&
+	if (rp->active && m->id == rp->old &&
+	    m->position == (int)rp->position &&
 	    spare->ready && !spare->failing && spare->link == MEMBER_ONLINE) {
 		replace_takeover(a, m);
 		return;

@@ -854,10 +854,19 @@ struct tpt_replace {
 	unsigned int pass;		/* 1: the first, over every stripe */
 	bool hold;			/* new host writes wait: the last pass */
 	struct timespec hold_since;
+	/* Kept in the state file by a controller that stopped during it:
+	 * to begin again once the array and the spare are there
+	 * (replace_resume()); position and spare set, nothing else. */
+	bool pending;
 };
 
 /* replace=URL (from array_params.c): the operator's request for @m. */
 int replace_start(struct tpt_array *a, struct tpt_member *m);
+/* Assembly: the state file keeps a replace of @position by box @spare;
+ * recovery_kick() begins it again with replace_resume() when it can. */
+void replace_pending(struct tpt_array *a, unsigned int position,
+		     unsigned int spare);
+void replace_resume(struct tpt_array *a);
 /* @m is failing or lost: a replace it takes part in, or whose array
  * then lacks a box, ends, its spare a spare again - but for the loss of
  * the box being replaced, whose position the spare then takes over,

@@ -468,6 +468,52 @@ static void state_file(void)
 				 sizeof(err)), 0);
 	st->held[4] = true;
 	CHECK_EQ(tpt_state_format(st, buf, 1 << 16), -EINVAL);
+	{
+		/* A replace under way: a spare into a position that has a
+		 * box. */
+		static const char head[] =
+			"tptraid-state 1\narray 65c854e8e9b3c6ab\n"
+			"spec raid=5;unit=64k;member=iscsi://h/iqn.x:a/1\n"
+			"box 0 iscsi://h:3261/iqn.x:a/1\n"
+			"box 1 iscsi://h:3262/iqn.x:b/1\n"
+			"box 2 iscsi://h:3263/iqn.x:c/1\n"
+			"position 0 0\nposition 1 -1\n";
+		char text[512];
+
+		snprintf(text, sizeof(text), "%sreplace 0 2\n", head);
+		CHECK_EQ(tpt_state_parse(text, strlen(text), st, err,
+					 sizeof(err)), 0);
+		CHECK(st->has_replace && st->replace_position == 0 &&
+		      st->replace_box == 2);
+		n = tpt_state_format(st, buf, 1 << 16);
+		CHECK(n > 0 && strstr(buf, "\nposition 1 -1\nreplace 0 2\n"));
+		CHECK_EQ(tpt_state_parse(buf, (size_t)n, back, err,
+					 sizeof(err)), 0);
+		CHECK_MEM(back, st, sizeof(*st));
+		st->replace_box = 0;	/* serves position 0 */
+		CHECK_EQ(tpt_state_format(st, buf, 1 << 16), -EINVAL);
+		snprintf(text, sizeof(text), "%sreplace 0 0\n", head);
+		expect_refused(text, "line 9: replace: position 0 with a box, "
+			       "by a spare that is not held");
+		snprintf(text, sizeof(text), "%sreplace 1 2\n", head);
+		expect_refused(text, "line 9: replace: position 1 with a box");
+		snprintf(text, sizeof(text), "%sreplace 2 2\n", head);
+		expect_refused(text, "line 9: replace: position 2 with a box");
+		snprintf(text, sizeof(text), "%sreplace 0 2\nheld 2\n", head);
+		expect_refused(text, "line 10: replace: position 0 with a box, "
+			       "by a spare that is not held");
+		snprintf(text, sizeof(text), "%sheld 2\nreplace 0 2\n", head);
+		expect_refused(text, "line 10: replace: at most once, POSITION "
+			       "and a BOX listed before, neither removed nor "
+			       "held");
+		snprintf(text, sizeof(text), "%sreplace 0 2\nreplace 0 2\n",
+			 head);
+		expect_refused(text, "line 10: replace: at most once");
+		snprintf(text, sizeof(text), "%sreplace 0 3\n", head);
+		expect_refused(text, "line 9: replace: at most once");
+		snprintf(text, sizeof(text), "%sreplace 0\n", head);
+		expect_refused(text, "line 9: replace: expected two values");
+	}
 	expect_refused("tptraid-state 1\ncreating no\n",
 		       "line 2: creating: at most once, \"creating yes\"");
 	expect_refused("tptraid-state 1\ncreating yes\ncreating yes\n",
