@@ -18,7 +18,7 @@ from tptlib.tgtd import TgtadmError
 # The mode fixture (tpt and baseline) and the RAID-5 tests' helpers.
 from test_failures import (Load, array_state, assemble, counters, kill,  # noqa: F401
                            members, mode, scrub, set_param, show, start, verify_all,
-                           wait_state)
+                           wait_log, wait_state)
 
 
 def replaced_line(c, timeout=90):
@@ -117,10 +117,7 @@ def test_replace_ends_cleanly_when_a_box_fails_under_it(tgtd_factory, mode, tmp_
     refused(c, f"replace={c.target_urls[2]}", "position 1 is being replaced already")
     time.sleep(1)
     kill(c.targets[4])
-    deadline = time.monotonic() + 20
-    while "replace of position 1 stopped: the spare failed" not in c.controller.log():
-        assert time.monotonic() < deadline, c.controller.log()[-3000:]
-        time.sleep(0.2)
+    wait_log(c, "replace of position 1 stopped: the spare failed", timeout=20)
     assert array_state(c) == "optimal"
     assert members(c)[1][1:] == ("up", 1)
 
@@ -129,10 +126,7 @@ def test_replace_ends_cleanly_when_a_box_fails_under_it(tgtd_factory, mode, tmp_
                      c.controller.log())
     time.sleep(3)
     kill(c.targets[1])
-    deadline = time.monotonic() + 20
-    while "member 1, being replaced at position 1, failed: spare 5" not in c.controller.log():
-        assert time.monotonic() < deadline, c.controller.log()[-3000:]
-        time.sleep(0.2)
+    wait_log(c, "member 1, being replaced at position 1, failed: spare 5", timeout=20)
     # A degraded array copies nothing.
     refused(c, f"replace={c.target_urls[2]}", "a replace copies a position while every")
     set_param(c, "rebuild_rate=0")
@@ -193,10 +187,7 @@ def test_a_replace_a_restart_interrupted_begins_again(tgtd_factory, tmp_path, re
     c.controller.kill()
     mark = len(c.controller.log())
     assemble(c)
-    deadline = time.monotonic() + 30
-    while "a restart interrupted it, it starts again" not in c.controller.log()[mark:]:
-        assert time.monotonic() < deadline, c.controller.log()[-3000:]
-        time.sleep(0.2)
+    wait_log(c, "a restart interrupted it, it starts again", timeout=30, since=mark)
     set_param(c, "rebuild_rate=0")
     assert replaced_line(c)[:2] == (1, 3)
     # Regions the load wrote last, if the crash came before their marks

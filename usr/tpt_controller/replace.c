@@ -40,17 +40,20 @@
 #define REPLACE_HOLD_STRIPES	128
 #define REPLACE_FREE_PASSES	5
 
+/* Whether @m is a spare set up and online, to be rebuilt onto. */
+static bool spare_ready(const struct tpt_member *m)
+{
+	return m->position < 0 && m->ready && !m->refused && !m->failing &&
+	       !m->held && m->link == MEMBER_ONLINE;
+}
+
 static struct tpt_member *ready_spare(struct tpt_array *a)
 {
 	unsigned int i;
 
-	for (i = 0; i < a->nr_boxes; i++) {
-		struct tpt_member *m = &a->member[i];
-
-		if (m->position < 0 && m->ready && !m->refused &&
-		    !m->failing && !m->held && m->link == MEMBER_ONLINE)
-			return m;
-	}
+	for (i = 0; i < a->nr_boxes; i++)
+		if (spare_ready(&a->member[i]))
+			return &a->member[i];
 	return NULL;
 }
 
@@ -163,7 +166,7 @@ void replace_resume(struct tpt_array *a)
 	}
 	/* Until both are there and the array is whole: a box still
 	 * connecting, a position catching up. */
-	if (!all_in_sync(a) || ready_spare(a) != spare)
+	if (!all_in_sync(a) || !spare_ready(spare))
 		return;
 	if (replace_begin(a, old, spare))
 		return;
@@ -244,8 +247,7 @@ void replace_member_lost(struct tpt_array *a, struct tpt_member *m)
 	    (m->id != rp->spare && m->position < 0))
 		return;
 	if (rp->active && m->id == rp->old &&
-	    m->position == (int)rp->position &&
-	    spare->ready && !spare->failing && spare->link == MEMBER_ONLINE) {
+	    m->position == (int)rp->position && spare_ready(spare)) {
 		replace_takeover(a, m);
 		return;
 	}
