@@ -398,7 +398,6 @@ def test_members_are_reserved_for_the_array(tgtd_factory, client, mode):
     assert r["status"] == GOOD, r
 
 
-
 def test_operator_removes_boxes_and_a_new_spare_takes_the_free_id(tgtd_factory, client):
     """remove=URL (md's --remove) takes a spare, or a box held out with
     fail=, out of the array for good: gone from show and from the state

@@ -71,6 +71,12 @@ struct tpt_member *array_position_member(struct tpt_array *a, unsigned int pos)
 	return m >= 0 ? &a->member[m] : NULL;
 }
 
+bool array_spare_ready(const struct tpt_member *m)
+{
+	return m->position < 0 && m->ready && !m->refused && !m->failing &&
+	       !m->held && m->link == MEMBER_ONLINE;
+}
+
 struct tpt_member *array_span_box(const struct tpt_span *s, unsigned int pos)
 {
 	struct tpt_array *a = s->array;
@@ -97,6 +103,15 @@ static void fine_set(const struct tpt_array *a, uint8_t *map,
 	map[b / 8] |= 1u << (b % 8);
 }
 
+void array_fine_set(const struct tpt_array *a, uint8_t *map, uint64_t first,
+		    uint64_t last)
+{
+	uint64_t b;
+
+	for (b = first / a->fine_stripes; b <= last / a->fine_stripes; b++)
+		map[b / 8] |= (uint8_t)(1u << (b % 8));
+}
+
 void array_fine_clear(const struct tpt_array *a, uint8_t *map,
 		      uint64_t first, uint64_t end)
 {
@@ -118,7 +133,7 @@ bool array_mark_missed(struct tpt_array *a, unsigned int p, uint64_t first,
 {
 	struct tpt_position *pos = &a->pos[p];
 	bool changed = false;
-	uint64_t r, b;
+	uint64_t r;
 
 	for (r = first / TPT_RECOVERY_REGION_STRIPES;
 	     r <= last / TPT_RECOVERY_REGION_STRIPES; r++) {
@@ -127,8 +142,7 @@ bool array_mark_missed(struct tpt_array *a, unsigned int p, uint64_t first,
 		pos->missed[r / 8] |= 1u << (r % 8);
 		changed = true;
 	}
-	for (b = first / a->fine_stripes; b <= last / a->fine_stripes; b++)
-		pos->missed_fine[b / 8] |= 1u << (b % 8);
+	array_fine_set(a, pos->missed_fine, first, last);
 	return changed;
 }
 

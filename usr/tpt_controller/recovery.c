@@ -700,7 +700,7 @@ static uint32_t rebuild_along(struct tpt_array *a, uint64_t first,
 static bool recovery_next_batch(struct tpt_array *a)
 {
 	struct tpt_recovery *rc = &a->recovery;
-	uint64_t first, n, region_end;
+	uint64_t first, n, region_end, left;
 	uint32_t missing;
 	struct tpt_span *s;
 
@@ -708,9 +708,10 @@ static bool recovery_next_batch(struct tpt_array *a)
 	if (first >= a->nr_stripes) {
 		if (rc->in_flight)
 			return false;
-		if (rc->replace && replace_next_pass(a, stripes_left(a))) {
+		left = rc->replace ? stripes_left(a) : 0;
+		if (left && replace_next_pass(a, left)) {
 			rc->next = 0;
-			rc->total_stripes = rc->done_stripes + stripes_left(a);
+			rc->total_stripes = rc->done_stripes + left;
 			return true;
 		}
 		if (rc->skipped) {
@@ -922,8 +923,7 @@ static void recovery_take_spare(struct tpt_array *a, unsigned int position)
 	for (i = 0; i < a->nr_boxes; i++) {
 		struct tpt_member *m = &a->member[i];
 
-		if (m->position >= 0 || !m->ready || m->refused ||
-		    m->failing || m->link != MEMBER_ONLINE)
+		if (!array_spare_ready(m))
 			continue;
 		if (pos->member >= 0)
 			a->member[pos->member].position = -1;

@@ -40,19 +40,12 @@
 #define REPLACE_HOLD_STRIPES	128
 #define REPLACE_FREE_PASSES	5
 
-/* Whether @m is a spare set up and online, to be rebuilt onto. */
-static bool spare_ready(const struct tpt_member *m)
-{
-	return m->position < 0 && m->ready && !m->refused && !m->failing &&
-	       !m->held && m->link == MEMBER_ONLINE;
-}
-
 static struct tpt_member *ready_spare(struct tpt_array *a)
 {
 	unsigned int i;
 
 	for (i = 0; i < a->nr_boxes; i++)
-		if (spare_ready(&a->member[i]))
+		if (array_spare_ready(&a->member[i]))
 			return &a->member[i];
 	return NULL;
 }
@@ -166,7 +159,7 @@ void replace_resume(struct tpt_array *a)
 	}
 	/* Until both are there and the array is whole: a box still
 	 * connecting, a position catching up. */
-	if (!all_in_sync(a) || !spare_ready(spare))
+	if (!all_in_sync(a) || !array_spare_ready(spare))
 		return;
 	if (replace_begin(a, old, spare))
 		return;
@@ -175,16 +168,26 @@ void replace_resume(struct tpt_array *a)
 		old->id, old->url, rp->position, spare->id, spare->url);
 }
 
-void replace_cancel(struct tpt_array *a, const char *why)
+/* The running replace is over, one way or another: its map goes. True
+ * when its last pass held new writes back, which may go on now. */
+static bool replace_clear(struct tpt_replace *rp)
 {
-	struct tpt_replace *rp = &a->replace;
 	bool held = rp->hold;
 
-	if (!rp->active && !rp->pending)
-		return;
 	free(rp->lacks);
 	rp->lacks = NULL;
 	rp->active = rp->hold = false;
+	return held;
+}
+
+void replace_cancel(struct tpt_array *a, const char *why)
+{
+	struct tpt_replace *rp = &a->replace;
+	bool held;
+
+	if (!rp->active && !rp->pending)
+		return;
+	held = replace_clear(rp);
 	/* An array that stops keeps it for its next start. */
 	if (a->stopping) {
 		rp->pending = true;
@@ -214,7 +217,6 @@ static void replace_takeover(struct tpt_array *a, struct tpt_member *old)
 	struct tpt_replace *rp = &a->replace;
 	struct tpt_member *spare = &a->member[rp->spare];
 	struct tpt_position *pos = &a->pos[rp->position];
-	bool held = rp->hold;
 
 	eprintf("tptraid: member %u, being replaced at position %u, failed: "
 		"spare %u (%s) takes the position over and is rebuilt where "
@@ -229,11 +231,8 @@ static void replace_takeover(struct tpt_array *a, struct tpt_member *old)
 	pos->catch_up = false;
 	pos->stalled_at = 0;
 	memcpy(pos->missed_fine, rp->lacks, array_missed_fine_bytes(a));
-	free(rp->lacks);
-	rp->lacks = NULL;
-	rp->active = rp->hold = false;
 	array_save_state(a);
-	if (held)
+	if (replace_clear(rp))
 		array_run_waiting(a);
 }
 
@@ -247,7 +246,7 @@ void replace_member_lost(struct tpt_array *a, struct tpt_member *m)
 	    (m->id != rp->spare && m->position < 0))
 		return;
 	if (rp->active && m->id == rp->old &&
-	    m->position == (int)rp->position && spare_ready(spare)) {
+	    m->position == (int)rp->position && array_spare_ready(spare)) {
 		replace_takeover(a, m);
 		return;
 	}
@@ -269,13 +268,9 @@ bool replace_write_may_start(const struct tpt_array *a,
 
 void replace_write_starts(struct tpt_array *a, const struct tpt_span *s)
 {
-	uint64_t b;
-
-	if (!a->replace.active)
-		return;
-	for (b = s->first_stripe / a->fine_stripes;
-	     b <= s->last_stripe / a->fine_stripes; b++)
-		a->replace.lacks[b / 8] |= (uint8_t)(1u << (b % 8));
+	if (a->replace.active)
+		array_fine_set(a, a->replace.lacks, s->first_stripe,
+			       s->last_stripe);
 }
 
 bool replace_batch_ended(struct tpt_array *a, uint64_t first, uint64_t n,
@@ -327,9 +322,7 @@ void replace_finish(struct tpt_array *a)
 	/* Every unit of the position was rebuilt onto the spare, those
 	 * the old box had lost too. */
 	array_lost_done(a, p, 0, a->nr_stripes);
-	free(rp->lacks);
-	rp->lacks = NULL;
-	rp->active = rp->hold = false;
+	replace_clear(rp);
 	eprintf("tptraid: position %u replaced: spare %u (%s) serves it, "
 		"%" PRIu64 " stripes rebuilt in %u pass%s in %.2f s (new host "
 		"writes held back %.2f s); member %u (%s) is failed and held "

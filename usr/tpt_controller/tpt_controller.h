@@ -493,6 +493,8 @@ uint64_t array_span_first_lost(const struct tpt_span *s);
 uint32_t array_span_missing(const struct tpt_span *s);
 /* The box serving position @pos, or NULL. */
 struct tpt_member *array_position_member(struct tpt_array *a, unsigned int pos);
+/* Whether @m is a spare set up and online, to be rebuilt onto. */
+bool array_spare_ready(const struct tpt_member *m);
 /* The box @s sends position @pos's commands to: the position's, or for a
  * batch of a replace (s->replacing) the spare it writes; NULL when none
  * (a replace ended meanwhile). */
@@ -613,10 +615,13 @@ struct tpt_position {
 #define TPT_MISSED_FINE_MAX_STRIPES 16
 
 /* A fine map (a bit per fine_stripes stripes): whether it has @stripe;
- * clear stripes [@first, @end), which start and end on bits (recovery
- * batches do) or at the last stripe. */
+ * set the bits of stripes [@first, @last]; clear stripes [@first, @end),
+ * which start and end on bits (recovery batches do) or at the last
+ * stripe. */
 bool array_fine_has(const struct tpt_array *a, const uint8_t *map,
 		    uint64_t stripe);
+void array_fine_set(const struct tpt_array *a, uint8_t *map, uint64_t first,
+		    uint64_t last);
 void array_fine_clear(const struct tpt_array *a, uint8_t *map,
 		      uint64_t first, uint64_t end);
 /* Mark stripes [@first, @last] missed by position @p's box in both maps,
