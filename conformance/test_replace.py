@@ -3,35 +3,43 @@ still serves is copied to a spare without the array running degraded.
 
 fail=URL and a spare's rebuild leave every stripe without redundancy for as
 long as the rebuild takes: a second box lost then loses data.  A replace
-rebuilds the spare from the other positions while the old box goes on
+copies the old box's units to a spare while the old box goes on
 serving its position, host writes going on (the stripes they write are
-done again), and only then does the spare take over.  As in
+done again), and only then does the spare take over.  The spare's units
+are copied from the old box, as md reads the old disk: rebuilt from the
+others only where the old box cannot read them.  As in
 test_failures.py: real tgtd processes, tpt-iscsi-verify's load checked
 against a byte model, tpt-scrub over the members afterwards.
 """
+import os
 import re
 import time
 
 import pytest
 
+from tptlib.client import GOOD
 from tptlib.tgtd import TgtadmError
 # The mode fixture (tpt and baseline) and the RAID-5 tests' helpers.
 from test_failures import (Load, array_state, assemble, counters, kill,  # noqa: F401
                            members, mode, scrub, set_param, show, start, verify_all,
                            wait_log, wait_state)
+# A RAID-5 of N targets whose disks can lose sectors.
+from test_medium_errors import BLOCKS, N, UNIT, Array, lba, locate
 
 
 def replaced_line(c, timeout=90):
     """What the controller's "position P replaced" line says, once it is
-    there: (position, spare, stripes rebuilt, passes, seconds new writes
-    were held back)."""
+    there: (position, spare, stripes done, passes, seconds new writes
+    were held back, stripes copied, stripes rebuilt)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         m = re.search(r"tptraid: position (\d+) replaced: spare (\d+) \(\S+\) serves it, "
-                      r"(\d+) stripes rebuilt in (\d+) pass(?:es)? in [\d.]+ s \(new host writes "
+                      r"(\d+) stripes done in (\d+) pass(?:es)? in [\d.]+ s \((\d+) copied from "
+                      r"member \d+, (\d+) rebuilt from the other positions; new host writes "
                       r"held back ([\d.]+) s\)", c.controller.log())
         if m:
-            return tuple(int(g) for g in m.groups()[:4]) + (float(m.group(5)),)
+            g = [int(x) for x in m.groups()[:6]]
+            return tuple(g[:4]) + (float(m.group(7)), g[4], g[5])
         time.sleep(0.2)
     raise AssertionError("no replace ended:\n" + show(c) + c.controller.log()[-3000:])
 
@@ -68,11 +76,12 @@ def test_replace_under_load_never_runs_degraded(tgtd_factory, mode, tmp_path, re
             assert re.search(r"TPT-RAID member 1: \S+ up position 1", out), out
         time.sleep(0.3)
     res = load.clean_within(150, c, "the load stalled during the replace")
-    position, by, stripes, passes, held = replaced_line(c)
+    position, by, stripes, passes, held, copied, rebuilt = replaced_line(c)
     report(f"{mode}: replace of position 1 under load: {res['writes']} writes "
-           f"{res['reads']} reads, 0 errors; {stripes} stripes rebuilt in {passes} passes, "
+           f"{res['reads']} reads, 0 errors; {stripes} stripes copied in {passes} passes, "
            f"new writes held back {held:.2f} s; array states seen {sorted(states)}")
     assert (position, by) == (1, 4)
+    assert (copied, rebuilt) == (stripes, 0)
     assert states == {"optimal"}, states
     after = counters(c)
     assert after["degraded_spans"] == before["degraded_spans"], (before, after)
@@ -157,13 +166,14 @@ def test_replace_in_raid6_and_a_mirror(tgtd_factory, mode, raid, n, tmp_path, re
     time.sleep(1)
     set_param(c, f"replace={c.target_urls[0]}")
     res = load.clean_within(150, c, "the load stalled during the replace")
-    position, by, stripes, passes, _ = replaced_line(c)
+    position, by, stripes, passes, _, copied, rebuilt = replaced_line(c)
     assert (position, by) == (0, n)
+    assert (copied, rebuilt) == (stripes, 0)
     assert array_state(c) == "optimal"
     assert counters(c)["degraded_spans"] == before["degraded_spans"]
     assert members(c)[n][1:] == ("up", 0)
     report(f"{mode}: RAID-{raid} replace of position 0 under load: {res['writes']} writes, "
-           f"0 errors; {stripes} stripes rebuilt in {passes} passes")
+           f"0 errors; {stripes} stripes copied in {passes} passes")
     verify_all(c, tmp_path)
     scrub(c)
 
@@ -204,3 +214,52 @@ def test_a_replace_a_restart_interrupted_begins_again(tgtd_factory, tmp_path, re
     assert "replace" not in text and "\nposition 1 3\n" in text and "\nheld 1\n" in text, text
     verify_all(c, tmp_path)
     scrub(c)
+
+
+def test_replace_copies_a_unit_whose_stripe_has_wrong_parity(tgtd_factory, client, mode,
+                                                             workdir, report):
+    """The spare gets the old box's units as they are, where a rebuild
+    from the others would get a unit computed with a wrong parity: a
+    stripe whose parity went bad reads back right after the replace, and
+    its parity is as wrong as before (a check's business, not the
+    replace's)."""
+    a = Array(tgtd_factory, client, mode, workdir, spares=1)
+    c = a.c
+    stripe = 2
+    position, _ = locate(stripe, 0)
+    parity = N - 1 - stripe % N
+    with open(c.backings[parity], "r+b") as f:
+        f.seek(stripe * UNIT)
+        f.write(os.urandom(UNIT))
+    set_param(c, f"replace={c.target_urls[position]}")
+    _, by, stripes, _, _, copied, rebuilt = replaced_line(c)
+    assert by == N and (copied, rebuilt) == (stripes, 0)
+    assert members(c)[N][1:] == ("up", position)
+    first = lba(stripe)
+    r = a.read(first, (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == a.expect(first, (N - 1) * BLOCKS)
+    assert scrub(c, mismatches=1) > 0
+    report(f"{mode}: replace of position {position} with stripe {stripe}'s parity spoiled: "
+           f"{copied} stripes copied, the stripe's data reads back right; its parity still "
+           f"wrong (scrub: 1 mismatch)")
+
+
+def test_replace_rebuilds_what_the_old_box_cannot_read(tgtd_factory, client, mode, workdir,
+                                                       report):
+    """A unit the old box cannot read (a lost sector met by the copy) is
+    rebuilt from the other positions, its batch of stripes with it; the
+    rest is copied, and every block reads back right from the spare."""
+    a = Array(tgtd_factory, client, mode, workdir, spares=1)
+    c = a.c
+    position = a.lose_sectors(4, 0, offset=8192)
+    errors = counters(c)["medium_errors"]
+    set_param(c, f"replace={c.target_urls[position]}")
+    _, by, stripes, _, _, copied, rebuilt = replaced_line(c)
+    assert by == N and rebuilt > 0 and copied == stripes - rebuilt > 0, (copied, rebuilt)
+    assert counters(c)["medium_errors"] > errors
+    assert members(c)[N][1:] == ("up", position) and members(c)[position][1:] == ("held", -1)
+    r = a.read(0, Array.STRIPES * (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == a.data
+    scrub(c)
+    report(f"{mode}: replace of position {position}, whose box cannot read stripe 4's unit: "
+           f"{copied} stripes copied, {rebuilt} rebuilt from the others; every byte right")

@@ -133,3 +133,45 @@ void bl_plan_count(const struct bl_plan *p, struct bl_plan_counts *out)
 		}
 	}
 }
+
+int bl_plan_copy(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
+		 unsigned int from, uint32_t to, struct bl_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint32_t unit = g ? g->unit_blocks : 0;
+	struct bl_cmd rd = { .op = BL_READ }, wr = { .op = BL_WRITE };
+	uint64_t per_stripe, blocks;
+	struct bl_plan_builder b;
+	unsigned int m;
+	int err, t;
+
+	memset(out, 0, sizeof(*out));
+	if (!g || !c->level || !unit || !nr ||
+	    first > g->member_blocks / unit ||
+	    nr > g->member_blocks / unit - first ||
+	    (uint64_t)nr * unit * c->block_size > UINT32_MAX ||
+	    from >= RAID_MAX_MEMBERS || !to || (to & (1u << from)))
+		return -EINVAL;
+	per_stripe = raid_stripe_data_blocks(c->level, g);
+	blocks = (uint64_t)nr * per_stripe;
+	err = bl_plan_begin(&b, c, first * per_stripe,
+			    (uint32_t)(blocks < UINT32_MAX ? blocks : 0), out);
+	if (err)
+		return err;
+	rd.member = from;
+	rd.lba = wr.lba = first * unit;
+	rd.bytes = wr.bytes = nr * unit * c->block_size;
+	t = bl_plan_add_temp(&b, rd.bytes);
+	err = t < 0 ? t : 0;
+	if (!err) {
+		rd.dst = wr.src = bl_temp((unsigned int)t, 0);
+		err = bl_plan_add(&b, 0, &rd);
+	}
+	for (m = 0; m < RAID_MAX_MEMBERS && !err; m++) {
+		if (!(to & (1u << m)))
+			continue;
+		wr.member = m;
+		err = bl_plan_add(&b, 1, &wr);
+	}
+	return bl_plan_end(&b, err);
+}

@@ -90,6 +90,16 @@ void bl_plan_abandon(struct bl_plan_builder *b);
 /* bl_plan_finish(), or after @err (not 0) bl_plan_abandon() and @err. */
 int bl_plan_end(struct bl_plan_builder *b, int err);
 
+/*
+ * A copy of the units of stripes [@first, @first + @nr) from member
+ * @from to each member of the mask @to: the controller reads the run into
+ * a temporary and writes it to each.  Any level's (tpt_plan_copy()): a
+ * mirror's rebuild, a replace's batch from the box leaving a position.
+ * 0, -EINVAL, -ENOMEM.
+ */
+int bl_plan_copy(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
+		 unsigned int from, uint32_t to, struct bl_plan *out);
+
 static inline struct bl_ref bl_host(uint64_t offset)
 {
 	return (struct bl_ref){ .buf = BL_BUF_HOST, .offset = offset };

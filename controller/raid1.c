@@ -240,46 +240,17 @@ static int r1_tpt_rebuild(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 			  unsigned int member, uint32_t group,
 			  struct tpt_plan *out)
 {
-	const struct raid_geometry *g = c->geo;
-	uint32_t unit = g->unit_blocks, targets;
-	struct tpt_chain_source src = { 0 };
-	struct tpt_plan_builder b;
-	struct tpt_plan_cmd *cmd;
-	unsigned int from, m;
+	uint32_t targets;
+	unsigned int from;
 	int err;
 
-	if (!nr || first > g->member_blocks / unit ||
-	    nr > g->member_blocks / unit - first ||
-	    (uint64_t)nr * unit > TPT_VENDOR_LENGTH_MAX)
+	/* r1_sources() divides by it. */
+	if (!nr)
 		return -EINVAL;
-	err = r1_sources(g, c->missing, c->rebuild_also, first, nr, member,
-			 &from, &targets);
-	if (!err)
-		err = tpt_plan_begin(&b, c, first * unit, nr * unit, group,
-				     out);
-	if (err)
-		return err;
-	src.member = (int)from;
-	err = tpt_plan_want_slots(&b, from, (uint16_t)nr, &src.ordinal);
-	cmd = err ? NULL : tpt_plan_add_cmd(&b, 0, TPT_PLAN_READ_MEDIUM, from,
-					    first * unit, nr * unit);
-	if (!err && !cmd)
-		err = -ENOMEM;
-	if (cmd)
-		cmd->result_slot = src.ordinal;
-	for (m = 0; m < g->members && !err; m++) {
-		int last;
-
-		if (!(targets & (1u << m)))
-			continue;
-		last = tpt_plan_add_chain(&b, 1, m, first * unit, nr * unit,
-					  0, TPT_PARITY_COPY, true, &src, 1);
-		if (last < 0)
-			err = last;
-	}
-	if (!err)
-		err = tpt_plan_add_end_steps(&b);
-	return tpt_plan_end(&b, err);
+	err = r1_sources(c->geo, c->missing, c->rebuild_also, first, nr,
+			 member, &from, &targets);
+	return err ? err : tpt_plan_copy(c, first, nr, from, targets, group,
+					 out);
 }
 
 /*
@@ -396,44 +367,20 @@ static int r1_bl_write(const struct bl_plan_ctx *c, uint64_t lba,
 	return bl_plan_end(&b, err);
 }
 
-/* The controller reads the source's run into one buffer and writes it to
- * each member being rebuilt (r1_sources()). */
+/* The source's run to each member being rebuilt (r1_sources()). */
 static int r1_bl_rebuild(const struct bl_plan_ctx *c, uint64_t first,
 			 uint32_t nr, unsigned int member, struct bl_plan *out)
 {
-	const struct raid_geometry *g = c->geo;
-	uint32_t unit = g->unit_blocks, targets;
-	struct bl_cmd rd = { .op = BL_READ }, wr = { .op = BL_WRITE };
-	struct bl_plan_builder b;
-	unsigned int from, m;
-	int err, t;
+	uint32_t targets;
+	unsigned int from;
+	int err;
 
-	if (!nr || first > g->member_blocks / unit ||
-	    nr > g->member_blocks / unit - first ||
-	    (uint64_t)nr * unit * c->block_size > UINT32_MAX)
+	/* r1_sources() divides by it. */
+	if (!nr)
 		return -EINVAL;
-	err = r1_sources(g, c->missing, c->rebuild_also, first, nr, member,
-			 &from, &targets);
-	if (!err)
-		err = bl_plan_begin(&b, c, first * unit, nr * unit, out);
-	if (err)
-		return err;
-	rd.member = from;
-	rd.lba = wr.lba = first * unit;
-	rd.bytes = wr.bytes = nr * unit * c->block_size;
-	t = bl_plan_add_temp(&b, rd.bytes);
-	err = t < 0 ? t : 0;
-	if (!err) {
-		rd.dst = wr.src = bl_temp((unsigned int)t, 0);
-		err = bl_plan_add(&b, 0, &rd);
-	}
-	for (m = 0; m < g->members && !err; m++) {
-		if (!(targets & (1u << m)))
-			continue;
-		wr.member = m;
-		err = bl_plan_add(&b, 1, &wr);
-	}
-	return bl_plan_end(&b, err);
+	err = r1_sources(c->geo, c->missing, c->rebuild_also, first, nr,
+			 member, &from, &targets);
+	return err ? err : bl_plan_copy(c, first, nr, from, targets, out);
 }
 
 /* The controller reads the first copy's run into a buffer and every

@@ -282,7 +282,9 @@ static int take_slots(struct tpt_plan_builder *b)
 	uint16_t *slot, first;
 	int err = 0;
 
-	for (m = 0; m < c->geo->members; m++) {
+	/* Every index a plan may name, not only the geometry's (a copy's
+	 * source: tpt_plan_copy()). */
+	for (m = 0; m < RAID_MAX_MEMBERS; m++) {
 		base[m] = total;
 		total += b->slots_wanted[m];
 	}
@@ -774,6 +776,49 @@ out:
 	free(cover);
 	free(res);
 	return err;
+}
+
+int tpt_plan_copy(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
+		  unsigned int from, uint32_t to, uint32_t group,
+		  struct tpt_plan *out)
+{
+	const struct raid_geometry *g = c->geo;
+	uint32_t unit = g->unit_blocks;
+	struct tpt_chain_source src = { 0 };
+	struct tpt_plan_builder b;
+	struct tpt_plan_cmd *cmd;
+	unsigned int m;
+	int err;
+
+	if (!nr || first > g->member_blocks / unit ||
+	    nr > g->member_blocks / unit - first ||
+	    (uint64_t)nr * unit > TPT_VENDOR_LENGTH_MAX ||
+	    from >= RAID_MAX_MEMBERS || !to || (to & (1u << from)))
+		return -EINVAL;
+	err = tpt_plan_begin_stripes(&b, c, first, nr, group, out);
+	if (err)
+		return err;
+	src.member = (int)from;
+	err = tpt_plan_want_slots(&b, from, (uint16_t)nr, &src.ordinal);
+	cmd = err ? NULL : tpt_plan_add_cmd(&b, 0, TPT_PLAN_READ_MEDIUM, from,
+					    first * unit, nr * unit);
+	if (!err && !cmd)
+		err = -ENOMEM;
+	if (cmd)
+		cmd->result_slot = src.ordinal;
+	for (m = 0; m < RAID_MAX_MEMBERS && !err; m++) {
+		int last;
+
+		if (!(to & (1u << m)))
+			continue;
+		last = tpt_plan_add_chain(&b, 1, m, first * unit, nr * unit,
+					  0, TPT_PARITY_COPY, true, &src, 1);
+		if (last < 0)
+			err = last;
+	}
+	if (!err)
+		err = tpt_plan_add_end_steps(&b);
+	return tpt_plan_end(&b, err);
 }
 
 /* ---- abort, teardown, counting ---- */

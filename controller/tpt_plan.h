@@ -345,6 +345,21 @@ void tpt_plan_abandon(struct tpt_plan_builder *b);
 int tpt_plan_end(struct tpt_plan_builder *b, int err);
 
 /*
+ * A copy of the units of stripes [@first, @first + @nr) from member
+ * @from to each member of the mask @to (protocol.md 7.5 with one
+ * source): @from exports the run with READ MEDIUM, a slot per unit, and
+ * each of @to takes it with PART BLOCK in COPY mode, staged for WRITE NEW
+ * DATA.  Every level keeps a stripe's units at the same LBA on every
+ * member, so this is any level's: a mirror's rebuild, and a replace's
+ * batch (replace.c), which copies from the box leaving a position and
+ * names it by an index past the geometry's, below RAID_MAX_MEMBERS.
+ * Errors as a level's tpt_rebuild().
+ */
+int tpt_plan_copy(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
+		  unsigned int from, uint32_t to, uint32_t group,
+		  struct tpt_plan *out);
+
+/*
  * RELEASE of every group on every member that got a command, for aborting
  * a plan mid-way.  When its commands have completed, no slot of @p is live
  * on any member and its slots can be returned (protocol.md 9.2).  Takes

@@ -81,10 +81,19 @@ struct tpt_member *array_span_box(const struct tpt_span *s, unsigned int pos)
 {
 	struct tpt_array *a = s->array;
 
+	bool replacing = s->replacing && a->replace.active &&
+			 a->replace.position == s->member;
+
 	if (s->replacing && pos == s->member)
-		return a->replace.active && a->replace.position == pos ?
-		       &a->member[a->replace.spare] : NULL;
+		return replacing ? &a->member[a->replace.spare] : NULL;
+	if (s->copying && pos == a->nr_members)
+		return replacing ? &a->member[a->replace.old] : NULL;
 	return array_position_member(a, pos);
+}
+
+unsigned int array_span_positions(const struct tpt_span *s)
+{
+	return s->array->nr_members + (s->copying ? 1 : 0);
 }
 
 bool array_fine_has(const struct tpt_array *a, const uint8_t *map,
@@ -1115,6 +1124,12 @@ int array_unreadable(struct tpt_span *s, struct tpt_member *m,
 	a->counters.medium_errors++;
 	pthread_mutex_unlock(&a->counters_lock);
 	*retry = true;
+	/* The box a replace copies from cannot read its units there: the
+	 * others give them, as they would without the copy. */
+	if (s->copying) {
+		s->copying = false;
+		return -ESTALE;
+	}
 	/* Planned again without it: it is written back once the span has
 	 * read the rest.  Not a parity resync's, which computes the parity
 	 * from every data unit: the unit is written back first (below),

@@ -322,6 +322,14 @@ static int bl_start(struct tpt_span *s)
 					 &run->plan);
 		break;
 	default:
+		if (s->copying) {
+			err = bl_plan_copy(&c, s->first_stripe,
+					   (uint32_t)(s->last_stripe -
+						      s->first_stripe + 1),
+					   a->nr_members, 1u << s->member,
+					   &run->plan);
+			break;
+		}
 		err = a->level->bl_rebuild(&c, s->first_stripe,
 					   (uint32_t)(s->last_stripe -
 						      s->first_stripe + 1),

@@ -1260,7 +1260,7 @@ static void tp_bind_slots(struct tpt_span *s)
 	struct tp_array *tp = tp_of(a);
 	unsigned int p;
 
-	for (p = 0; p < a->nr_members; p++) {
+	for (p = 0; p < array_span_positions(s); p++) {
 		struct tpt_member *m = array_span_box(s, p);
 
 		tp->slot_of[p] = m ? &tp->member[m->id].slots :
@@ -1288,6 +1288,12 @@ static int tp_plan(struct tpt_span *s, struct tp_run *run, uint32_t group)
 		return a->level->tpt_read(c, s->lba, s->blocks, group,
 					  &run->plan);
 	case TPT_SPAN_REBUILD:
+		if (s->copying)
+			return tpt_plan_copy(c, s->first_stripe,
+					     (uint32_t)(s->last_stripe -
+							s->first_stripe + 1),
+					     a->nr_members, 1u << s->member,
+					     group, &run->plan);
 		return a->level->tpt_rebuild(c, s->first_stripe,
 					     (uint32_t)(s->last_stripe -
 							s->first_stripe + 1),
@@ -1360,7 +1366,7 @@ static int tp_start(struct tpt_span *s)
 	if (!group || group > UINT32_MAX - (TPT_PLAN_MAX_GROUPS - 1))
 		group = 1;
 	tp->next_group = group + TPT_PLAN_MAX_GROUPS;
-	for (p = 0; p < a->nr_members; p++) {
+	for (p = 0; p < array_span_positions(s); p++) {
 		run->box[p] = array_span_box(s, p);
 		run->box_session[p] = run->box[p] ? run->box[p]->session : 0;
 	}

@@ -554,6 +554,8 @@ static void recovery_span_done(struct tpt_span *s, int result)
 		/* The box serving the position is there to be read: a
 		 * replace does not step over what it cannot rebuild, it
 		 * ends (replace_batch_ended()). */
+		if (!result && s->copying)
+			a->replace.copied += n;
 		free(s);
 		recovery_batch_ended(a, s_first, n, s_missing, s_also, result);
 		return;
@@ -798,6 +800,12 @@ static bool recovery_next_batch(struct tpt_array *a)
 	}
 	s->rebuild_also = rebuild_along(a, first, missing);
 	s->replacing = rc->replace;
+	/* A replace copies the old box's units where it holds them (none
+	 * recorded lost there): a stripe whose parity is wrong would give
+	 * the spare a wrong unit rebuilt, and a copy reads one box, not
+	 * the others.  Its plan names the old box by one more position. */
+	s->copying = rc->replace && !(missing & (1u << rc->position)) &&
+		     a->nr_members < RAID_MAX_MEMBERS;
 	rc->next = first + n;
 	rc->in_flight++;
 	/* A replace's last pass goes ahead of the writes it holds back,
@@ -895,11 +903,12 @@ void recovery_job_start(struct tpt_array *a, unsigned int position,
 		eprintf("tptraid: computing the parity of %" PRIu64
 			" stripes\n", rc->total_stripes);
 	else if (rc->replace)
-		eprintf("tptraid: replacing position %u: rebuilding it onto "
-			"spare %u (%s) from the other positions while member "
-			"%u (%s) serves it: %" PRIu64 " stripes\n", position,
-			a->replace.spare, a->member[a->replace.spare].url,
+		eprintf("tptraid: replacing position %u: copying member %u "
+			"(%s), which serves it meanwhile, onto spare %u (%s) "
+			"(what it cannot read rebuilt from the other "
+			"positions): %" PRIu64 " stripes\n", position,
 			a->replace.old, a->member[a->replace.old].url,
+			a->replace.spare, a->member[a->replace.spare].url,
 			rc->total_stripes);
 	else if (position != RAID_PARITY_MEMBER && !quiet)
 		eprintf("tptraid: %s position %u onto member %d (%s): %" PRIu64

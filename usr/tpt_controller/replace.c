@@ -3,9 +3,11 @@
  * keeps erring, a box to retire) is copied to a spare without the array
  * ever running degraded.  fail=URL then spare takeover leaves every
  * stripe without redundancy for as long as the rebuild takes; here the
- * old box goes on serving its position while the spare is rebuilt into
- * it from the other positions (recovery.c runs the job; its batches
- * write the spare, array_span_box()), and only then takes over.
+ * old box goes on serving its position while its units are copied to
+ * the spare (recovery.c runs the job; its batches read the old box and
+ * write the spare, array_span_box(), s->copying), and only then does the
+ * spare take over.  Units the old box cannot read are rebuilt from the
+ * other positions, as a rebuild onto the spare would.
  *
  * The spare gets no host write while it is rebuilt.  A write that starts
  * marks its stripes in the spare's map (it lacks them again), the job
@@ -80,6 +82,7 @@ static int replace_begin(struct tpt_array *a, struct tpt_member *old,
 	rp->old = old->id;
 	rp->spare = spare->id;
 	rp->pass = 1;
+	rp->copied = 0;
 	rp->hold = rp->pending = false;
 	rp->active = true;
 	/* A restart begins it again. */
@@ -282,7 +285,7 @@ bool replace_batch_ended(struct tpt_array *a, uint64_t first, uint64_t n,
 		/* The position's box serves on: nothing is lost, and the
 		 * operator may ask again (or fail= it and rebuild). */
 		snprintf(why, sizeof(why), "stripe %" PRIu64 " could not be "
-			 "rebuilt (%s)", first, strerror(-result));
+			 "copied or rebuilt (%s)", first, strerror(-result));
 		replace_cancel(a, why);
 		return false;
 	}
@@ -324,12 +327,14 @@ void replace_finish(struct tpt_array *a)
 	array_lost_done(a, p, 0, a->nr_stripes);
 	replace_clear(rp);
 	eprintf("tptraid: position %u replaced: spare %u (%s) serves it, "
-		"%" PRIu64 " stripes rebuilt in %u pass%s in %.2f s (new host "
-		"writes held back %.2f s); member %u (%s) is failed and held "
-		"out (remove=URL takes it out of the array, readd=URL makes it "
-		"a spare); the array is %s\n", p, spare->id, spare->url,
-		rc->done_stripes, rp->pass, rp->pass > 1 ? "es" : "", secs,
-		held, old->id, old->url,
+		"%" PRIu64 " stripes done in %u pass%s in %.2f s (%" PRIu64
+		" copied from member %u, %" PRIu64 " rebuilt from the other "
+		"positions; new host writes held back %.2f s); member %u (%s) "
+		"is failed and held out (remove=URL takes it out of the array, "
+		"readd=URL makes it a spare); the array is %s\n", p, spare->id,
+		spare->url, rc->done_stripes, rp->pass,
+		rp->pass > 1 ? "es" : "", secs, rp->copied, old->id,
+		rc->done_stripes - rp->copied, held, old->id, old->url,
 		tpt_array_state_name(tpt_array_state(a)));
 	array_save_state(a);
 	/* Every superblock says who serves the position now, the old box's

@@ -15,7 +15,7 @@
  *                    commands, failure detection, reconnect
  *   recovery.c       background work: rebuild onto a spare, catching a
  *                    returning member up, resync after a crash
- *   replace.c        replace=URL: a member rebuilt onto a spare while
+ *   replace.c        replace=URL: a member copied onto a spare while
  *                    it serves, which then takes its position over
  *   lost_units.c     units a recovery could not rebuild, recorded as
  *                    lost (md's bad block log) until a write gives them
@@ -458,6 +458,12 @@ struct tpt_span {
 	 * units to the replacing spare, not to the box serving the
 	 * position (array_span_box()). */
 	bool replacing;
+	/* A batch of a replace that copies the units from the box leaving
+	 * the position (tpt_plan_copy()), named in its plan by position
+	 * nr_members (array_span_box()), rather than rebuilding them from
+	 * the others; cleared where that box cannot read them, and the
+	 * batch is planned again as a rebuild (array_unreadable()). */
+	bool copying;
 	struct timespec first_try;
 	struct list_head link;		/* array's running or waiting list */
 };
@@ -496,9 +502,13 @@ struct tpt_member *array_position_member(struct tpt_array *a, unsigned int pos);
 /* Whether @m is a spare set up and online, to be rebuilt onto. */
 bool array_spare_ready(const struct tpt_member *m);
 /* The box @s sends position @pos's commands to: the position's, or for a
- * batch of a replace (s->replacing) the spare it writes; NULL when none
- * (a replace ended meanwhile). */
+ * batch of a replace (s->replacing) the spare it writes, and for one that
+ * copies (s->copying) the box leaving the position at @pos nr_members;
+ * NULL when none (a replace ended meanwhile). */
 struct tpt_member *array_span_box(const struct tpt_span *s, unsigned int pos);
+/* How many positions @s's plan may name: nr_members, one more for a
+ * replace's copy. */
+unsigned int array_span_positions(const struct tpt_span *s);
 /* Queue a span of background work (recovery.c). */
 void array_queue_span(struct tpt_array *a, struct tpt_span *s);
 /* Ahead of every span waiting: the first to take its stripes. */
@@ -857,6 +867,9 @@ struct tpt_replace {
 	/* Stripes the spare lacks, a bit per fine_stripes (as missed_fine). */
 	uint8_t *lacks;
 	unsigned int pass;		/* 1: the first, over every stripe */
+	/* Stripes copied from the old box; the others were rebuilt from
+	 * the other positions (its units there lost, or unreadable). */
+	uint64_t copied;
 	bool hold;			/* new host writes wait: the last pass */
 	struct timespec hold_since;
 	/* Kept in the state file by a controller that stopped during it:

@@ -1256,6 +1256,65 @@ static void runs_over_skips(void)
 	}
 }
 
+/*
+ * A copy (tpt_plan_copy()) from an index past the geometry's, as a
+ * replace names the box leaving a position: one READ MEDIUM there and
+ * the RELEASE of its export, a PART BLOCK COPY and its WRITE NEW DATA at
+ * the member written, and the run arrives whole; every slot comes back.  Refused: no stripes, past
+ * the members' end, no member written, the source among them, an index
+ * no plan can name.
+ */
+static void copy_from_past_the_geometry(void)
+{
+	const uint32_t unit = 16, bs = 512;
+	const size_t at = 3 * unit * bs, len = 8 * unit * bs;
+	unsigned int i, ops[TPT_PLAN_WRITE + 1] = { 0 };
+	struct tpt_plan p;
+	struct array a;
+	struct sim s;
+
+	/* Five boxes to the simulator, four positions to the planner. */
+	array_init(&a, 5, unit, 30, bs, 64);
+	sim_init(&s, &a);
+	for (i = 0; i < len; i++)
+		s.t[4].disk[at + i] = (unsigned char)(i * 7 + 1);
+	a.geo.members = 4;
+	CHECK_EQ(tpt_plan_copy(&a.ctx, 3, 8, 4, 1u << 1, 1, &p), 0);
+	tpt_plan_return_slots(&p);
+	tpt_plan_free(&p);
+	CHECK_EQ(tpt_plan_copy(&a.ctx, 3, 0, 4, 1u << 1, 1, &p), -EINVAL);
+	CHECK_EQ(tpt_plan_copy(&a.ctx, 25, 8, 4, 1u << 1, 1, &p), -EINVAL);
+	CHECK_EQ(tpt_plan_copy(&a.ctx, 3, 8, 4, 0, 1, &p), -EINVAL);
+	CHECK_EQ(tpt_plan_copy(&a.ctx, 3, 8, 1, 1u << 1, 1, &p), -EINVAL);
+	CHECK_EQ(tpt_plan_copy(&a.ctx, 3, 8, RAID_MAX_MEMBERS, 1u << 1, 1,
+			       &p), -EINVAL);
+	/* Planned for four, run on five. */
+	a.geo.members = 4;
+	CHECK_EQ(tpt_plan_copy(&a.ctx, 3, 8, 4, 1u << 1, 1, &p), 0);
+	a.geo.members = 5;
+	for (i = 0; i < p.nr_cmds; i++) {
+		const struct tpt_plan_cmd *c = &p.cmds[i];
+
+		ops[c->op]++;
+		CHECK_EQ(c->member, (c->op == TPT_PLAN_READ_MEDIUM ||
+				     c->op == TPT_PLAN_RELEASE ? 4u : 1u));
+	}
+	CHECK_EQ(ops[TPT_PLAN_READ_MEDIUM], 1);
+	CHECK_EQ(ops[TPT_PLAN_PART_BLOCK], 1);
+	CHECK_EQ(ops[TPT_PLAN_WRITE_NEW_DATA], 1);
+	CHECK_EQ(ops[TPT_PLAN_RELEASE], 1);
+	sim_begin(&s, &p, NULL, 0);
+	sim_steps(&s, 0, p.nr_steps);
+	sim_end(&s);
+	sim_check_idle(&s);
+	CHECK(!memcmp(s.t[1].disk + at, s.t[4].disk + at, len));
+	tpt_plan_return_slots(&p);
+	tpt_plan_free(&p);
+	CHECK(all_slots_free(&a));
+	sim_destroy(&s);
+	array_destroy(&a);
+}
+
 int main(void)
 {
 	RUN(opcodes);
@@ -1280,5 +1339,6 @@ int main(void)
 	RUN(long_runs_are_cut);
 	RUN(refs_max_leaves_room_for_host_pieces);
 	RUN(runs_over_skips);
+	RUN(copy_from_past_the_geometry);
 	UNIT_EXIT();
 }
