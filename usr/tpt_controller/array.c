@@ -80,7 +80,6 @@ bool array_spare_ready(const struct tpt_member *m)
 struct tpt_member *array_span_box(const struct tpt_span *s, unsigned int pos)
 {
 	struct tpt_array *a = s->array;
-
 	bool replacing = s->replacing && a->replace.active &&
 			 a->replace.position == s->member;
 
