@@ -263,3 +263,38 @@ def test_replace_rebuilds_what_the_old_box_cannot_read(tgtd_factory, client, mod
     scrub(c)
     report(f"{mode}: replace of position {position}, whose box cannot read stripe 4's unit: "
            f"{copied} stripes copied, {rebuilt} rebuilt from the others; every byte right")
+
+
+def test_a_member_losing_sectors_is_replaced_by_a_ready_spare(tgtd_factory, client, mode,
+                                                              workdir, report):
+    """Past 20 read errors within the hour (md's max_read_errors) a member
+    is failing; with a spare ready it is not failed but replaced, as md
+    replaces a device that wants replacement: it serves on, its errors
+    repaired, while the spare gets its units, and the array never runs
+    degraded.  (Without a spare it is failed: test_medium_errors.py.)"""
+    a = Array(tgtd_factory, client, mode, workdir, spares=1)
+    c = a.c
+    stripes = [s for s in range(Array.STRIPES) if locate(s, 0)[0] == 0]
+    before = counters(c)
+    for i in range(21):
+        s = stripes[i % len(stripes)]
+        a.lose_sectors(s, 0, offset=(i // len(stripes)) * 4096, length=512)
+        r = a.read(lba(s), BLOCKS)
+        assert r["status"] == GOOD and r["data"] == a.expect(lba(s), BLOCKS), i
+    wait_log(c, "read errors within the hour", timeout=10)
+    assert re.search(r"member 0 \(\S+\) at position 0 had 21 read errors within the hour: "
+                     r"replacing it by spare 5", c.controller.log()), c.controller.log()[-3000:]
+    _, by, stripes_done, _, _, copied, rebuilt = replaced_line(c)
+    # The batch over the sector the 21st error found may meet it before
+    # its repair has written it back: that batch is rebuilt instead.
+    assert by == N and copied >= stripes_done - 16, (copied, rebuilt)
+    assert "failing it" not in c.controller.log()
+    after = counters(c)
+    assert after["member_failures"] == before["member_failures"] + 1    # the old box, at the end
+    assert array_state(c) == "optimal"
+    assert members(c)[N][1:] == ("up", 0) and members(c)[0][1:] == ("held", -1)
+    r = a.read(0, Array.STRIPES * (N - 1) * BLOCKS)
+    assert r["status"] == GOOD and r["data"] == a.data
+    scrub(c)
+    report(f"{mode}: member 0 after 21 read errors, a spare ready: replaced, not failed; "
+           f"{copied} stripes copied, {rebuilt} rebuilt, the array never degraded, every byte right")

@@ -146,9 +146,7 @@ int bl_plan_copy(const struct bl_plan_ctx *c, uint64_t first, uint32_t nr,
 	int err, t;
 
 	memset(out, 0, sizeof(*out));
-	if (!g || !c->level || !unit || !nr ||
-	    first > g->member_blocks / unit ||
-	    nr > g->member_blocks / unit - first ||
+	if (!g || !c->level || !unit || !raid_stripes_in_range(g, first, nr) ||
 	    (uint64_t)nr * unit * c->block_size > UINT32_MAX ||
 	    from >= RAID_MAX_MEMBERS || !to || (to & (1u << from)))
 		return -EINVAL;

@@ -274,8 +274,7 @@ static int r1_tpt_check(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	unsigned int m;
 	int err;
 
-	if (!nr || first > g->member_blocks / unit ||
-	    nr > g->member_blocks / unit - first ||
+	if (!raid_stripes_in_range(g, first, nr) ||
 	    (uint64_t)nr * unit > TPT_VENDOR_LENGTH_MAX)
 		return -EINVAL;
 	if (c->missing & (g->members < 32 ? (1u << g->members) - 1 :
@@ -396,8 +395,7 @@ static int r1_bl_check(const struct bl_plan_ctx *c, uint64_t first,
 	unsigned int m;
 	int err, t;
 
-	if (!nr || first > g->member_blocks / unit ||
-	    nr > g->member_blocks / unit - first || run > UINT32_MAX)
+	if (!raid_stripes_in_range(g, first, nr) || run > UINT32_MAX)
 		return -EINVAL;
 	if (c->missing & (g->members < 32 ? (1u << g->members) - 1 :
 			  UINT32_MAX))

@@ -43,6 +43,14 @@ uint64_t raid_stripe_data_blocks(const struct raid_level_ops *level,
 	return (uint64_t)(g->members - level->nr_parity(g)) * g->unit_blocks;
 }
 
+bool raid_stripes_in_range(const struct raid_geometry *g, uint64_t first,
+			   uint32_t nr)
+{
+	uint64_t stripes = g->member_blocks / g->unit_blocks;
+
+	return nr && first <= stripes && nr <= stripes - first;
+}
+
 uint64_t raid_check_bytes(const struct raid_level_ops *level,
 			  const struct raid_geometry *g, uint32_t block_size,
 			  uint32_t nr)

@@ -184,6 +184,11 @@ const struct raid_level_ops *raid_level_find(unsigned int level);
 int raid_geometry_check(const struct raid_level_ops *level,
 			const struct raid_geometry *g);
 
+/* Whether stripes [@first, @first + @nr) are some, and all on the
+ * members (a rebuild's, a check's, a copy's run). */
+bool raid_stripes_in_range(const struct raid_geometry *g, uint64_t first,
+			   uint32_t nr);
+
 /* Blocks of data in one stripe: (N - nr_parity()) units. */
 uint64_t raid_stripe_data_blocks(const struct raid_level_ops *level,
 				 const struct raid_geometry *g);

@@ -790,8 +790,7 @@ int tpt_plan_copy(struct tpt_plan_ctx *c, uint64_t first, uint32_t nr,
 	unsigned int m;
 	int err;
 
-	if (!nr || first > g->member_blocks / unit ||
-	    nr > g->member_blocks / unit - first ||
+	if (!raid_stripes_in_range(g, first, nr) ||
 	    (uint64_t)nr * unit > TPT_VENDOR_LENGTH_MAX ||
 	    from >= RAID_MAX_MEMBERS || !to || (to & (1u << from)))
 		return -EINVAL;

@@ -24,8 +24,9 @@
  *
  * A disk that keeps losing sectors is failing: past READ_ERRORS_MAX read
  * errors to repair, halved for each hour without one (md's
- * max_read_errors and its decay), the member is failed instead and the
- * array rebuilds it.  Errors that cannot be repaired (the stripe lacks
+ * max_read_errors and its decay), it is replaced by a ready spare while
+ * it serves (replace.c, as md replaces a device that wants replacement),
+ * or without one failed and the array rebuilds it.  Errors that cannot be repaired (the stripe lacks
  * another unit: array.c, array_unreadable()) do not count: hosts read a
  * lost block again and again, and failing the member for it would lose
  * what it still holds.
@@ -43,17 +44,29 @@
 #include "tpt_controller.h"
 
 #define READ_ERRORS_MAX 20
+#define READ_ERRORS_REPLACING_MAX (4 * READ_ERRORS_MAX)
 
 /* Counts a read error of @m that is to be repaired; false once it has had
- * too many, which fails it. */
+ * too many, which fails it - unless a spare can be copied into its
+ * position meanwhile (replace_failing()): it then serves on, its errors
+ * repaired, until the spare takes over, and the array keeps its
+ * redundancy throughout instead of running degraded for a rebuild. */
 static bool read_repair_count(struct tpt_array *a, struct tpt_member *m)
 {
 	time_t now = tpt_now_s();
 	time_t hours = m->read_errors ? (now - m->read_error_at) / 3600 : 0;
+	char why[64];
 
 	m->read_errors = hours >= 32 ? 0 : m->read_errors >> hours;
 	m->read_error_at = now;
 	if (++m->read_errors <= READ_ERRORS_MAX)
+		return true;
+	snprintf(why, sizeof(why), "had %u read errors within the hour",
+		 m->read_errors);
+	/* One that errs on nearly everything is failed all the same: the
+	 * spare then takes its position over (replace.c). */
+	if (m->read_errors <= READ_ERRORS_REPLACING_MAX &&
+	    replace_failing(a, m, why))
 		return true;
 	eprintf("tptraid: member %u (%s): %u read errors within the hour: "
 		"failing it\n", m->id, m->url, m->read_errors);

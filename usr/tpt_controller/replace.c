@@ -134,6 +134,28 @@ int replace_start(struct tpt_array *a, struct tpt_member *m)
 	return TGTADM_SUCCESS;
 }
 
+bool replace_failing(struct tpt_array *a, struct tpt_member *m,
+		     const char *why)
+{
+	struct tpt_replace *rp = &a->replace;
+	struct tpt_member *spare;
+
+	if (m->position < 0)
+		return false;
+	if ((rp->active || rp->pending) &&
+	    rp->position == (unsigned int)m->position)
+		return true;
+	if (rp->active || rp->pending || !all_in_sync(a) || !(spare = ready_spare(a)) ||
+	    replace_begin(a, m, spare))
+		return false;
+	eprintf("tptraid: member %u (%s) at position %u %s: replacing it by "
+		"spare %u (%s) while it serves (as replace=URL)%s\n", m->id,
+		m->url, rp->position, why, spare->id, spare->url,
+		a->recovery.active ? ", after the job that runs now" : "");
+	recovery_kick(a);
+	return true;
+}
+
 void replace_pending(struct tpt_array *a, unsigned int position,
 		     unsigned int spare)
 {

@@ -880,6 +880,12 @@ struct tpt_replace {
 
 /* replace=URL (from array_params.c): the operator's request for @m. */
 int replace_start(struct tpt_array *a, struct tpt_member *m);
+/* The same for a member that keeps losing sectors (read_repair.c), as
+ * md replaces a device that wants replacement: true if a replace of @m
+ * runs now (begun here, or already), false if none can (no spare ready,
+ * the array not whole, another replace running), with nothing said. */
+bool replace_failing(struct tpt_array *a, struct tpt_member *m,
+		     const char *why);
 /* Assembly: the state file keeps a replace of @position by box @spare;
  * recovery_kick() begins it again with replace_resume() when it can. */
 void replace_pending(struct tpt_array *a, unsigned int position,
