@@ -26,10 +26,10 @@
  * errors to repair, halved for each hour without one (md's
  * max_read_errors and its decay), it is replaced by a ready spare while
  * it serves (replace.c, as md replaces a device that wants replacement),
- * or without one failed and the array rebuilds it.  Errors that cannot be repaired (the stripe lacks
- * another unit: array.c, array_unreadable()) do not count: hosts read a
- * lost block again and again, and failing the member for it would lose
- * what it still holds.
+ * or without one failed and the array rebuilds it.  Errors that cannot be
+ * repaired (the stripe lacks another unit: array.c, array_unreadable())
+ * do not count: hosts read a lost block again and again, and failing the
+ * member for it would lose what it still holds.
  */
 #include <errno.h>
 #include <inttypes.h>

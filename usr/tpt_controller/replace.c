@@ -145,8 +145,8 @@ bool replace_failing(struct tpt_array *a, struct tpt_member *m,
 	if ((rp->active || rp->pending) &&
 	    rp->position == (unsigned int)m->position)
 		return true;
-	if (rp->active || rp->pending || !all_in_sync(a) || !(spare = ready_spare(a)) ||
-	    replace_begin(a, m, spare))
+	if (rp->active || rp->pending || !all_in_sync(a) ||
+	    !(spare = ready_spare(a)) || replace_begin(a, m, spare))
 		return false;
 	eprintf("tptraid: member %u (%s) at position %u %s: replacing it by "
 		"spare %u (%s) while it serves (as replace=URL)%s\n", m->id,
