@@ -398,6 +398,18 @@ def test_members_are_reserved_for_the_array(tgtd_factory, client, mode):
     assert r["status"] == GOOD, r
 
 
+def state_file_has(state, line, present=True):
+    """Until the state file has the whole line `line` (present) or not:
+    the controller's files thread writes it after the change, not with
+    the tgtadm answer.  The text it found."""
+    for _ in range(200):
+        text = state.read_text()
+        if (f"\n{line}\n" in text) == present:
+            return text
+        time.sleep(0.05)
+    raise AssertionError(text)
+
+
 def test_operator_removes_boxes_and_a_new_spare_takes_the_free_id(tgtd_factory, client):
     """remove=URL (md's --remove) takes a spare, or a box held out with
     fail=, out of the array for good: gone from show and from the state
@@ -420,15 +432,15 @@ def test_operator_removes_boxes_and_a_new_spare_takes_the_free_id(tgtd_factory, 
     lu_param(ctl, f"remove={spare}")
     out = wait_show(ctl, r"TPT-RAID: .* state optimal")
     assert "TPT-RAID member 3:" not in out, out
-    assert "\nbox 3 removed\n" in state.read_text()
+    state_file_has(state, "box 3 removed")
     assert lu_param(ctl, f"fail={spare}", check=False).returncode != 0   # no such box now
     lu_param(ctl, f"fail={box1}")
     wait_show(ctl, r"TPT-RAID member 1: \S+ held position 1")
     lu_param(ctl, f"remove={box1}")
     out = wait_show(ctl, r"TPT-RAID: .* state degraded")
     assert "TPT-RAID member 1:" not in out, out
-    text = state.read_text()
-    assert "\nbox 1 removed\n" in text and "\nposition 1 -1\n" in text, text
+    state_file_has(state, "box 1 removed")
+    text = state_file_has(state, "position 1 -1")
     assert "held" not in text, text
     assert "its position has no box until a spare is rebuilt into it" in ctl.log()
 
@@ -460,7 +472,7 @@ def test_operator_removes_boxes_and_a_new_spare_takes_the_free_id(tgtd_factory, 
     wait_show(ctl, r"TPT-RAID: .* state optimal", timeout=60)
     out = wait_show(ctl, r"TPT-RAID member 1: \S+ up position 1")
     assert "TPT-RAID member 3:" not in out, out
-    assert f"\nbox 1 {new_url}\n" in state.read_text()
+    state_file_has(state, f"box 1 {new_url}")
     client.login("a", c.url)
     client.clear_unit_attentions("a")
     r = client.command("a", proto.read16_cdb(0, len(data) // BS), inlen=len(data))
@@ -632,11 +644,7 @@ def test_operator_fails_a_box_and_adds_it_back(tgtd_factory, client, mode):
     state = ctl.dir / "array.state"
 
     def state_file_says(line, present=True):
-        for _ in range(100):
-            if (f"\n{line}\n" in state.read_text()) == present:
-                return
-            time.sleep(0.05)
-        raise AssertionError(state.read_text())
+        state_file_has(state, line, present)
 
     stripe = 2 * (64 << 10)
     data = log_in_and_write(client, c, 8 * stripe)
